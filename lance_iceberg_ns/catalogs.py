@@ -1,0 +1,151 @@
+"""Warehouses: one pyiceberg REST catalog per warehouse, created on first use and cached.
+
+The API prefix of a warehouse comes from ``GET /v1/config?warehouse=...``; pyiceberg merges the
+answer's ``defaults``, our properties and its ``overrides`` in that order, so a prefix in
+``overrides`` wins. When the server announces no prefix, the bridge decides once per warehouse:
+
+1. it lists namespaces under ``/v1/<warehouse>/`` (the Lance spec's fallback, which servers that
+   route per-warehouse paths answer); if that works, the warehouse name is the prefix;
+2. otherwise (``400 No route``, ``404``) it uses unprefixed paths ``/v1/namespaces/...``, which is
+   how the apache/iceberg-rest-fixture style of server routes everything.
+
+The decision is kept with the catalog for the life of the namespace object.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import requests
+from pyiceberg import exceptions as iceberg
+from pyiceberg.catalog.rest import PREFIX, RestCatalog
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.errors import http_status, translated_errors
+
+logger = logging.getLogger(__name__)
+
+
+class _TransportAdapter(HTTPAdapter):
+    """Applies the configured timeouts to every request, and retries what is safe to retry:
+    connections that failed before a request was sent, and idempotent reads answered with
+    429/502/503/504."""
+
+    def __init__(self, settings: Settings, pool_size: int) -> None:
+        retries = Retry(
+            total=settings.max_retries,
+            connect=settings.max_retries,
+            read=settings.max_retries,
+            status=settings.max_retries,
+            other=0,
+            allowed_methods=frozenset({"GET", "HEAD"}),
+            status_forcelist=(429, 502, 503, 504),
+            backoff_factor=0.1,
+            respect_retry_after_header=True,
+            raise_on_status=False,
+        )
+        super().__init__(max_retries=retries, pool_connections=4, pool_maxsize=pool_size)
+        self._timeout = (settings.connect_timeout_ms / 1000.0, settings.read_timeout_ms / 1000.0)
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = self._timeout
+        return super().send(request, **kwargs)
+
+
+class BridgeRestCatalog(RestCatalog):
+    """pyiceberg's REST catalog, with our timeouts, retries and connection pool on its session."""
+
+    def __init__(self, name: str, settings: Settings, **properties: str) -> None:
+        self._settings = settings  # read by _create_session, which the base constructor calls
+        super().__init__(name, **properties)
+
+    def _create_session(self) -> requests.Session:
+        session = super()._create_session()
+        adapter = _TransportAdapter(self._settings, pool_size=max(16, self._settings.lookup_threads * 2))
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        return session
+
+
+def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
+    """The pyiceberg properties for one warehouse's catalog."""
+    properties = dict(settings.catalog_properties)
+    properties.update({"uri": settings.endpoint, "warehouse": warehouse})
+    if settings.auth_token:
+        properties["token"] = settings.auth_token
+    if settings.credential:
+        properties["credential"] = settings.credential
+    if settings.scope:
+        properties["scope"] = settings.scope
+    if settings.oauth2_server_uri:
+        properties["oauth2-server-uri"] = settings.oauth2_server_uri
+    return properties
+
+
+def resolve_prefix(catalog: RestCatalog, warehouse: str) -> str:
+    """Decide the API prefix for a warehouse whose config named none; see the module docstring.
+
+    Returns the prefix in use ('' for unprefixed paths) and leaves it in the catalog's properties.
+    """
+    announced = catalog.properties.get(PREFIX)
+    if announced:
+        return announced
+    catalog.properties[PREFIX] = warehouse
+    try:
+        catalog.list_namespaces()
+        return warehouse
+    except iceberg.NoSuchNamespaceError as exc:  # pyiceberg's name for a 404 here
+        logger.debug("warehouse %r: /v1/%s/ answered %s; using unprefixed paths", warehouse, warehouse, exc)
+    except iceberg.RESTError as exc:
+        if not isinstance(exc, iceberg.BadRequestError) and http_status(exc) not in (404, 405):
+            raise  # 401, 403, 5xx: a real failure, not a missing route
+        logger.debug("warehouse %r: /v1/%s/ answered %s; using unprefixed paths", warehouse, warehouse, exc)
+    catalog.properties.pop(PREFIX, None)
+    catalog.list_namespaces()  # fails loudly (and is translated) if the server routes neither
+    return ""
+
+
+class WarehouseCatalogs:
+    """Warehouse name → its pyiceberg catalog, created lazily, shared safely between threads."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._catalogs: dict[str, RestCatalog] = {}
+        self._prefixes: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._warehouse_locks: dict[str, threading.Lock] = {}
+
+    def get(self, warehouse: str) -> RestCatalog:
+        """The catalog for ``warehouse``; raises ``NamespaceNotFoundError`` for a warehouse the
+        server does not know."""
+        catalog = self._catalogs.get(warehouse)
+        if catalog is not None:
+            return catalog
+        with self._lock:
+            warehouse_lock = self._warehouse_locks.setdefault(warehouse, threading.Lock())
+        with warehouse_lock:  # one connection attempt per warehouse, others wait for it
+            if warehouse not in self._catalogs:
+                with translated_errors(f"Warehouse '{warehouse}'", self._settings.redact):
+                    catalog = BridgeRestCatalog(warehouse, self._settings, **catalog_properties(self._settings, warehouse))
+                    self._prefixes[warehouse] = resolve_prefix(catalog, warehouse)
+                logger.debug("warehouse %r uses API prefix %r", warehouse, self._prefixes[warehouse])
+                self._catalogs[warehouse] = catalog
+        return self._catalogs[warehouse]
+
+    def prefix(self, warehouse: str) -> str:
+        """The API prefix decided for a warehouse ('' for unprefixed paths)."""
+        self.get(warehouse)
+        return self._prefixes[warehouse]
+
+    def close(self) -> None:
+        """Close every catalog's pooled connections."""
+        with self._lock:
+            catalogs, self._catalogs = list(self._catalogs.values()), {}
+            self._prefixes = {}
+        for catalog in catalogs:
+            catalog.close()

@@ -1,0 +1,175 @@
+"""Namespace properties, parsed once into typed settings.
+
+Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys:
+
+``endpoint``            Iceberg REST catalog URL (required, ``http://`` or ``https://``).
+``auth_token``          Bearer token sent with every request.
+``credential``          OAuth2 client credentials ``client_id:client_secret``; pyiceberg obtains
+                        and refreshes the token.
+``scope``               OAuth2 scope (default ``catalog``).
+``oauth2-server-uri``   OAuth2 token endpoint (default: the catalog's ``/v1/oauth/tokens``).
+``connect_timeout``     Connection timeout in milliseconds (default 10000).
+``read_timeout``        Read timeout in milliseconds (default 30000).
+``max_retries``         Retries for failed connections and 429/502/503/504 answers (default 3).
+``root``                Storage root for tables declared without a location (default: the current
+                        working directory; a relative path is made absolute).
+``storage.<key>``       Handed to Lance as storage option ``<key>``.
+``iceberg.<key>``       Handed to pyiceberg's REST catalog as property ``<key>``, e.g.
+                        ``iceberg.header.X-Tenant``, ``iceberg.rest.sigv4-enabled``, ``iceberg.audience``.
+``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
+                        trusted by the next (default 30; 0 looks every table up on every listing).
+``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lance_namespace.errors import InvalidInputError
+
+logger = logging.getLogger(__name__)
+
+STORAGE_PREFIX = "storage."
+ICEBERG_PREFIX = "iceberg."
+_KNOWN_KEYS = {
+    "endpoint",
+    "auth_token",
+    "credential",
+    "scope",
+    "oauth2-server-uri",
+    "connect_timeout",
+    "read_timeout",
+    "max_retries",
+    "root",
+    "table_type_cache_seconds",
+    "lookup_threads",
+}
+# Keys whose values are never shown: in repr, logs or error messages.
+_SECRET_KEY_WORDS = (
+    "token",
+    "secret",
+    "credential",
+    "password",
+    "passwd",
+    "access_key",
+    "access-key",
+    "accesskey",
+    "account_key",
+    "private_key",
+    "api_key",
+    "api-key",
+    "apikey",
+    "sas",
+    "signature",
+)
+
+
+def looks_secret(key: str) -> bool:
+    """True for a property or option name that, by its name, holds a secret."""
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_KEY_WORDS)
+
+
+def _int_setting(properties: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
+    raw = properties.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise InvalidInputError(f"Property '{key}' must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise InvalidInputError(f"Property '{key}' must be at least {minimum}, got {value}")
+    return value
+
+
+def _absolute_root(raw: str | None) -> str:
+    if not raw:
+        return os.getcwd()
+    if "://" in raw:  # an object store URI stays as given
+        return raw.rstrip("/")
+    if raw.startswith("file:"):
+        raw = raw[len("file:") :]
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The namespace's configuration; secrets are kept out of ``repr``."""
+
+    endpoint: str
+    root: str
+    auth_token: str | None = field(default=None, repr=False)
+    credential: str | None = field(default=None, repr=False)
+    scope: str | None = None
+    oauth2_server_uri: str | None = None
+    connect_timeout_ms: int = 10_000
+    read_timeout_ms: int = 30_000
+    max_retries: int = 3
+    table_type_cache_seconds: int = 30
+    lookup_threads: int = 8
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+    catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> Settings:
+        """Parse and validate namespace properties; raises ``InvalidInputError`` on bad values."""
+        endpoint = str(properties.get("endpoint") or "").strip()
+        if not endpoint:
+            raise InvalidInputError("Property 'endpoint' is required (the Iceberg REST catalog URL)")
+        if not endpoint.startswith(("http://", "https://")):
+            raise InvalidInputError("Property 'endpoint' must start with http:// or https://")
+        storage_options: dict[str, str] = {}
+        catalog_properties: dict[str, str] = {}
+        for key, value in properties.items():
+            if key.startswith(STORAGE_PREFIX) and len(key) > len(STORAGE_PREFIX):
+                storage_options[key[len(STORAGE_PREFIX) :]] = str(value)
+            elif key.startswith(ICEBERG_PREFIX) and len(key) > len(ICEBERG_PREFIX):
+                catalog_properties[key[len(ICEBERG_PREFIX) :]] = str(value)
+            elif key not in _KNOWN_KEYS:
+                logger.warning("Ignoring unknown namespace property %r", key)
+        return cls(
+            endpoint=endpoint.rstrip("/"),
+            root=_absolute_root(properties.get("root")),
+            auth_token=properties.get("auth_token") or None,
+            credential=properties.get("credential") or None,
+            scope=properties.get("scope") or None,
+            oauth2_server_uri=properties.get("oauth2-server-uri") or None,
+            connect_timeout_ms=_int_setting(properties, "connect_timeout", 10_000, 1),
+            read_timeout_ms=_int_setting(properties, "read_timeout", 30_000, 1),
+            max_retries=_int_setting(properties, "max_retries", 3, 0),
+            table_type_cache_seconds=_int_setting(properties, "table_type_cache_seconds", 30, 0),
+            lookup_threads=_int_setting(properties, "lookup_threads", 8, 1),
+            storage_options=storage_options,
+            catalog_properties=catalog_properties,
+        )
+
+    def secrets(self) -> list[str]:
+        """Every configured value that must never be shown."""
+        values = [self.auth_token, self.credential]
+        if self.credential and ":" in self.credential:
+            values.append(self.credential.split(":", 1)[1])
+        values += [v for k, v in self.storage_options.items() if looks_secret(k)]
+        values += [v for k, v in self.catalog_properties.items() if looks_secret(k)]
+        return [v for v in values if v]
+
+    def redact(self, text: str) -> str:
+        """Replace every configured secret in ``text`` with ``***``."""
+        for secret in sorted(self.secrets(), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
+    def principal(self) -> str:
+        """Who this namespace acts as, without revealing a secret: the OAuth2 client id, or a
+        fingerprint of the bearer token."""
+        if self.credential:
+            return "client:" + self.credential.split(":", 1)[0]
+        if self.auth_token:
+            import hashlib
+
+            return "token:" + hashlib.sha256(self.auth_token.encode()).hexdigest()[:12]
+        return "anonymous"

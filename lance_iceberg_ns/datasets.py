@@ -1,0 +1,87 @@
+"""The Lance side of a table: opening, checking and deleting the dataset at a table's location."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import lance
+from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
+from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
+
+
+def is_local(location: str) -> bool:
+    return "://" not in location or location.startswith("file://")
+
+
+def _local_path(location: str) -> str:
+    return location[len("file://") :] if location.startswith("file://") else location
+
+
+def open_dataset(
+    location: str, storage_options: dict[str, str], version: int | str | None = None
+) -> lance.LanceDataset:
+    """Open the dataset at ``location`` (at ``version``: a number or a tag).
+
+    Raises ``TableVersionNotFoundError`` for a version or tag the dataset does not have, and
+    ``InvalidInputError`` when no dataset is there.
+    """
+    try:
+        dataset = lance.dataset(location, storage_options=storage_options or None)
+    except (ValueError, OSError) as exc:
+        raise InvalidInputError(f"No Lance dataset at {location}: {exc}") from exc
+    if version is None:
+        return dataset
+    try:
+        return dataset.checkout_version(version)
+    except (ValueError, OSError, KeyError) as exc:
+        raise TableVersionNotFoundError(f"Version {version!r} not found for the dataset at {location}") from exc
+
+
+def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
+    """True when ``location`` holds a readable Lance dataset."""
+    if is_local(location) and not os.path.isdir(os.path.join(_local_path(location), "_versions")):
+        return False  # cheap answer without opening anything
+    try:
+        lance.dataset(location, storage_options=storage_options or None)
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def delete_dataset(location: str, storage_options: dict[str, str]) -> None:
+    """Delete the dataset at ``location`` and everything under it, if it is a dataset root."""
+    if dataset_exists(location, storage_options):
+        lance.LanceDataset.drop(location, storage_options or None, ignore_not_found=True)
+    remove_empty_directories(location)
+
+
+def remove_empty_directories(location: str) -> None:
+    """Remove ``location`` when only empty directories remain under it (local paths only)."""
+    if not is_local(location):
+        return
+    root = _local_path(location)
+    for folder, _subfolders, _files in os.walk(root, topdown=False):
+        try:
+            os.rmdir(folder)  # fails, harmlessly, on a folder that still holds something
+        except OSError:
+            pass
+
+
+def arrow_schema_json(dataset: lance.LanceDataset) -> JsonArrowSchema:
+    """The dataset's schema in the Lance spec's JSON Arrow form."""
+    from lance.schema import schema_to_json
+
+    return JsonArrowSchema.from_dict(schema_to_json(dataset.schema))
+
+
+def table_uri(location: str) -> str:
+    """A complete URI for a location (``file://`` for local paths)."""
+    if "://" in location:
+        return location
+    return "file://" + os.path.abspath(location)
+
+
+def dataset_facts(dataset: lance.LanceDataset) -> dict[str, Any]:
+    """Version and schema of an opened dataset, for a detailed description."""
+    return {"version": dataset.version, "schema": arrow_schema_json(dataset)}

@@ -1,0 +1,93 @@
+"""The one place where catalog and transport failures become ``lance_namespace.errors``.
+
+pyiceberg already turns each HTTP status into a typed exception, per operation (a 404 from
+``loadTable`` is ``NoSuchTableError``, from ``listTables`` ``NoSuchNamespaceError``), so the
+translation is by exception type. Messages keep the server's words, with secrets redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import requests
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InternalError,
+    InvalidInputError,
+    LanceNamespaceError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    ThrottlingError,
+    UnauthenticatedError,
+    UnsupportedOperationError,
+)
+from pyiceberg import exceptions as iceberg
+
+# Most specific first: the first matching entry wins.
+_TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...] = (
+    (iceberg.NoSuchNamespaceError, NamespaceNotFoundError),
+    (iceberg.NoSuchTableError, TableNotFoundError),
+    (iceberg.NoSuchIdentifierError, InvalidInputError),
+    (iceberg.NamespaceAlreadyExistsError, NamespaceAlreadyExistsError),
+    (iceberg.TableAlreadyExistsError, TableAlreadyExistsError),
+    (iceberg.NamespaceNotEmptyError, NamespaceNotEmptyError),
+    (iceberg.CommitFailedException, ConcurrentModificationError),
+    (iceberg.OAuthError, UnauthenticatedError),
+    (iceberg.UnauthorizedError, UnauthenticatedError),
+    (iceberg.AuthorizationExpiredError, UnauthenticatedError),
+    (iceberg.ForbiddenError, PermissionDeniedError),
+    (iceberg.ServiceUnavailableError, ServiceUnavailableError),
+    (iceberg.TooManyRequestsError, ThrottlingError),
+    (iceberg.BadRequestError, InvalidInputError),
+    (requests.ConnectionError, ServiceUnavailableError),
+    (requests.Timeout, ServiceUnavailableError),
+    (NotImplementedError, UnsupportedOperationError),
+)
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status behind a pyiceberg REST error, when there was a response."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def translate(exc: BaseException, context: str, redact: Callable[[str], str] = lambda text: text) -> LanceNamespaceError:
+    """The ``lance_namespace`` error for a failure, its message prefixed by ``context``."""
+    if isinstance(exc, LanceNamespaceError):
+        return exc
+    error_class: type[LanceNamespaceError] = InternalError
+    for source, target in _TRANSLATIONS:
+        if isinstance(exc, source):
+            error_class = target
+            break
+    else:
+        if http_status(exc) == 404:  # a route or resource pyiceberg had no specific type for
+            error_class = NamespaceNotFoundError
+    detail = str(exc) or type(exc).__name__
+    return error_class(redact(f"{context}: {detail}"))
+
+
+@contextmanager
+def translated_errors(context: str, redact: Callable[[str], str] = lambda text: text) -> Iterator[None]:
+    """Re-raise any failure inside the block as its ``lance_namespace`` error."""
+    try:
+        yield
+    except LanceNamespaceError as exc:
+        # Messages of our own errors are already safe, but a secret may still ride in on one we
+        # built from a server message; redact once more to be sure.
+        if redact(str(exc)) != str(exc):
+            raise type(exc)(redact(str(exc))) from None
+        raise
+    except Exception as exc:
+        error = translate(exc, context, redact)
+        # Keep the original as the cause for debugging, unless it carries a secret.
+        if redact(str(exc)) != str(exc):
+            raise error from None
+        raise error from exc

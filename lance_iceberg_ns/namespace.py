@@ -1,0 +1,489 @@
+"""``IcebergLanceNamespace``: the Lance Namespace operations on an Iceberg REST catalog.
+
+Every Lance table is a companion Iceberg table with a one-column dummy schema, the property
+``table_type=lance``, and the Lance dataset root as its location. Each operation parses its
+identifier, makes its catalog call and builds the response; error translation, request coercion
+(pylance calls back from Rust with plain dicts) and timing are applied by ``_operation``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from lance_namespace import (
+    CreateNamespaceRequest,
+    CreateNamespaceResponse,
+    DeclareTableRequest,
+    DeclareTableResponse,
+    DeregisterTableRequest,
+    DeregisterTableResponse,
+    DescribeNamespaceRequest,
+    DescribeNamespaceResponse,
+    DescribeTableRequest,
+    DescribeTableResponse,
+    DropNamespaceRequest,
+    DropNamespaceResponse,
+    DropTableRequest,
+    DropTableResponse,
+    LanceNamespace,
+    ListNamespacesRequest,
+    ListNamespacesResponse,
+    ListTablesRequest,
+    ListTablesResponse,
+    NamespaceExistsRequest,
+    RegisterTableRequest,
+    RegisterTableResponse,
+    RenameTableRequest,
+    RenameTableResponse,
+    TableExistsRequest,
+)
+from lance_namespace.errors import (
+    InvalidInputError,
+    NamespaceNotFoundError,
+    UnsupportedOperationError,
+)
+from pyiceberg import exceptions as iceberg
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.types import NestedField, StringType
+
+from lance_iceberg_ns import datasets
+from lance_iceberg_ns.catalogs import WarehouseCatalogs
+from lance_iceberg_ns.config import Settings, looks_secret
+from lance_iceberg_ns.errors import translated_errors
+from lance_iceberg_ns.identifiers import (
+    NamespaceId,
+    TableId,
+    default_table_location,
+    parse_namespace_id,
+    parse_table_id,
+)
+from lance_iceberg_ns.listing import (
+    TABLE_TYPE_KEY,
+    TABLE_TYPE_LANCE,
+    TableTypeCache,
+    is_lance_table,
+    page_after,
+    parallel_map,
+    take_page,
+)
+
+logger = logging.getLogger(__name__)
+
+Request = TypeVar("Request")
+
+
+def companion_table_schema() -> Schema:
+    """The schema of every companion table: one nullable string column ``dummy``."""
+    return Schema(NestedField(field_id=1, name="dummy", field_type=StringType(), required=False))
+
+
+def _coerce(request: Any, request_type: type[Request]) -> Request:
+    """Accept the request model, a plain dict (pylance calls back from Rust with dicts), or None."""
+    if isinstance(request, request_type):
+        return request
+    if request is None:
+        request = {}
+    if isinstance(request, Mapping):
+        try:
+            return request_type.from_dict(dict(request))  # type: ignore[attr-defined,no-any-return]
+        except Exception as exc:  # pydantic's ValidationError, with the offending field
+            raise InvalidInputError(f"Invalid {request_type.__name__}: {exc}") from None
+    raise InvalidInputError(f"Expected a {request_type.__name__} or a dict, got {type(request).__name__}")
+
+
+def _operation(request_type: type[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a namespace operation: coerce its request, translate its errors, time it."""
+
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def run(self: IcebergLanceNamespace, request: Any = None) -> Any:
+            request = _coerce(request, request_type)
+            target = ".".join(getattr(request, "id", None) or []) or "<root>"
+            started = time.perf_counter()
+            with translated_errors(f"{name} {target}", self._settings.redact):
+                response = method(self, request)
+            logger.debug("%s %s took %.1f ms", name, target, (time.perf_counter() - started) * 1000)
+            return response
+
+        return run
+
+    return decorate
+
+
+def _mode(raw: str | None, default: str) -> str:
+    """Lance modes are case-insensitive, in PascalCase or snake_case."""
+    return (raw or default).replace("_", "").lower()
+
+
+class IcebergLanceNamespace(LanceNamespace):
+    """A Lance namespace whose tables are registered in an Iceberg REST catalog.
+
+    Identifiers start with the warehouse: namespaces are ``[warehouse, ns...]``, tables
+    ``[warehouse, ns..., table]``. See ``lance_iceberg_ns.config`` for the properties.
+    Raises ``InvalidInputError`` for invalid properties.
+    """
+
+    def __init__(self, **properties: str) -> None:
+        self._properties = dict(properties)
+        self._settings = Settings.from_properties(self._properties)
+        self._catalogs = WarehouseCatalogs(self._settings)
+        self._table_types = TableTypeCache(self._settings.table_type_cache_seconds)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
+
+    # --- identity, pickling, lifetime ---------------------------------------------------------
+
+    def namespace_id(self) -> str:
+        """Differs between endpoints, principals and storage configurations; shows no secret."""
+        settings = self._settings
+        fingerprint = hashlib.sha256(
+            json.dumps([settings.storage_options, settings.catalog_properties, settings.secrets()], sort_keys=True).encode()
+        ).hexdigest()[:12]
+        return (
+            f"IcebergLanceNamespace {{ endpoint: '{settings.endpoint}', principal: '{settings.principal()}', "
+            f"config: '{fingerprint}' }}"
+        )
+
+    def __repr__(self) -> str:
+        return f"IcebergLanceNamespace(endpoint={self._settings.endpoint!r}, root={self._settings.root!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Connections and threads are not shipped; executors rebuild them on first use.
+        return {"properties": self._properties}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["properties"])  # type: ignore[misc]
+
+    def close(self) -> None:
+        """Close pooled connections and worker threads (they are re-created if used again)."""
+        self._catalogs.close()
+        with self._executor_lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+
+    def __enter__(self) -> IcebergLanceNamespace:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    # --- shared steps -------------------------------------------------------------------------
+
+    def _catalog(self, warehouse: str) -> RestCatalog:
+        return self._catalogs.get(warehouse)
+
+    def _lookup_executor(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._settings.lookup_threads, thread_name_prefix="lance-iceberg-ns-lookup"
+                )
+            return self._executor
+
+    def _load_lance_table(self, table: TableId) -> Table:
+        """Load a companion table; a plain Iceberg table under that name is ``InvalidInputError``."""
+        loaded = self._catalog(table.warehouse).load_table(table.iceberg_identifier)
+        is_lance = is_lance_table(loaded.metadata.properties)
+        self._table_types.remember((table.warehouse, table.iceberg_identifier), is_lance)
+        if not is_lance:
+            raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
+        return loaded
+
+    def _storage_options(self) -> dict[str, str]:
+        return dict(self._settings.storage_options)
+
+    def _catalog_table_properties(self, requested: Mapping[str, str] | None) -> dict[str, str]:
+        """Request properties as stored on the companion table: never a secret, always the type."""
+        properties = {}
+        for key, value in (requested or {}).items():
+            if looks_secret(key):
+                logger.warning("Not storing property %r in the catalog: it looks like a secret", key)
+                continue
+            properties[key] = value
+        properties[TABLE_TYPE_KEY] = TABLE_TYPE_LANCE  # always wins over a requested value
+        return properties
+
+    def _require_namespace_level(self, raw_id: Any, action: str) -> NamespaceId:
+        namespace = parse_namespace_id(raw_id)
+        if namespace is None or not namespace.path:
+            raise InvalidInputError(
+                f"Cannot {action} {namespace or 'the root'}: give [warehouse, namespace, ...]; "
+                "warehouses themselves are managed by the catalog server"
+            )
+        return namespace
+
+    # --- namespaces ---------------------------------------------------------------------------
+
+    @_operation(CreateNamespaceRequest)
+    def create_namespace(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
+        """Create a namespace. Raises NamespaceAlreadyExistsError (mode Create),
+        NamespaceNotFoundError (missing parent or warehouse)."""
+        namespace = self._require_namespace_level(request.id, "create")
+        mode = _mode(request.mode, "create")
+        if mode not in ("create", "existok", "overwrite"):
+            raise InvalidInputError(f"Unknown create_namespace mode {request.mode!r}")
+        catalog = self._catalog(namespace.warehouse)
+        if len(namespace.path) > 1 and not catalog.namespace_exists(namespace.path[:-1]):
+            raise NamespaceNotFoundError(f"Parent namespace of {namespace} does not exist")
+        try:
+            catalog.create_namespace(namespace.path, request.properties or {})
+        except iceberg.NamespaceAlreadyExistsError:
+            if mode == "create":
+                raise
+            if mode == "overwrite":
+                catalog.drop_namespace(namespace.path)  # NamespaceNotEmpty when it holds anything
+                catalog.create_namespace(namespace.path, request.properties or {})
+        return CreateNamespaceResponse(properties=catalog.load_namespace_properties(namespace.path))
+
+    @_operation(ListNamespacesRequest)
+    def list_namespaces(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
+        """List the child namespaces of ``[warehouse, ns...]`` by name, sorted and paginated.
+        Raises NamespaceNotFoundError."""
+        namespace = parse_namespace_id(request.id)
+        if namespace is None:
+            raise InvalidInputError("Listing the root is not supported: warehouses cannot be listed over Iceberg REST")
+        children = [ident[-1] for ident in self._catalog(namespace.warehouse).list_namespaces(namespace.path)]
+        page, token = take_page(page_after(children, request.page_token), request.limit, lambda names: names, 1000)
+        return ListNamespacesResponse(namespaces=page, page_token=token)
+
+    @_operation(DescribeNamespaceRequest)
+    def describe_namespace(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
+        """Properties of a namespace (a warehouse has none). Raises NamespaceNotFoundError."""
+        namespace = parse_namespace_id(request.id)
+        if namespace is None:
+            return DescribeNamespaceResponse(properties={})
+        catalog = self._catalog(namespace.warehouse)
+        if not namespace.path:
+            return DescribeNamespaceResponse(properties={})
+        return DescribeNamespaceResponse(properties=catalog.load_namespace_properties(namespace.path))
+
+    @_operation(DropNamespaceRequest)
+    def drop_namespace(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
+        """Drop an empty namespace (RESTRICT). A missing namespace is success unless mode is Fail.
+        Raises NamespaceNotEmptyError; CASCADE is InvalidInputError."""
+        if _mode(request.behavior, "restrict") != "restrict":
+            raise InvalidInputError("Only RESTRICT is supported for drop_namespace; drop the tables first")
+        namespace = self._require_namespace_level(request.id, "drop")
+        catalog = self._catalog(namespace.warehouse)
+        try:
+            properties = catalog.load_namespace_properties(namespace.path)
+            catalog.drop_namespace(namespace.path)
+        except iceberg.NoSuchNamespaceError:
+            if _mode(request.mode, "skip") == "fail":
+                raise
+            properties = {}
+        return DropNamespaceResponse(properties=properties)
+
+    @_operation(NamespaceExistsRequest)
+    def namespace_exists(self, request: NamespaceExistsRequest) -> None:
+        """Return when the namespace exists. Raises NamespaceNotFoundError."""
+        namespace = parse_namespace_id(request.id)
+        if namespace is None:
+            return
+        catalog = self._catalog(namespace.warehouse)  # an unknown warehouse is NamespaceNotFound
+        if namespace.path and not catalog.namespace_exists(namespace.path):
+            raise NamespaceNotFoundError(f"Namespace {namespace} does not exist")
+
+    # --- tables -------------------------------------------------------------------------------
+
+    @_operation(ListTablesRequest)
+    def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
+        """Names of the Lance tables in a namespace, sorted and paginated (see ``listing``).
+        Raises NamespaceNotFoundError."""
+        namespace = self._require_namespace_level(request.id, "list tables of")
+        catalog = self._catalog(namespace.warehouse)
+        names = [ident[-1] for ident in catalog.list_tables(namespace.path)]
+        include_declared = request.include_declared is not False
+
+        def keep(batch: list[str]) -> list[str]:
+            found = self._lance_tables_among(catalog, namespace, batch, with_data_only=not include_declared)
+            return [name for name in batch if name in found]
+
+        batch_size = max(32, self._settings.lookup_threads * 8)
+        page, token = take_page(page_after(names, request.page_token), request.limit, keep, batch_size)
+        return ListTablesResponse(tables=page, page_token=token)
+
+    def _lance_tables_among(
+        self, catalog: RestCatalog, namespace: NamespaceId, names: list[str], with_data_only: bool
+    ) -> set[str]:
+        """Which of ``names`` are Lance tables: remembered types first, the rest loaded in parallel."""
+
+        def key(name: str) -> tuple[str, tuple[str, ...]]:
+            return (namespace.warehouse, (*namespace.path, name))
+
+        def load(name: str) -> Table | None:
+            try:
+                return catalog.load_table((*namespace.path, name))
+            except iceberg.NoSuchTableError:  # dropped since the listing
+                return None
+
+        is_lance = {name: self._table_types.get(key(name)) for name in names}
+        unknown = [name for name, kind in is_lance.items() if kind is None]
+        loaded = dict(zip(unknown, parallel_map(self._lookup_executor(), load, unknown)))
+        for name, table in loaded.items():
+            is_lance[name] = table is not None and is_lance_table(table.metadata.properties)
+            if table is not None:
+                self._table_types.remember(key(name), bool(is_lance[name]))
+        lance_names = sorted(name for name in names if is_lance[name])
+        if not with_data_only:
+            return set(lance_names)
+
+        def has_data(name: str) -> bool:
+            table = loaded.get(name) or catalog.load_table((*namespace.path, name))
+            return datasets.dataset_exists(table.metadata.location, self._storage_options())
+
+        checks = parallel_map(self._lookup_executor(), has_data, lance_names)
+        return {name for name, ok in zip(lance_names, checks) if ok}
+
+    @_operation(DeclareTableRequest)
+    def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
+        """Register a companion table for a Lance table that is about to be written.
+        Raises TableAlreadyExistsError, NamespaceNotFoundError."""
+        table = parse_table_id(request.id)
+        location = request.location or default_table_location(self._settings.root, table)
+        created = self._catalog(table.warehouse).create_table(
+            table.iceberg_identifier,
+            schema=companion_table_schema(),
+            location=location,
+            properties=self._catalog_table_properties(request.properties),
+        )
+        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        return DeclareTableResponse(
+            location=created.metadata.location,
+            properties=dict(created.metadata.properties),
+            storage_options=self._storage_options(),
+            managed_versioning=False,
+        )
+
+    @_operation(DescribeTableRequest)
+    def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:
+        """Location, properties and storage options of a Lance table; with
+        ``load_detailed_metadata`` (or a version or tag) also its version and schema.
+        Raises TableNotFoundError, TableVersionNotFoundError; a plain Iceberg table is InvalidInputError."""
+        table = parse_table_id(request.id)
+        if request.branch:
+            raise UnsupportedOperationError("Branches are not supported by describe_table here")
+        if request.version is not None and request.tag:
+            raise InvalidInputError("Give either a version or a tag, not both")
+        loaded = self._load_lance_table(table)
+        location = loaded.metadata.location
+        response = DescribeTableResponse(
+            location=location,
+            properties=dict(loaded.metadata.properties),
+            storage_options=self._storage_options(),
+            managed_versioning=False,
+        )
+        if request.with_table_uri:
+            response.table_uri = datasets.table_uri(location)
+        wanted_version = request.version if request.version is not None else request.tag
+        if request.load_detailed_metadata or wanted_version is not None:
+            dataset = datasets.open_dataset(location, self._storage_options(), wanted_version)
+            response.version = dataset.version
+            response.var_schema = datasets.arrow_schema_json(dataset)
+            response.table = table.name
+            response.namespace = table.namespace.parts
+            response.is_only_declared = False
+        elif request.check_declared:
+            response.is_only_declared = not datasets.dataset_exists(location, self._storage_options())
+        return response
+
+    @_operation(TableExistsRequest)
+    def table_exists(self, request: TableExistsRequest) -> None:
+        """Return when the Lance table (and the requested version) exists.
+        Raises TableNotFoundError, TableVersionNotFoundError; a plain Iceberg table is InvalidInputError."""
+        table = parse_table_id(request.id)
+        loaded = self._load_lance_table(table)
+        if request.version is not None:
+            datasets.open_dataset(loaded.metadata.location, self._storage_options(), request.version)
+
+    @_operation(DropTableRequest)
+    def drop_table(self, request: DropTableRequest) -> DropTableResponse:
+        """Remove the catalog entry, then the Lance data at its location.
+        Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
+        table = parse_table_id(request.id)
+        loaded = self._load_lance_table(table)
+        location = loaded.metadata.location
+        has_data = datasets.dataset_exists(location, self._storage_options())
+        # Without Lance data the server may purge its own metadata files; with it, Lance's drop
+        # below removes everything under the location, Iceberg's metadata included.
+        self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=not has_data)
+        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        datasets.delete_dataset(location, self._storage_options())
+        return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.metadata.properties))
+
+    @_operation(DeregisterTableRequest)
+    def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
+        """Remove the catalog entry and keep the Lance data.
+        Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
+        table = parse_table_id(request.id)
+        loaded = self._load_lance_table(table)
+        self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
+        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        return DeregisterTableResponse(
+            id=table.parts, location=loaded.metadata.location, properties=dict(loaded.metadata.properties)
+        )
+
+    @_operation(RegisterTableRequest)
+    def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
+        """Register an existing Lance dataset under a table id. A location without a dataset is
+        InvalidInputError; an existing table is TableAlreadyExistsError unless mode is Overwrite."""
+        table = parse_table_id(request.id)
+        mode = _mode(request.mode, "create")
+        if mode not in ("create", "overwrite"):
+            raise InvalidInputError(f"Unknown register_table mode {request.mode!r}")
+        if not request.location:
+            raise InvalidInputError("register_table needs the location of an existing Lance dataset")
+        if not datasets.dataset_exists(request.location, self._storage_options()):
+            raise InvalidInputError(f"No Lance dataset at {request.location}")
+        catalog = self._catalog(table.warehouse)
+        if mode == "overwrite":
+            try:
+                self._load_lance_table(table)
+                catalog.drop_table(table.iceberg_identifier, purge_requested=False)
+            except iceberg.NoSuchTableError:
+                pass
+        created = catalog.create_table(
+            table.iceberg_identifier,
+            schema=companion_table_schema(),
+            location=request.location,
+            properties=self._catalog_table_properties(request.properties),
+        )
+        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        return RegisterTableResponse(location=created.metadata.location, properties=dict(created.metadata.properties))
+
+    @_operation(RenameTableRequest)
+    def rename_table(self, request: RenameTableRequest) -> RenameTableResponse:
+        """Rename a Lance table within its warehouse (its data stays where it is).
+        Raises TableNotFoundError, TableAlreadyExistsError, NamespaceNotFoundError."""
+        source = parse_table_id(request.id)
+        if not request.new_table_name:
+            raise InvalidInputError("rename_table needs new_table_name")
+        target_namespace = parse_namespace_id(request.new_namespace_id) if request.new_namespace_id else source.namespace
+        if target_namespace is None or not target_namespace.path:
+            raise InvalidInputError("The new namespace must be [warehouse, namespace, ...]")
+        if target_namespace.warehouse != source.warehouse:
+            raise InvalidInputError("A table can only be renamed within its warehouse")
+        target = parse_table_id([*target_namespace.parts, request.new_table_name])
+        self._load_lance_table(source)
+        self._catalog(source.warehouse).rename_table(source.iceberg_identifier, target.iceberg_identifier)
+        self._table_types.forget((source.warehouse, source.iceberg_identifier))
+        self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
+        return RenameTableResponse()
+

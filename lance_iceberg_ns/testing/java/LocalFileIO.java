@@ -1,0 +1,54 @@
+// A FileIO for local paths and file: URIs, on Iceberg's own local input and output files.
+// JdbcCatalog's default is HadoopFileIO, and there is no Hadoop on this classpath.
+package org.apache.iceberg.rest;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.util.Map;
+import org.apache.iceberg.Files;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.InputFile;
+import org.apache.iceberg.io.OutputFile;
+
+public class LocalFileIO implements FileIO {
+  public LocalFileIO() {}
+
+  static String localPath(String location) {
+    if (location.startsWith("file:")) {
+      return URI.create(location).getPath();
+    }
+    if (location.contains("://")) {
+      throw new IllegalArgumentException("The local catalog only stores local paths, not " + location);
+    }
+    return location;
+  }
+
+  @Override
+  public void initialize(Map<String, String> properties) {}
+
+  @Override
+  public InputFile newInputFile(String location) {
+    return Files.localInput(localPath(location));
+  }
+
+  @Override
+  public OutputFile newOutputFile(String location) {
+    File file = new File(localPath(location));
+    File parent = file.getParentFile();
+    if (parent != null && !parent.isDirectory() && !parent.mkdirs() && !parent.isDirectory()) {
+      throw new UncheckedIOException(new IOException("Cannot create directory " + parent));
+    }
+    return Files.localOutput(file);
+  }
+
+  @Override
+  public void deleteFile(String location) {
+    try {
+      java.nio.file.Files.deleteIfExists(new File(localPath(location)).toPath());
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}

@@ -1,0 +1,480 @@
+// A small Iceberg REST catalog server for tests and demos: every request is routed to
+// org.apache.iceberg.rest.CatalogHandlers (the handlers the apache/iceberg-rest-fixture image
+// runs) over a JdbcCatalog on SQLite, one catalog per warehouse.
+//
+// It lives in org.apache.iceberg.rest to reach RESTObjectMapper, the mapper the handlers'
+// request and response types are written for.
+package org.apache.iceberg.rest;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.File;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import org.apache.iceberg.catalog.Namespace;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.AlreadyExistsException;
+import org.apache.iceberg.exceptions.BadRequestException;
+import org.apache.iceberg.exceptions.CommitFailedException;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
+import org.apache.iceberg.exceptions.ForbiddenException;
+import org.apache.iceberg.exceptions.NamespaceNotEmptyException;
+import org.apache.iceberg.exceptions.NoSuchNamespaceException;
+import org.apache.iceberg.exceptions.NoSuchTableException;
+import org.apache.iceberg.exceptions.NoSuchViewException;
+import org.apache.iceberg.exceptions.NotAuthorizedException;
+import org.apache.iceberg.exceptions.NotFoundException;
+import org.apache.iceberg.exceptions.ServiceUnavailableException;
+import org.apache.iceberg.exceptions.UnprocessableEntityException;
+import org.apache.iceberg.exceptions.ValidationException;
+import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.rest.requests.CreateNamespaceRequest;
+import org.apache.iceberg.rest.requests.CreateTableRequest;
+import org.apache.iceberg.rest.requests.RegisterTableRequest;
+import org.apache.iceberg.rest.requests.RenameTableRequest;
+import org.apache.iceberg.rest.requests.UpdateNamespacePropertiesRequest;
+import org.apache.iceberg.rest.requests.UpdateTableRequest;
+import org.apache.iceberg.rest.responses.ConfigResponse;
+import org.apache.iceberg.rest.responses.ErrorResponse;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
+
+public class LocalRestCatalog {
+  /** How /v1/config announces the API prefix, and which paths the server routes. */
+  enum PrefixStyle {
+    NONE, // no prefix; only /v1/namespaces/... (the apache/iceberg-rest-fixture style)
+    DEFAULTS, // an opaque prefix in "defaults" (Lakekeeper style)
+    OVERRIDES, // an opaque prefix in "overrides", a wrong one in "defaults" (Polaris, Unity style)
+    ANY // no prefix; routes /v1/<warehouse>/...
+  }
+
+  private static final String SHARED_CATALOG = "local";
+  private static final List<Endpoint> ENDPOINTS =
+      Arrays.asList(
+          Endpoint.V1_LIST_NAMESPACES,
+          Endpoint.V1_LOAD_NAMESPACE,
+          Endpoint.V1_NAMESPACE_EXISTS,
+          Endpoint.V1_CREATE_NAMESPACE,
+          Endpoint.V1_UPDATE_NAMESPACE,
+          Endpoint.V1_DELETE_NAMESPACE,
+          Endpoint.V1_LIST_TABLES,
+          Endpoint.V1_LOAD_TABLE,
+          Endpoint.V1_TABLE_EXISTS,
+          Endpoint.V1_CREATE_TABLE,
+          Endpoint.V1_UPDATE_TABLE,
+          Endpoint.V1_DELETE_TABLE,
+          Endpoint.V1_RENAME_TABLE,
+          Endpoint.V1_REGISTER_TABLE,
+          Endpoint.V1_REPORT_METRICS);
+
+  private final ObjectMapper mapper = RESTObjectMapper.mapper();
+  private final Path dataDir;
+  private final PrefixStyle style;
+  private final Set<String> knownWarehouses; // empty: any warehouse is created on first use
+  private final Map<String, JdbcCatalog> catalogs = new ConcurrentHashMap<>();
+  private final Map<String, String> warehouseByPrefix = new ConcurrentHashMap<>();
+
+  LocalRestCatalog(Path dataDir, PrefixStyle style, Set<String> knownWarehouses) {
+    this.dataDir = dataDir;
+    this.style = style;
+    this.knownWarehouses = knownWarehouses;
+    for (String warehouse : knownWarehouses) {
+      warehouseByPrefix.put(prefixOf(warehouse), warehouse);
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> options = new HashMap<>();
+    for (int i = 0; i + 1 < args.length; i += 2) {
+      options.put(args[i].replaceFirst("^--", ""), args[i + 1]);
+    }
+    Path dataDir = Path.of(options.getOrDefault("data-dir", "local-catalog")).toAbsolutePath();
+    Files.createDirectories(dataDir.resolve("catalogs"));
+    PrefixStyle style = PrefixStyle.valueOf(options.getOrDefault("prefix-style", "none").toUpperCase(Locale.ROOT));
+    Set<String> warehouses = new LinkedHashSet<>();
+    for (String name : options.getOrDefault("warehouses", "").split(",")) {
+      if (!name.isBlank()) {
+        warehouses.add(name.trim());
+      }
+    }
+    LocalRestCatalog catalog = new LocalRestCatalog(dataDir, style, warehouses);
+
+    String host = options.getOrDefault("host", "127.0.0.1");
+    int port = Integer.parseInt(options.getOrDefault("port", "0"));
+    HttpServer server = HttpServer.create(new InetSocketAddress(host, port), 128);
+    ExecutorService workers = Executors.newFixedThreadPool(Integer.parseInt(options.getOrDefault("threads", "32")));
+    server.setExecutor(workers);
+    server.createContext("/", catalog::handle);
+    server.start();
+    System.out.println("LISTENING http://" + host + ":" + server.getAddress().getPort());
+    System.out.flush();
+    // The parent process closes our stdin to stop us; a plain kill works as well.
+    while (System.in.read() >= 0) {
+      // ignore input
+    }
+    server.stop(0);
+    workers.shutdownNow();
+    System.exit(0);
+  }
+
+  static String prefixOf(String warehouse) {
+    return "wh-" + UUID.nameUUIDFromBytes(warehouse.getBytes(StandardCharsets.UTF_8));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // HTTP plumbing
+
+  private static final class Reply {
+    final int status;
+    final Object body; // null: no body
+
+    Reply(int status, Object body) {
+      this.status = status;
+      this.body = body;
+    }
+  }
+
+  private static Reply ok(Object body) {
+    return new Reply(200, body);
+  }
+
+  private static final Reply NO_CONTENT = new Reply(204, null);
+
+  void handle(HttpExchange exchange) {
+    Reply reply;
+    try {
+      reply = route(exchange);
+    } catch (Throwable t) { // every request gets an answer, whatever failed
+      reply = errorReply(t);
+    }
+    try {
+      byte[] body = reply.body == null ? null : mapper.writeValueAsBytes(reply.body);
+      if (body != null) {
+        exchange.getResponseHeaders().set("Content-Type", "application/json");
+      }
+      boolean head = "HEAD".equals(exchange.getRequestMethod());
+      exchange.sendResponseHeaders(reply.status, body == null || head ? -1 : body.length);
+      if (body != null && !head) {
+        try (OutputStream out = exchange.getResponseBody()) {
+          out.write(body);
+        }
+      }
+    } catch (Throwable t) {
+      System.err.println("failed to write a response: " + t);
+    } finally {
+      exchange.close();
+    }
+  }
+
+  private Reply errorReply(Throwable t) {
+    // CatalogHandlers wraps a failed commit requirement; the cause says what went wrong.
+    if (t.getClass().getSimpleName().equals("ValidationFailureException") && t.getCause() != null) {
+      t = t.getCause();
+    }
+    int status = statusOf(t);
+    if (status == 500) {
+      t.printStackTrace();
+    }
+    String message = t.getMessage() == null ? t.toString() : t.getMessage();
+    return new Reply(
+        status,
+        ErrorResponse.builder()
+            .responseCode(status)
+            .withType(t.getClass().getSimpleName())
+            .withMessage(message)
+            .build());
+  }
+
+  // The status codes the Iceberg REST spec gives each failure, as the reference adapter maps them.
+  private static int statusOf(Throwable t) {
+    if (t instanceof NoSuchNamespaceException
+        || t instanceof NoSuchTableException
+        || t instanceof NoSuchViewException
+        || t instanceof NotFoundException) {
+      return 404;
+    }
+    if (t instanceof AlreadyExistsException
+        || t instanceof NamespaceNotEmptyException
+        || t instanceof CommitFailedException) {
+      return 409;
+    }
+    if (t instanceof IllegalArgumentException
+        || t instanceof ValidationException
+        || t instanceof BadRequestException
+        || t instanceof IOException) {
+      return 400;
+    }
+    if (t instanceof NotAuthorizedException) {
+      return 401;
+    }
+    if (t instanceof ForbiddenException) {
+      return 403;
+    }
+    if (t instanceof UnsupportedOperationException) {
+      return 406;
+    }
+    if (t instanceof UnprocessableEntityException) {
+      return 422;
+    }
+    if (t instanceof ServiceUnavailableException) {
+      return 503;
+    }
+    if (t instanceof CommitStateUnknownException) {
+      return 500;
+    }
+    return 500;
+  }
+
+  private static Map<String, String> queryOf(HttpExchange exchange) {
+    Map<String, String> query = new HashMap<>();
+    String raw = exchange.getRequestURI().getRawQuery();
+    if (raw == null || raw.isEmpty()) {
+      return query;
+    }
+    for (String pair : raw.split("&")) {
+      int eq = pair.indexOf('=');
+      String key = eq < 0 ? pair : pair.substring(0, eq);
+      String value = eq < 0 ? "" : pair.substring(eq + 1);
+      query.put(URLDecoder.decode(key, StandardCharsets.UTF_8), URLDecoder.decode(value, StandardCharsets.UTF_8));
+    }
+    return query;
+  }
+
+  private <T> T readBody(HttpExchange exchange, Class<T> type) throws IOException {
+    byte[] body = exchange.getRequestBody().readAllBytes();
+    T value = mapper.readValue(body, type);
+    if (value == null) {
+      throw new BadRequestException("Missing request body");
+    }
+    return value;
+  }
+
+  private static BadRequestException noRoute(String method, String path) {
+    return new BadRequestException("No route for request: %s %s", method, path);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Warehouses
+
+  private void requireKnown(String warehouse) {
+    if (warehouse == null || warehouse.isEmpty()) {
+      throw new BadRequestException("A warehouse is required");
+    }
+    if (!knownWarehouses.isEmpty() && !knownWarehouses.contains(warehouse)) {
+      throw new NotFoundException("Warehouse does not exist: %s", warehouse);
+    }
+  }
+
+  private JdbcCatalog catalogFor(String name) {
+    return catalogs.computeIfAbsent(name, this::openCatalog);
+  }
+
+  private JdbcCatalog openCatalog(String name) {
+    String key = prefixOf(name);
+    Path warehouseDir = dataDir.resolve("warehouses").resolve(key);
+    Map<String, String> properties = new HashMap<>();
+    properties.put("uri", "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(key + ".db"));
+    properties.put("warehouse", warehouseDir.toString());
+    properties.put("io-impl", LocalFileIO.class.getName());
+    // SQLite serialises writers; one connection keeps concurrent requests from failing with SQLITE_BUSY.
+    properties.put("clients", "1");
+    properties.put("jdbc.strict-mode", "true");
+    properties.put("jdbc.schema-version", "V1");
+    JdbcCatalog catalog = new JdbcCatalog();
+    catalog.initialize(name, properties);
+    return catalog;
+  }
+
+  private Reply config(Map<String, String> query) {
+    String warehouse = query.get("warehouse");
+    ConfigResponse.Builder response = ConfigResponse.builder().withEndpoints(ENDPOINTS);
+    if (style != PrefixStyle.NONE || warehouse != null) {
+      requireKnown(warehouse);
+    }
+    if (warehouse != null && (style == PrefixStyle.DEFAULTS || style == PrefixStyle.OVERRIDES)) {
+      String prefix = prefixOf(warehouse);
+      warehouseByPrefix.put(prefix, warehouse);
+      if (style == PrefixStyle.DEFAULTS) {
+        response.withDefault("prefix", prefix);
+      } else {
+        // A client that ignores the overrides sends requests to a path this server does not route.
+        response.withDefault("prefix", warehouse);
+        response.withOverride("prefix", prefix);
+      }
+    }
+    return ok(response.build());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Routing
+
+  private Reply route(HttpExchange exchange) throws IOException {
+    String method = exchange.getRequestMethod();
+    String path = exchange.getRequestURI().getRawPath();
+    Map<String, String> query = queryOf(exchange);
+    // Split the raw path, so that encoded separators (%1F) and slashes (%2F) survive.
+    List<String> parts = new ArrayList<>(Arrays.asList(path.replaceAll("^/+|/+$", "").split("/")));
+    if (parts.isEmpty() || !parts.get(0).equals("v1")) {
+      throw noRoute(method, path);
+    }
+    parts.remove(0);
+    if (parts.size() == 1 && parts.get(0).equals("config") && method.equals("GET")) {
+      return config(query);
+    }
+
+    JdbcCatalog catalog;
+    switch (style) {
+      case NONE:
+        catalog = catalogFor(SHARED_CATALOG);
+        break;
+      case ANY:
+        if (parts.size() < 2) {
+          throw noRoute(method, path);
+        }
+        String warehouse = RESTUtil.decodeString(parts.remove(0));
+        requireKnown(warehouse);
+        catalog = catalogFor(warehouse);
+        break;
+      default:
+        if (parts.size() < 2 || !warehouseByPrefix.containsKey(parts.get(0))) {
+          throw noRoute(method, path);
+        }
+        catalog = catalogFor(warehouseByPrefix.get(parts.remove(0)));
+    }
+    Reply reply = routeCatalog(catalog, method, parts, query, exchange);
+    if (reply == null) {
+      throw noRoute(method, path);
+    }
+    return reply;
+  }
+
+  private static boolean matches(List<String> parts, String... pattern) {
+    if (parts.size() != pattern.length) {
+      return false;
+    }
+    for (int i = 0; i < pattern.length; i++) {
+      if (!pattern[i].equals("*") && !pattern[i].equals(parts.get(i))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private Reply routeCatalog(
+      JdbcCatalog catalog, String method, List<String> parts, Map<String, String> query, HttpExchange exchange)
+      throws IOException {
+    String pageToken = query.get("pageToken");
+    String pageSize = query.get("pageSize");
+
+    if (matches(parts, "namespaces")) {
+      switch (method) {
+        case "GET":
+          Namespace parent =
+              query.containsKey("parent")
+                  ? Namespace.of(RESTUtil.NAMESPACE_SPLITTER.splitToStream(query.get("parent")).toArray(String[]::new))
+                  : Namespace.empty();
+          return ok(
+              pageSize == null
+                  ? CatalogHandlers.listNamespaces(catalog, parent)
+                  : CatalogHandlers.listNamespaces(catalog, parent, pageToken, pageSize));
+        case "POST":
+          return ok(CatalogHandlers.createNamespace(catalog, readBody(exchange, CreateNamespaceRequest.class)));
+        default:
+          return null;
+      }
+    }
+    if (matches(parts, "tables", "rename") && method.equals("POST")) {
+      CatalogHandlers.renameTable(catalog, readBody(exchange, RenameTableRequest.class));
+      return NO_CONTENT;
+    }
+    if (parts.size() < 2 || !parts.get(0).equals("namespaces")) {
+      return null;
+    }
+    Namespace namespace = RESTUtil.decodeNamespace(parts.get(1));
+
+    if (matches(parts, "namespaces", "*")) {
+      switch (method) {
+        case "GET":
+          return ok(CatalogHandlers.loadNamespace(catalog, namespace));
+        case "HEAD":
+          CatalogHandlers.namespaceExists(catalog, namespace);
+          return NO_CONTENT;
+        case "DELETE":
+          CatalogHandlers.dropNamespace(catalog, namespace);
+          return NO_CONTENT;
+        default:
+          return null;
+      }
+    }
+    if (matches(parts, "namespaces", "*", "properties") && method.equals("POST")) {
+      return ok(
+          CatalogHandlers.updateNamespaceProperties(
+              catalog, namespace, readBody(exchange, UpdateNamespacePropertiesRequest.class)));
+    }
+    if (matches(parts, "namespaces", "*", "register") && method.equals("POST")) {
+      return ok(CatalogHandlers.registerTable(catalog, namespace, readBody(exchange, RegisterTableRequest.class)));
+    }
+    if (matches(parts, "namespaces", "*", "tables")) {
+      switch (method) {
+        case "GET":
+          return ok(
+              pageSize == null
+                  ? CatalogHandlers.listTables(catalog, namespace)
+                  : CatalogHandlers.listTables(catalog, namespace, pageToken, pageSize));
+        case "POST":
+          CreateTableRequest request = readBody(exchange, CreateTableRequest.class);
+          return ok(
+              request.stageCreate()
+                  ? CatalogHandlers.stageTableCreate(catalog, namespace, request)
+                  : CatalogHandlers.createTable(catalog, namespace, request));
+        default:
+          return null;
+      }
+    }
+    if (parts.size() < 4) {
+      return null;
+    }
+    TableIdentifier table = TableIdentifier.of(namespace, RESTUtil.decodeString(parts.get(3)));
+    if (matches(parts, "namespaces", "*", "tables", "*")) {
+      switch (method) {
+        case "GET":
+          return ok(CatalogHandlers.loadTable(catalog, table));
+        case "HEAD":
+          CatalogHandlers.tableExists(catalog, table);
+          return NO_CONTENT;
+        case "DELETE":
+          if (Boolean.parseBoolean(query.getOrDefault("purgeRequested", "false"))) {
+            CatalogHandlers.purgeTable(catalog, table);
+          } else {
+            CatalogHandlers.dropTable(catalog, table);
+          }
+          return NO_CONTENT;
+        case "POST":
+          return ok(CatalogHandlers.updateTable(catalog, table, readBody(exchange, UpdateTableRequest.class)));
+        default:
+          return null;
+      }
+    }
+    if (matches(parts, "namespaces", "*", "tables", "*", "metrics") && method.equals("POST")) {
+      exchange.getRequestBody().readAllBytes();
+      return NO_CONTENT;
+    }
+    return null;
+  }
+}
