@@ -47,6 +47,7 @@ from lance_namespace import (
 )
 from lance_namespace.errors import (
     InvalidInputError,
+    NamespaceNotEmptyError,
     NamespaceNotFoundError,
     UnsupportedOperationError,
 )
@@ -284,6 +285,9 @@ class IcebergLanceNamespace(LanceNamespace):
         catalog = self._catalog(namespace.warehouse)
         try:
             properties = catalog.load_namespace_properties(namespace.path)
+            # Not every server refuses to drop a namespace that still has child namespaces.
+            if catalog.list_namespaces(namespace.path):
+                raise NamespaceNotEmptyError(f"Namespace {namespace} has child namespaces")
             catalog.drop_namespace(namespace.path)
         except iceberg.NoSuchNamespaceError:
             if _mode(request.mode, "skip") == "fail":

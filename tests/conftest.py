@@ -1,0 +1,96 @@
+"""Shared fixtures: a real Iceberg REST server for the whole session, and a fresh namespace
+(its own warehouse and storage root) for each test.
+
+By default the server is the local catalog (Apache Iceberg's CatalogHandlers, no Docker). With
+``LANCE_ICEBERG_NS_TEST_SERVER=docker`` the same suite runs against the official
+``apache/iceberg-rest-fixture`` image through testcontainers.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from lance_namespace import CreateNamespaceRequest
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.testing import local_catalog
+
+from .docker_fixture import docker_rest_fixture
+
+SERVER_KIND = os.environ.get("LANCE_ICEBERG_NS_TEST_SERVER", "local")
+
+
+@pytest.fixture(scope="session")
+def catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running Iceberg REST server with an ``endpoint`` attribute."""
+    if SERVER_KIND == "docker":
+        with docker_rest_fixture() as server:
+            yield server
+    else:
+        with local_catalog(tmp_path_factory.mktemp("catalog"), prefix_style="defaults") as server:
+            yield server
+
+
+@pytest.fixture
+def endpoint(catalog_server: object) -> str:
+    return catalog_server.endpoint  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.fixture
+def warehouse() -> str:
+    """A warehouse of its own for each test, so tests cannot see each other's tables."""
+    return f"wh_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def lance_root(tmp_path: Path) -> Path:
+    root = tmp_path / "lance"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def ns(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+    namespace = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root))
+    yield namespace
+    namespace.close()
+
+
+@pytest.fixture
+def db(ns: IcebergLanceNamespace, warehouse: str) -> list[str]:
+    """A created namespace ``[warehouse, db_<random>]``."""
+    namespace_id = [warehouse, f"db_{uuid.uuid4().hex[:8]}"]
+    ns.create_namespace(CreateNamespaceRequest(id=namespace_id))
+    return namespace_id
+
+
+class RequestCounter:
+    """Counts the HTTP requests every requests.Session sends while it is installed."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.requests)
+
+    def reset(self) -> None:
+        self.requests.clear()
+
+
+@pytest.fixture
+def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
+    counter = RequestCounter()
+    original = requests.Session.send
+
+    def counting_send(session: requests.Session, request: requests.PreparedRequest, **kwargs: object) -> object:
+        counter.requests.append((request.method or "", request.url or ""))
+        return original(session, request, **kwargs)
+
+    monkeypatch.setattr(requests.Session, "send", counting_send)
+    return counter

@@ -1,0 +1,202 @@
+"""Failures become typed lance_namespace errors; secrets never show; the namespace pickles."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace import ListNamespacesRequest, ListTablesRequest, connect
+from lance_namespace.errors import (
+    ErrorCode,
+    InternalError,
+    InvalidInputError,
+    LanceNamespaceError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+    ThrottlingError,
+    UnauthenticatedError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+
+SECRET_TOKEN = "tok-SECRET-5f1a9c"
+SECRET_CLIENT = "client-SECRET-77ab"
+SECRET_STORAGE_KEY = "storage-SECRET-0d3e"
+
+
+class StatusStubServer:
+    """A fake catalog (named as such): answers /v1/config normally and every other request with a
+    fixed status, for statuses the real server cannot be made to return on demand."""
+
+    def __init__(self, status: int, message: str = "injected failure") -> None:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _answer(self) -> None:
+                if self.path.startswith("/v1/config"):
+                    self._send(200, {"defaults": {"prefix": "p"}, "overrides": {}})
+                else:
+                    body = {"error": {"message": f"{stub.message} (auth={self.headers.get('Authorization')})",
+                                      "type": "InjectedException", "code": stub.status}}  # fmt: skip
+                    self._send(stub.status, body)
+
+            def _send(self, status: int, body: dict) -> None:  # type: ignore[type-arg]
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = do_HEAD = _answer
+
+        self.status, self.message = status, message
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub() -> Iterator[type[StatusStubServer]]:
+    servers: list[StatusStubServer] = []
+
+    def make(status: int, message: str = "injected failure") -> StatusStubServer:
+        server = StatusStubServer(status, message)
+        servers.append(server)
+        return server
+
+    yield make  # type: ignore[misc]
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class", "code"),
+    [
+        (401, UnauthenticatedError, 16),
+        (403, PermissionDeniedError, 15),
+        (503, ServiceUnavailableError, 17),
+        (429, ThrottlingError, 21),
+        (500, InternalError, 18),
+        (418, InternalError, 18),
+    ],
+)
+def test_http_failures_become_typed_errors_with_the_server_message(
+    stub: type[StatusStubServer], tmp_path: Path, status: int, error_class: type[LanceNamespaceError], code: int
+) -> None:
+    server = stub(status, "the server's own words")
+    with IcebergLanceNamespace(endpoint=server.endpoint, root=str(tmp_path), max_retries="0") as ns:
+        with pytest.raises(error_class) as caught:
+            ns.list_tables(ListTablesRequest(id=["wh", "db"]))
+    assert caught.value.code == code
+    assert "the server's own words" in str(caught.value)
+
+
+def test_connection_refused_is_service_unavailable(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with IcebergLanceNamespace(endpoint=f"http://127.0.0.1:{port}", root=str(tmp_path), max_retries="1") as ns:
+        with pytest.raises(ServiceUnavailableError) as caught:
+            ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+    assert caught.value.code == ErrorCode.SERVICE_UNAVAILABLE
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {},
+        {"endpoint": "localhost:8181"},
+        {"endpoint": "ftp://catalog"},
+        {"endpoint": "http://x", "connect_timeout": "soon"},
+        {"endpoint": "http://x", "max_retries": "-1"},
+        {"endpoint": "http://x", "read_timeout": "0"},
+    ],
+)
+def test_bad_properties_raise_invalid_input(properties: dict[str, str]) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        IcebergLanceNamespace(**properties)
+    assert caught.value.code == 13
+
+
+def test_relative_root_becomes_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert IcebergLanceNamespace(endpoint="http://x", root="data").settings.root == str(tmp_path / "data")
+    assert IcebergLanceNamespace(endpoint="http://x").settings.root == str(tmp_path)
+
+
+def test_connect_finds_the_iceberg_implementation(endpoint: str, tmp_path: Path) -> None:
+    ns = connect("iceberg", {"endpoint": endpoint, "root": str(tmp_path)})
+    assert isinstance(ns, IcebergLanceNamespace)
+
+
+def _secret_namespace(endpoint: str, root: Path) -> IcebergLanceNamespace:
+    return IcebergLanceNamespace(
+        endpoint=endpoint,
+        root=str(root),
+        auth_token=SECRET_TOKEN,
+        **{"storage.aws_secret_access_key": SECRET_STORAGE_KEY, "iceberg.header.X-Api-Key": SECRET_CLIENT},
+    )
+
+
+def test_no_secret_in_repr_namespace_id_logs_or_errors(
+    stub: type[StatusStubServer], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server = stub(500, "boom")  # echoes the Authorization header back in its message
+    ns = _secret_namespace(server.endpoint, tmp_path)
+    with pytest.raises(InternalError) as caught:
+        ns.list_tables(ListTablesRequest(id=["wh", "db"]))
+    texts = [repr(ns), ns.namespace_id(), str(caught.value), repr(caught.value), caplog.text, repr(ns.settings)]
+    assert caught.value.__cause__ is None  # the original exception carried the token
+    for text in texts:
+        for secret in (SECRET_TOKEN, SECRET_CLIENT, SECRET_STORAGE_KEY):
+            assert secret not in text
+    assert "***" in str(caught.value)
+
+
+def test_namespace_id_differs_between_principals_without_showing_secrets() -> None:
+    alice = IcebergLanceNamespace(endpoint="http://catalog", auth_token="alice-token")
+    bob = IcebergLanceNamespace(endpoint="http://catalog", auth_token="bob-token")
+    oauth = IcebergLanceNamespace(endpoint="http://catalog", credential="app:hunter2")
+    ids = {alice.namespace_id(), bob.namespace_id(), oauth.namespace_id()}
+    assert len(ids) == 3
+    assert not any(secret in text for text in ids for secret in ("alice-token", "bob-token", "hunter2"))
+    assert "client:app" in oauth.namespace_id()
+
+
+def test_secret_looking_request_properties_are_not_stored_in_the_catalog(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = ns.declare_table(
+        {"id": [*db, "t"], "properties": {"aws_secret_access_key": SECRET_STORAGE_KEY, "primary_key": "id"}}
+    )
+    assert declared.properties.get("primary_key") == "id"
+    assert SECRET_STORAGE_KEY not in json.dumps(ns.describe_table({"id": [*db, "t"]}).properties)
+
+
+def test_namespace_pickles_and_works_after_unpickling(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    lance.write_dataset(pa.table({"x": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
+    ns.list_tables(ListTablesRequest(id=db))  # connections and threads exist now
+    clone = pickle.loads(pickle.dumps(ns))
+    assert clone.namespace_id() == ns.namespace_id()
+    assert clone.list_tables(ListTablesRequest(id=db)).tables == ["t"]
+    assert lance.dataset(namespace_client=clone, table_id=table_id).count_rows() == 3
+    clone.close()

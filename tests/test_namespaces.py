@@ -1,0 +1,148 @@
+"""Namespace operations against the real Iceberg REST server (seed 001 semantics)."""
+
+from __future__ import annotations
+
+import pytest
+from lance_namespace import (
+    CreateNamespaceRequest,
+    DeclareTableRequest,
+    DescribeNamespaceRequest,
+    DropNamespaceRequest,
+    ListNamespacesRequest,
+    NamespaceExistsRequest,
+)
+from lance_namespace.errors import (
+    ErrorCode,
+    InvalidInputError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+
+
+def test_create_namespace_returns_its_properties(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    response = ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "sales"], properties={"owner": "ana"}))
+    assert response.properties["owner"] == "ana"
+    described = ns.describe_namespace(DescribeNamespaceRequest(id=[warehouse, "sales"]))
+    assert described.properties["owner"] == "ana"
+
+
+def test_create_existing_namespace_raises_namespace_already_exists(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(NamespaceAlreadyExistsError) as caught:
+        ns.create_namespace(CreateNamespaceRequest(id=db))
+    assert caught.value.code == ErrorCode.NAMESPACE_ALREADY_EXISTS == 2
+
+
+def test_create_namespace_exist_ok_keeps_the_existing_one(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "a"], properties={"k": "1"}))
+    response = ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "a"], mode="ExistOk", properties={"k": "2"}))
+    assert response.properties["k"] == "1"
+
+
+def test_create_namespace_overwrite_replaces_an_empty_one(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "a"], properties={"k": "1"}))
+    response = ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "a"], mode="overwrite", properties={"k": "2"}))
+    assert response.properties["k"] == "2"
+
+
+def test_create_child_of_missing_parent_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    with pytest.raises(NamespaceNotFoundError) as caught:
+        ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "missing", "child"]))
+    assert caught.value.code == 1
+    with pytest.raises(NamespaceNotFoundError):
+        ns.namespace_exists(NamespaceExistsRequest(id=[warehouse, "missing"]))
+
+
+def test_nested_namespaces_list_child_names_relative_to_the_parent(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    for path in (["l1"], ["l1", "l2a"], ["l1", "l2b"], ["l1", "l2a", "l3"], ["other"]):
+        ns.create_namespace(CreateNamespaceRequest(id=[warehouse, *path]))
+    assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse])).namespaces == ["l1", "other"]
+    assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse, "l1"])).namespaces == ["l2a", "l2b"]
+    assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse, "l1", "l2a"])).namespaces == ["l3"]
+    ns.namespace_exists(NamespaceExistsRequest(id=[warehouse, "l1", "l2a", "l3"]))
+
+
+def test_list_namespaces_paginates(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    names = [f"n{i:02d}" for i in range(7)]
+    for name in names:
+        ns.create_namespace(CreateNamespaceRequest(id=[warehouse, name]))
+    seen, token = [], None
+    for _ in range(10):
+        page = ns.list_namespaces(ListNamespacesRequest(id=[warehouse], limit=3, page_token=token))
+        assert len(page.namespaces) <= 3
+        seen += page.namespaces
+        token = page.page_token
+        if token is None:
+            break
+    assert seen == names
+
+
+def test_list_children_of_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "present"]))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.list_namespaces(ListNamespacesRequest(id=[warehouse, "absent"]))
+
+
+def test_describe_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    with pytest.raises(NamespaceNotFoundError):
+        ns.describe_namespace(DescribeNamespaceRequest(id=[warehouse, "absent"]))
+
+
+def test_warehouse_level_describe_and_exists(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    assert ns.describe_namespace(DescribeNamespaceRequest(id=[warehouse])).properties == {}
+    ns.namespace_exists(NamespaceExistsRequest(id=[warehouse]))
+    ns.namespace_exists(NamespaceExistsRequest(id=[]))
+
+
+def test_drop_namespace_removes_it(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.drop_namespace(DropNamespaceRequest(id=db))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.namespace_exists(NamespaceExistsRequest(id=db))
+
+
+def test_drop_missing_namespace_succeeds(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "present"]))
+    assert ns.drop_namespace(DropNamespaceRequest(id=[warehouse, "absent"])).properties == {}
+
+
+def test_drop_missing_namespace_with_mode_fail_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "present"]))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.drop_namespace(DropNamespaceRequest(id=[warehouse, "absent"], mode="Fail"))
+
+
+def test_drop_namespace_with_tables_raises_namespace_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    with pytest.raises(NamespaceNotEmptyError) as caught:
+        ns.drop_namespace(DropNamespaceRequest(id=db))
+    assert caught.value.code == ErrorCode.NAMESPACE_NOT_EMPTY == 3
+    ns.namespace_exists(NamespaceExistsRequest(id=db))
+
+
+def test_drop_namespace_with_child_namespace_raises_namespace_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.create_namespace(CreateNamespaceRequest(id=[*db, "child"]))
+    with pytest.raises(NamespaceNotEmptyError):
+        ns.drop_namespace(DropNamespaceRequest(id=db))
+
+
+def test_drop_namespace_cascade_raises_invalid_input_and_keeps_it(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        ns.drop_namespace(DropNamespaceRequest(id=db, behavior="Cascade"))
+    assert caught.value.code == 13
+    ns.namespace_exists(NamespaceExistsRequest(id=db))
+
+
+@pytest.mark.parametrize("bad_id", [[], ["only-warehouse"]])
+def test_create_or_drop_without_a_namespace_level_raises_invalid_input(ns: IcebergLanceNamespace, bad_id: list[str]) -> None:
+    with pytest.raises(InvalidInputError):
+        ns.create_namespace(CreateNamespaceRequest(id=bad_id))
+    with pytest.raises(InvalidInputError):
+        ns.drop_namespace(DropNamespaceRequest(id=bad_id))
+
+
+def test_namespace_operations_accept_plain_dicts(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace({"id": [warehouse, "fromdict"], "properties": {"a": "b"}})
+    assert ns.describe_namespace({"id": [warehouse, "fromdict"]}).properties["a"] == "b"
+    assert ns.list_namespaces({"id": [warehouse]}).namespaces == ["fromdict"]
