@@ -1,0 +1,97 @@
+"""The pure pieces: settings, identifiers, locations, paging and the relocation of class names."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from lance_namespace.errors import InvalidInputError
+
+from lance_iceberg_ns.config import Settings, looks_secret
+from lance_iceberg_ns.identifiers import default_table_location, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.listing import TableTypeCache, is_lance_table, page_after, take_page
+from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, PARQUET_JACKSON, _relocate_names
+
+
+def test_settings_split_storage_and_iceberg_prefixes() -> None:
+    settings = Settings.from_properties(
+        {
+            "endpoint": "http://catalog:8181/",
+            "storage.region": "us-east-1",
+            "iceberg.header.X-Tenant": "t1",
+            "connect_timeout": "500",
+            "max_retries": "0",
+        }
+    )
+    assert settings.endpoint == "http://catalog:8181"
+    assert settings.storage_options == {"region": "us-east-1"}
+    assert settings.catalog_properties == {"header.X-Tenant": "t1"}
+    assert (settings.connect_timeout_ms, settings.read_timeout_ms, settings.max_retries) == (500, 30_000, 0)
+
+
+def test_object_store_root_is_kept_as_given() -> None:
+    assert Settings.from_properties({"endpoint": "https://c", "root": "s3://bucket/lance/"}).root == "s3://bucket/lance"
+
+
+@pytest.mark.parametrize("key", ["auth_token", "aws_secret_access_key", "aws_access_key_id", "adls.sas-token", "password"])
+def test_secret_looking_keys(key: str) -> None:
+    assert looks_secret(key)
+
+
+@pytest.mark.parametrize("key", ["primary_key", "owner", "table_type", "region"])
+def test_ordinary_keys_are_not_secret(key: str) -> None:
+    assert not looks_secret(key)
+
+
+def test_identifiers_parse_into_value_objects() -> None:
+    table = parse_table_id(["wh", "a", "b", "t"])
+    assert (table.warehouse, table.namespace.path, table.name) == ("wh", ("a", "b"), "t")
+    assert table.iceberg_identifier == ("a", "b", "t")
+    assert str(table) == "wh.a.b.t"
+    assert parse_namespace_id([]) is None
+    assert parse_namespace_id(["wh"]).path == ()  # type: ignore[union-attr]
+    assert default_table_location("/data/", table) == "/data/wh/a/b/t"
+
+
+@pytest.mark.parametrize("part", ["", ".", "..", "a/b", "a\\b", "tab\tbed", "x\x7f", " x"])
+def test_unsafe_identifier_parts_are_invalid_input(part: str) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_table_id(["wh", "db", part])
+
+
+def test_lance_table_type_is_case_insensitive() -> None:
+    assert is_lance_table({"table_type": "LANCE"}) and is_lance_table({"table_type": "lance"})
+    assert not is_lance_table({"table_type": "ICEBERG"}) and not is_lance_table(None)
+
+
+def test_take_page_walks_batches_until_the_limit() -> None:
+    names = page_after([f"n{i}" for i in range(10)], None)
+    keep_even = lambda batch: [n for n in batch if int(n[1:]) % 2 == 0]  # noqa: E731
+    assert take_page(names, 2, keep_even, batch_size=3) == (["n0", "n2"], "n2")
+    assert take_page(page_after(names, "n2"), 10, keep_even, batch_size=3) == (["n4", "n6", "n8"], None)
+    assert take_page(names, None, keep_even, batch_size=4) == (["n0", "n2", "n4", "n6", "n8"], None)
+
+
+def test_type_cache_forgets_and_expires() -> None:
+    cache = TableTypeCache(ttl_seconds=60)
+    cache.remember(("wh", ("db", "t")), True)
+    assert cache.get(("wh", ("db", "t"))) is True
+    cache.forget(("wh", ("db", "t")))
+    assert cache.get(("wh", ("db", "t"))) is None
+    disabled = TableTypeCache(ttl_seconds=0)
+    disabled.remember(("wh", ("db", "t")), True)
+    assert disabled.get(("wh", ("db", "t"))) is None
+
+
+def test_relocation_rewrites_only_utf8_constants() -> None:
+    name = PARQUET_JACKSON + b"databind/ObjectMapper"
+    dotted = name.replace(b"/", b".")
+    pool = [b"\x01" + struct.pack(">H", len(name)) + name, b"\x05" + b"\x00" * 8, b"\x01" + struct.pack(">H", len(dotted)) + dotted]
+    # a Long constant takes two pool slots, so three entries make a count of 5
+    class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", 5) + b"".join(pool) + b"TAIL"
+    relocated = _relocate_names(class_file)
+    assert ICEBERG_JACKSON + b"databind/ObjectMapper" in relocated
+    assert ICEBERG_JACKSON.replace(b"/", b".") + b"databind.ObjectMapper" in relocated
+    assert PARQUET_JACKSON not in relocated
+    assert b"\x05" + b"\x00" * 8 in relocated  # the two-slot constant is copied as it was
+    assert relocated.endswith(b"TAIL")  # everything after the pool is untouched
