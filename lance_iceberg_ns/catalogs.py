@@ -14,13 +14,20 @@ The decision is kept with the catalog for the life of the namespace object.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import requests
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import PREFIX, RestCatalog
+from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoints, RestCatalog
+from pyiceberg.catalog.rest.response import _handle_non_200_response
+from pyiceberg.exceptions import NoSuchTableError
+from requests import HTTPError
+from tenacity import retry
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
@@ -66,10 +73,53 @@ class BridgeRestCatalog(RestCatalog):
 
     def _create_session(self) -> requests.Session:
         session = super()._create_session()
+        # requests re-reads proxy and CA-bundle variables from the environment on every request,
+        # which costs about as much as a loopback round trip; read them once per session instead.
+        if session.trust_env:
+            session.proxies.update(requests.utils.get_environ_proxies(self.properties.get("uri", "")))
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if bundle and session.verify is True:
+                session.verify = bundle
+            session.trust_env = False
         adapter = _TransportAdapter(self._settings, pool_size=max(16, self._settings.lookup_threads * 2))
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         return session
+
+    @retry(**_RETRY_ARGS)
+    def load_table_summary(self, identifier: tuple[str, ...]) -> TableSummary:
+        """``loadTable``, keeping only the location and properties.
+
+        pyiceberg's ``load_table`` validates the whole metadata and builds a ``Table`` with its
+        FileIO, which costs more than the request itself; listings classify every table, so here
+        the same request (pyiceberg's session, URL and error handling) is read for two fields.
+        ``snapshots=refs`` keeps plain Iceberg tables with long histories cheap to classify.
+        """
+        self._check_endpoint(Capability.V1_LOAD_TABLE)
+        response = self._session.get(
+            self.url(Endpoints.load_table, prefixed=True, **self._split_identifier_for_path(identifier)),
+            params={"snapshots": "refs"},
+        )
+        try:
+            response.raise_for_status()
+        except HTTPError as exc:
+            _handle_non_200_response(exc, {404: NoSuchTableError})
+        # JSON is UTF-8: parsing the bytes skips requests' charset detection, which servers that
+        # send no charset would otherwise trigger on every answer.
+        return _summary_from_load_table_json(response.content)
+
+
+@dataclass(frozen=True)
+class TableSummary:
+    """What the bridge reads from a ``loadTable`` answer."""
+
+    location: str
+    properties: dict[str, str]
+
+
+def _summary_from_load_table_json(body: bytes) -> TableSummary:
+    metadata = json.loads(body)["metadata"]
+    return TableSummary(location=metadata["location"], properties=dict(metadata.get("properties") or {}))
 
 
 def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
@@ -115,12 +165,12 @@ class WarehouseCatalogs:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._catalogs: dict[str, RestCatalog] = {}
+        self._catalogs: dict[str, BridgeRestCatalog] = {}
         self._prefixes: dict[str, str] = {}
         self._lock = threading.Lock()
         self._warehouse_locks: dict[str, threading.Lock] = {}
 
-    def get(self, warehouse: str) -> RestCatalog:
+    def get(self, warehouse: str) -> BridgeRestCatalog:
         """The catalog for ``warehouse``; raises ``NamespaceNotFoundError`` for a warehouse the
         server does not know."""
         catalog = self._catalogs.get(warehouse)

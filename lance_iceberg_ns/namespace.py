@@ -52,13 +52,11 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
 from pyiceberg.types import NestedField, StringType
 
 from lance_iceberg_ns import datasets
-from lance_iceberg_ns.catalogs import WarehouseCatalogs
+from lance_iceberg_ns.catalogs import BridgeRestCatalog, TableSummary, WarehouseCatalogs
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
@@ -187,7 +185,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     # --- shared steps -------------------------------------------------------------------------
 
-    def _catalog(self, warehouse: str) -> RestCatalog:
+    def _catalog(self, warehouse: str) -> BridgeRestCatalog:
         return self._catalogs.get(warehouse)
 
     def _lookup_executor(self) -> ThreadPoolExecutor:
@@ -198,10 +196,10 @@ class IcebergLanceNamespace(LanceNamespace):
                 )
             return self._executor
 
-    def _load_lance_table(self, table: TableId) -> Table:
+    def _load_lance_table(self, table: TableId) -> TableSummary:
         """Load a companion table; a plain Iceberg table under that name is ``InvalidInputError``."""
-        loaded = self._catalog(table.warehouse).load_table(table.iceberg_identifier)
-        is_lance = is_lance_table(loaded.metadata.properties)
+        loaded = self._catalog(table.warehouse).load_table_summary(table.iceberg_identifier)
+        is_lance = is_lance_table(loaded.properties)
         self._table_types.remember((table.warehouse, table.iceberg_identifier), is_lance)
         if not is_lance:
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
@@ -325,16 +323,16 @@ class IcebergLanceNamespace(LanceNamespace):
         return ListTablesResponse(tables=page, page_token=token)
 
     def _lance_tables_among(
-        self, catalog: RestCatalog, namespace: NamespaceId, names: list[str], with_data_only: bool
+        self, catalog: BridgeRestCatalog, namespace: NamespaceId, names: list[str], with_data_only: bool
     ) -> set[str]:
         """Which of ``names`` are Lance tables: remembered types first, the rest loaded in parallel."""
 
         def key(name: str) -> tuple[str, tuple[str, ...]]:
             return (namespace.warehouse, (*namespace.path, name))
 
-        def load(name: str) -> Table | None:
+        def load(name: str) -> TableSummary | None:
             try:
-                return catalog.load_table((*namespace.path, name))
+                return catalog.load_table_summary((*namespace.path, name))
             except iceberg.NoSuchTableError:  # dropped since the listing
                 return None
 
@@ -342,7 +340,7 @@ class IcebergLanceNamespace(LanceNamespace):
         unknown = [name for name, kind in is_lance.items() if kind is None]
         loaded = dict(zip(unknown, parallel_map(self._lookup_executor(), load, unknown)))
         for name, table in loaded.items():
-            is_lance[name] = table is not None and is_lance_table(table.metadata.properties)
+            is_lance[name] = table is not None and is_lance_table(table.properties)
             if table is not None:
                 self._table_types.remember(key(name), bool(is_lance[name]))
         lance_names = sorted(name for name in names if is_lance[name])
@@ -350,8 +348,8 @@ class IcebergLanceNamespace(LanceNamespace):
             return set(lance_names)
 
         def has_data(name: str) -> bool:
-            table = loaded.get(name) or catalog.load_table((*namespace.path, name))
-            return datasets.dataset_exists(table.metadata.location, self._storage_options())
+            table = loaded.get(name) or catalog.load_table_summary((*namespace.path, name))
+            return datasets.dataset_exists(table.location, self._storage_options())
 
         checks = parallel_map(self._lookup_executor(), has_data, lance_names)
         return {name for name, ok in zip(lance_names, checks) if ok}
@@ -387,10 +385,10 @@ class IcebergLanceNamespace(LanceNamespace):
         if request.version is not None and request.tag:
             raise InvalidInputError("Give either a version or a tag, not both")
         loaded = self._load_lance_table(table)
-        location = loaded.metadata.location
+        location = loaded.location
         response = DescribeTableResponse(
             location=location,
-            properties=dict(loaded.metadata.properties),
+            properties=dict(loaded.properties),
             storage_options=self._storage_options(),
             managed_versioning=False,
         )
@@ -415,7 +413,7 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         if request.version is not None:
-            datasets.open_dataset(loaded.metadata.location, self._storage_options(), request.version)
+            datasets.open_dataset(loaded.location, self._storage_options(), request.version)
 
     @_operation(DropTableRequest)
     def drop_table(self, request: DropTableRequest) -> DropTableResponse:
@@ -423,14 +421,14 @@ class IcebergLanceNamespace(LanceNamespace):
         Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
-        location = loaded.metadata.location
+        location = loaded.location
         has_data = datasets.dataset_exists(location, self._storage_options())
         # Without Lance data the server may purge its own metadata files; with it, Lance's drop
         # below removes everything under the location, Iceberg's metadata included.
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=not has_data)
         self._table_types.forget((table.warehouse, table.iceberg_identifier))
         datasets.delete_dataset(location, self._storage_options())
-        return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.metadata.properties))
+        return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.properties))
 
     @_operation(DeregisterTableRequest)
     def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
@@ -441,7 +439,7 @@ class IcebergLanceNamespace(LanceNamespace):
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
         self._table_types.forget((table.warehouse, table.iceberg_identifier))
         return DeregisterTableResponse(
-            id=table.parts, location=loaded.metadata.location, properties=dict(loaded.metadata.properties)
+            id=table.parts, location=loaded.location, properties=dict(loaded.properties)
         )
 
     @_operation(RegisterTableRequest)

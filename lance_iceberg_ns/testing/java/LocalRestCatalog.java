@@ -292,8 +292,12 @@ public class LocalRestCatalog {
     properties.put("uri", "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(key + ".db"));
     properties.put("warehouse", warehouseDir.toString());
     properties.put("io-impl", LocalFileIO.class.getName());
-    // SQLite serialises writers; one connection keeps concurrent requests from failing with SQLITE_BUSY.
-    properties.put("clients", "1");
+    // A file database (an in-memory one would be empty per connection) in WAL mode: readers run in
+    // parallel, writers queue on the busy timeout instead of failing with SQLITE_BUSY.
+    properties.put("clients", "4");
+    properties.put("jdbc.journal_mode", "WAL");
+    properties.put("jdbc.busy_timeout", "30000");
+    properties.put("jdbc.synchronous", "NORMAL");
     properties.put("jdbc.strict-mode", "true");
     properties.put("jdbc.schema-version", "V1");
     JdbcCatalog catalog = new JdbcCatalog();
