@@ -1,9 +1,13 @@
 """list_tables and describe_table: this bridge against lance-namespace-impls' IcebergNamespace.
 
 One run on the local Iceberg REST catalog (prefix in the config defaults, which the reference
-needs), with 100 Lance tables and 100 plain Iceberg tables in one namespace. "Cold" is the first
-call on a fresh namespace object (config fetch included); "warm" is repeated calls on one object.
-Both implementations are checked to return the same tables before anything is timed.
+needs), with 100 Lance tables and 100 plain Iceberg tables in one namespace. Both implementations
+are checked to return the same tables before anything is timed. Three settings:
+
+cold, new object   the first call on a fresh namespace object (config fetch included), in a process
+                   that has used the catalog before (Spark tasks, lancedb reconnects)
+cold, new process  the first call in a brand-new Python process (imports not timed)
+warm               repeated calls on one namespace object
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/list_tables.py [--tables 100] [--repeat 7]
@@ -12,7 +16,10 @@ Both implementations are checked to return the same tables before anything is ti
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,37 +89,72 @@ def measure(make: Callable[[], Any], names: list[str], repeat: int) -> dict[str,
     }
 
 
+def make_namespace(kind: str, endpoint: str, root: str) -> Any:
+    if kind == "bridge":
+        return IcebergLanceNamespace(endpoint=endpoint, root=root)
+    return IcebergNamespace(endpoint=endpoint, root=root)
+
+
+def child(kind: str, operation: str, endpoint: str, root: str, table: str) -> None:
+    """In a new process: time the first call of one operation."""
+    ns = make_namespace(kind, endpoint, root)
+    if operation == "list":
+        elapsed = time_call(lambda: ns.list_tables(ListTablesRequest(id=[WAREHOUSE, NAMESPACE])))
+    else:
+        elapsed = time_call(lambda: ns.describe_table(DescribeTableRequest(id=[WAREHOUSE, NAMESPACE, table])))
+    print(json.dumps({"seconds": elapsed}))
+
+
+def measure_new_process(kind: str, endpoint: str, root: str, names: list[str], repeat: int) -> dict[str, float]:
+    results: dict[str, float] = {}
+    for operation in ("list", "describe"):
+        samples = []
+        for i in range(repeat):
+            command = [sys.executable, __file__, "--child", kind, "--operation", operation]
+            command += ["--endpoint", endpoint, "--root", root, "--table", names[i]]
+            output = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+            samples.append(json.loads(output)["seconds"])
+        results[f"{operation} cold, new process"] = median_ms(samples)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=100, help="Lance tables, and as many plain Iceberg tables")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--child", choices=["bridge", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--operation", choices=["list", "describe"], help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    parser.add_argument("--table", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child, args.operation, args.endpoint, args.root, args.table)
+        return
 
     with tempfile.TemporaryDirectory() as work, local_catalog(Path(work) / "catalog", prefix_style="defaults") as server:
         root = str(Path(work) / "lance")
         names = populate(server.endpoint, root, args.tables)
-
-        def ours() -> IcebergLanceNamespace:
-            return IcebergLanceNamespace(endpoint=server.endpoint, root=root)
-
-        def reference() -> IcebergNamespace:
-            return IcebergNamespace(endpoint=server.endpoint, root=root)
-
         request = ListTablesRequest(id=[WAREHOUSE, NAMESPACE])
-        expected = sorted(names)
-        assert ours().list_tables(request).tables == expected, "bridge listing is wrong"
-        assert sorted(reference().list_tables(request).tables) == expected, "reference listing is wrong"
+        for kind in ("reference", "bridge"):
+            listed = sorted(make_namespace(kind, server.endpoint, root).list_tables(request).tables)
+            assert listed == sorted(names), f"{kind} listing is wrong"
 
+        results: dict[str, dict[str, float]] = {}
         # Warm up the server's JIT with both clients before timing either.
-        for make in (ours, reference):
-            measure(make, names[:10], 2)
-        results = {"reference": measure(reference, names, args.repeat), "bridge": measure(ours, names, args.repeat)}
+        for kind in ("reference", "bridge"):
+            measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names[:10], 2)
+        for kind in ("reference", "bridge"):
+            results[kind] = measure_new_process(kind, server.endpoint, root, names, args.repeat)
+            results[kind].update(measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names, args.repeat))
 
-    print(f"{args.tables} Lance + {args.tables} plain Iceberg tables in one namespace; median of runs, milliseconds")
-    print(f"{'measure':<16}{'reference':>12}{'bridge':>12}{'speed-up':>12}")
-    for key in results["bridge"]:
+    print(f"{args.tables} Lance + {args.tables} plain Iceberg tables in one namespace; medians in milliseconds")
+    print(f"{'measure':<28}{'reference':>11}{'bridge':>11}{'speed-up':>10}")
+    order = ["list cold, new process", "list cold", "list warm", "describe cold, new process", "describe cold", "describe warm"]
+    labels = {"list cold": "list cold, new object", "describe cold": "describe cold, new object"}
+    for key in order:
         ref, ours_ms = results["reference"][key], results["bridge"][key]
-        print(f"{key:<16}{ref:>12.2f}{ours_ms:>12.2f}{ref / ours_ms:>11.1f}x")
+        print(f"{labels.get(key, key):<28}{ref:>11.2f}{ours_ms:>11.2f}{ref / ours_ms:>9.1f}x")
     print("targets: list cold >= 3x, list warm >= 10x, describe >= 1.0x")
 
 

@@ -14,16 +14,20 @@ The decision is kept with the catalog for the life of the namespace object.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import threading
 from dataclasses import dataclass
+from urllib.parse import urlencode
 from typing import Any
 
 import requests
+import urllib3
 from pyiceberg import exceptions as iceberg
 from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoints, RestCatalog
+from pyiceberg.catalog.rest.auth import AuthManagerAdapter
 from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
@@ -57,11 +61,19 @@ class _TransportAdapter(HTTPAdapter):
         )
         super().__init__(max_retries=retries, pool_connections=4, pool_maxsize=pool_size)
         self._timeout = (settings.connect_timeout_ms / 1000.0, settings.read_timeout_ms / 1000.0)
+        self.urllib3_timeout = urllib3.Timeout(connect=self._timeout[0], read=self._timeout[1])
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self._timeout
         return super().send(request, **kwargs)
+
+
+@functools.lru_cache(maxsize=64)
+def _environment_settings(url: str) -> tuple[dict[str, str], str | None]:
+    """Proxies and CA bundle from the environment for ``url``, read once per process."""
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    return dict(requests.utils.get_environ_proxies(url)), bundle
 
 
 class BridgeRestCatalog(RestCatalog):
@@ -74,10 +86,10 @@ class BridgeRestCatalog(RestCatalog):
     def _create_session(self) -> requests.Session:
         session = super()._create_session()
         # requests re-reads proxy and CA-bundle variables from the environment on every request,
-        # which costs about as much as a loopback round trip; read them once per session instead.
+        # which costs about as much as a loopback round trip; read them once instead.
         if session.trust_env:
-            session.proxies.update(requests.utils.get_environ_proxies(self.properties.get("uri", "")))
-            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            proxies, bundle = _environment_settings(self.properties.get("uri", ""))
+            session.proxies.update(proxies)
             if bundle and session.verify is True:
                 session.verify = bundle
             session.trust_env = False
@@ -86,27 +98,71 @@ class BridgeRestCatalog(RestCatalog):
         session.mount("https://", adapter)
         return session
 
-    @retry(**_RETRY_ARGS)
-    def load_table_summary(self, identifier: tuple[str, ...]) -> TableSummary:
+    def _get_if_ok(self, url: str, params: dict[str, str]) -> bytes | None:
+        """GET through the session's own adapter (its connection pool, TLS settings, retries and
+        timeouts), headers and auth header, without requests' per-call machinery: about half a
+        millisecond a call, more than the catalog's own work for a small answer.
+
+        Returns the body of a 200 answer. ``None`` means "use the session", which the caller does
+        for every other answer (so errors, redirects and token refresh on 401 stay pyiceberg's)
+        and whenever a proxy, cookie, or another adapter (SigV4 signing) is in play.
+        """
+        session = self._session
+        adapter = session.get_adapter(url)
+        auth = session.auth
+        if not isinstance(adapter, _TransportAdapter) or not isinstance(auth, AuthManagerAdapter):
+            return None
+        if session.proxies or len(session.cookies):
+            return None
+        request = requests.PreparedRequest()
+        # requests' own quoting (the namespace separator is \x1f), without its full URL checks
+        request.url = requests.utils.requote_uri(f"{url}?{urlencode(params)}" if params else url)
+        headers = dict(session.headers)
+        if authorization := auth.auth_manager.auth_header():
+            headers["Authorization"] = authorization
+        host, pool_kwargs = adapter.build_connection_pool_key_attributes(request, session.verify, session.cert)
+        try:
+            pool = adapter.poolmanager.connection_from_host(**host, pool_kwargs=pool_kwargs)
+            response = pool.urlopen(
+                "GET",
+                request.path_url,
+                headers=headers,
+                retries=adapter.max_retries,
+                timeout=adapter.urllib3_timeout,
+                redirect=False,
+                assert_same_host=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
+            raise requests.ConnectionError(str(exc)) from exc
+        return response.data if response.status == 200 else None
+
+    def load_table_summary(self, identifier: tuple[str, ...], refs_only: bool = False) -> TableSummary:
         """``loadTable``, keeping only the location and properties.
 
         pyiceberg's ``load_table`` validates the whole metadata and builds a ``Table`` with its
         FileIO, which costs more than the request itself; listings classify every table, so here
         the same request (pyiceberg's session, URL and error handling) is read for two fields.
-        ``snapshots=refs`` keeps plain Iceberg tables with long histories cheap to classify.
+        ``refs_only`` asks for ``snapshots=refs``, which keeps plain Iceberg tables with long
+        histories cheap to classify.
         """
         self._check_endpoint(Capability.V1_LOAD_TABLE)
-        response = self._session.get(
-            self.url(Endpoints.load_table, prefixed=True, **self._split_identifier_for_path(identifier)),
-            params={"snapshots": "refs"},
-        )
+        url = self.url(Endpoints.load_table, prefixed=True, **self._split_identifier_for_path(identifier))
+        params = {"snapshots": "refs"} if refs_only else {}
+        body = self._get_if_ok(url, params)
+        if body is None:
+            body = self._get_through_session(url, params)
+        return _summary_from_load_table_json(body)
+
+    @retry(**_RETRY_ARGS)  # pyiceberg's: refresh the token and try once more on 401/419
+    def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:
+        response = self._session.get(url, params=params)
         try:
             response.raise_for_status()
         except HTTPError as exc:
             _handle_non_200_response(exc, {404: NoSuchTableError})
-        # JSON is UTF-8: parsing the bytes skips requests' charset detection, which servers that
-        # send no charset would otherwise trigger on every answer.
-        return _summary_from_load_table_json(response.content)
+        # JSON is UTF-8: the bytes spare requests' charset detection, which servers that send no
+        # charset would trigger on every answer.
+        return response.content
 
 
 @dataclass(frozen=True)
@@ -199,3 +255,34 @@ class WarehouseCatalogs:
             self._prefixes = {}
         for catalog in catalogs:
             catalog.close()
+
+
+_shared: dict[str, tuple[WarehouseCatalogs, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def acquire_warehouse_catalogs(settings: Settings) -> WarehouseCatalogs:
+    """The warehouse catalogs for these connection settings, shared by every namespace object of
+    the process that has the same ones (Spark and Ray rebuild the namespace in every task;
+    without sharing each would fetch the config and open connections again)."""
+    key = settings.connection_key()
+    with _shared_lock:
+        catalogs, users = _shared.get(key, (None, 0))
+        if catalogs is None:
+            catalogs = WarehouseCatalogs(settings)
+        _shared[key] = (catalogs, users + 1)
+        return catalogs
+
+
+def release_warehouse_catalogs(settings: Settings) -> None:
+    """Give back what ``acquire_warehouse_catalogs`` handed out; the last user closes them."""
+    key = settings.connection_key()
+    with _shared_lock:
+        catalogs, users = _shared.get(key, (None, 0))
+        if catalogs is None:
+            return
+        if users > 1:
+            _shared[key] = (catalogs, users - 1)
+            return
+        del _shared[key]
+    catalogs.close()

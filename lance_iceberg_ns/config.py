@@ -163,6 +163,26 @@ class Settings:
             text = text.replace(secret, "***")
         return text
 
+    def connection_key(self) -> str:
+        """A digest of everything that shapes the catalog connections (secrets included, never
+        shown): namespaces with equal keys can share them."""
+        import hashlib
+        import json
+
+        shaping = [
+            self.endpoint,
+            self.auth_token,
+            self.credential,
+            self.scope,
+            self.oauth2_server_uri,
+            self.connect_timeout_ms,
+            self.read_timeout_ms,
+            self.max_retries,
+            self.lookup_threads,
+            sorted(self.catalog_properties.items()),
+        ]
+        return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()
+
     def principal(self) -> str:
         """Who this namespace acts as, without revealing a secret: the OAuth2 client id, or a
         fingerprint of the bearer token."""

@@ -7,18 +7,23 @@ storage root, since default table locations are derived from them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lance_namespace.errors import InvalidInputError
 
 
+_PATH_CHARACTERS = re.compile(r"[/\\]")
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _check_part(part: object, kind: str) -> str:
     if not isinstance(part, str) or not part:
         raise InvalidInputError(f"Every {kind} identifier part must be a non-empty string, got {part!r}")
-    if part in (".", "..") or "/" in part or "\\" in part:
+    if part in (".", "..") or _PATH_CHARACTERS.search(part):
         raise InvalidInputError(f"Identifier part {part!r} is not allowed: it could leave the storage root")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in part):
+    if _CONTROL_CHARACTERS.search(part):
         raise InvalidInputError(f"Identifier part {part!r} contains a control character")
     if part != part.strip():
         raise InvalidInputError(f"Identifier part {part!r} has leading or trailing whitespace")

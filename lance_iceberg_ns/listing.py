@@ -9,7 +9,10 @@ table on every listing. Here:
 * the type of a name (Lance or not) is remembered for ``table_type_cache_seconds``, so a repeated
   listing costs one request; only names not seen before are loaded, in parallel;
 * this namespace's own declare, register, rename, drop and deregister update what it remembers
-  immediately.
+  immediately;
+* what is remembered is shared by every namespace object of the process that talks to the same
+  endpoint as the same principal (``shared_table_types``): Spark and Ray rebuild the namespace
+  in every task, lancedb reconnects, and none of them should pay the lookups again.
 
 The one thing a remembered type can miss is another client replacing a table with one of the
 other type under the same name; such a change shows once the remembered type expires.
@@ -36,10 +39,13 @@ def is_lance_table(properties: dict[str, str] | None) -> bool:
 class TableTypeCache:
     """Remembers, for a while, which table names are Lance tables."""
 
+    _PRUNE_EVERY = 4096  # entries added between sweeps of expired ones
+
     def __init__(self, ttl_seconds: float) -> None:
         self._ttl = ttl_seconds
         self._entries: dict[CacheKey, tuple[bool, float]] = {}
         self._lock = threading.Lock()
+        self._added_since_prune = 0
 
     def get(self, key: CacheKey) -> bool | None:
         """The remembered type, or ``None`` when unknown or expired."""
@@ -52,11 +58,30 @@ class TableTypeCache:
         if self._ttl <= 0:
             return
         with self._lock:
-            self._entries[key] = (is_lance, time.monotonic() + self._ttl)
+            now = time.monotonic()
+            self._entries[key] = (is_lance, now + self._ttl)
+            self._added_since_prune += 1
+            if self._added_since_prune >= self._PRUNE_EVERY:
+                self._entries = {k: v for k, v in self._entries.items() if v[1] >= now}
+                self._added_since_prune = 0
 
     def forget(self, key: CacheKey) -> None:
         with self._lock:
             self._entries.pop(key, None)
+
+
+_shared_caches: dict[tuple[str, str, float], TableTypeCache] = {}
+_shared_caches_lock = threading.Lock()
+
+
+def shared_table_types(endpoint: str, principal: str, ttl_seconds: float) -> TableTypeCache:
+    """The process-wide memory of table types for one endpoint and principal."""
+    key = (endpoint, principal, ttl_seconds)
+    with _shared_caches_lock:
+        cache = _shared_caches.get(key)
+        if cache is None:
+            cache = _shared_caches[key] = TableTypeCache(ttl_seconds)
+        return cache
 
 
 def page_after(names: Sequence[str], page_token: str | None) -> list[str]:

@@ -56,7 +56,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
 
 from lance_iceberg_ns import datasets
-from lance_iceberg_ns.catalogs import BridgeRestCatalog, TableSummary, WarehouseCatalogs
+from lance_iceberg_ns.catalogs import (
+    BridgeRestCatalog,
+    TableSummary,
+    acquire_warehouse_catalogs,
+    release_warehouse_catalogs,
+)
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
@@ -69,10 +74,10 @@ from lance_iceberg_ns.identifiers import (
 from lance_iceberg_ns.listing import (
     TABLE_TYPE_KEY,
     TABLE_TYPE_LANCE,
-    TableTypeCache,
     is_lance_table,
     page_after,
     parallel_map,
+    shared_table_types,
     take_page,
 )
 
@@ -137,8 +142,11 @@ class IcebergLanceNamespace(LanceNamespace):
     def __init__(self, **properties: str) -> None:
         self._properties = dict(properties)
         self._settings = Settings.from_properties(self._properties)
-        self._catalogs = WarehouseCatalogs(self._settings)
-        self._table_types = TableTypeCache(self._settings.table_type_cache_seconds)
+        self._catalogs = acquire_warehouse_catalogs(self._settings)
+        self._closed = False
+        self._table_types = shared_table_types(
+            self._settings.endpoint, self._settings.principal(), self._settings.table_type_cache_seconds
+        )
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
@@ -166,9 +174,12 @@ class IcebergLanceNamespace(LanceNamespace):
         self.__init__(**state["properties"])  # type: ignore[misc]
 
     def close(self) -> None:
-        """Close pooled connections and worker threads (they are re-created if used again)."""
-        self._catalogs.close()
+        """Release the catalog connections (closed when no other namespace object of the process
+        shares them) and stop the lookup threads. The object stays usable: it reconnects."""
         with self._executor_lock:
+            if not self._closed:
+                self._closed = True
+                release_warehouse_catalogs(self._settings)
             if self._executor is not None:
                 self._executor.shutdown(wait=False)
                 self._executor = None
@@ -186,6 +197,11 @@ class IcebergLanceNamespace(LanceNamespace):
     # --- shared steps -------------------------------------------------------------------------
 
     def _catalog(self, warehouse: str) -> BridgeRestCatalog:
+        if self._closed:  # used again after close(): take the shared connections back
+            with self._executor_lock:
+                if self._closed:
+                    self._catalogs = acquire_warehouse_catalogs(self._settings)
+                    self._closed = False
         return self._catalogs.get(warehouse)
 
     def _lookup_executor(self) -> ThreadPoolExecutor:
@@ -332,7 +348,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
         def load(name: str) -> TableSummary | None:
             try:
-                return catalog.load_table_summary((*namespace.path, name))
+                return catalog.load_table_summary((*namespace.path, name), refs_only=True)
             except iceberg.NoSuchTableError:  # dropped since the listing
                 return None
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
+import urllib3
 from lance_namespace import CreateNamespaceRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -70,7 +70,7 @@ def db(ns: IcebergLanceNamespace, warehouse: str) -> list[str]:
 
 
 class RequestCounter:
-    """Counts the HTTP requests every requests.Session sends while it is installed."""
+    """Counts the HTTP requests sent while it is installed, whichever client sends them."""
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str]] = []
@@ -86,11 +86,11 @@ class RequestCounter:
 @pytest.fixture
 def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
     counter = RequestCounter()
-    original = requests.Session.send
+    original = urllib3.connectionpool.HTTPConnectionPool.urlopen
 
-    def counting_send(session: requests.Session, request: requests.PreparedRequest, **kwargs: object) -> object:
-        counter.requests.append((request.method or "", request.url or ""))
-        return original(session, request, **kwargs)
+    def counting_urlopen(pool: urllib3.connectionpool.HTTPConnectionPool, method: str, url: str, *args: object, **kwargs: object) -> object:
+        counter.requests.append((method, url))
+        return original(pool, method, url, *args, **kwargs)
 
-    monkeypatch.setattr(requests.Session, "send", counting_send)
+    monkeypatch.setattr(urllib3.connectionpool.HTTPConnectionPool, "urlopen", counting_urlopen)
     return counter

@@ -82,20 +82,36 @@ def test_name_reused_with_another_type_is_seen_when_types_are_not_remembered(
 
 
 def test_repeated_listing_costs_one_request(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path, request_counter: RequestCounter
+    endpoint: str, db: list[str], tmp_path: Path, request_counter: RequestCounter
 ) -> None:
-    for i in range(6):
-        ns.declare_table(DeclareTableRequest(id=[*db, f"l{i}"]))
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(tmp_path), auth_token="listing-test") as ns:
+        for i in range(6):
+            ns.declare_table(DeclareTableRequest(id=[*db, f"l{i}"]))
+            create_plain_iceberg_table(endpoint, db[0], (*db[1:], f"i{i}"), str(tmp_path / f"i{i}"))
+        request_counter.reset()
+        assert len(ns.list_tables(ListTablesRequest(id=db)).tables) == 6
+        assert request_counter.count == 1 + 6  # listTables, then the plain tables it has not seen yet
+        request_counter.reset()
+        assert len(ns.list_tables(ListTablesRequest(id=db)).tables) == 6
+        assert request_counter.count == 1
+
+
+def test_a_new_namespace_object_reuses_what_the_process_learnt(
+    endpoint: str, db: list[str], tmp_path: Path, request_counter: RequestCounter
+) -> None:
+    for i in range(4):
         create_plain_iceberg_table(endpoint, db[0], (*db[1:], f"i{i}"), str(tmp_path / f"i{i}"))
-    fresh = IcebergLanceNamespace(endpoint=endpoint, root=str(tmp_path))
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(tmp_path), auth_token="alice") as alice:
+        alice.declare_table(DeclareTableRequest(id=[*db, "t"]))
+        alice.list_tables(ListTablesRequest(id=db))
     request_counter.reset()
-    fresh.list_tables(ListTablesRequest(id=db))
-    cold = request_counter.count
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(tmp_path), auth_token="alice") as again:
+        assert again.list_tables(ListTablesRequest(id=db)).tables == ["t"]
+    assert request_counter.count == 2  # config and listTables: no table is looked up again
     request_counter.reset()
-    assert len(fresh.list_tables(ListTablesRequest(id=db)).tables) == 6
-    assert request_counter.count == 1
-    assert cold == 1 + 1 + 12  # config, listTables, one loadTable per unknown table
-    fresh.close()
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(tmp_path), auth_token="bob") as bob:
+        assert bob.list_tables(ListTablesRequest(id=db)).tables == ["t"]
+    assert request_counter.count == 2 + 5  # another principal learns for itself
 
 
 def test_sixteen_threads_declaring_the_same_table_yield_exactly_one_success(

@@ -52,10 +52,10 @@ def test_prefix_decision_is_made_once_per_warehouse(
     styled_server: LocalCatalog, tmp_path: Path, request_counter: RequestCounter
 ) -> None:
     with IcebergLanceNamespace(endpoint=styled_server.endpoint, root=str(tmp_path)) as ns:
-        ns.list_namespaces(ListNamespacesRequest(id=["wh1"]))
+        ns.list_namespaces(ListNamespacesRequest(id=["wh_counted"]))
         first = request_counter.count
         request_counter.reset()
-        ns.list_namespaces(ListNamespacesRequest(id=["wh1"]))
+        ns.list_namespaces(ListNamespacesRequest(id=["wh_counted"]))
         assert request_counter.count == 1
     # config, then for servers without a prefix the probe(s), then the listing itself
     expected = {"none": 4, "any": 3, "defaults": 2, "overrides": 2}[styled_server.prefix_style]
