@@ -132,7 +132,10 @@ def main() -> None:
         child(args.child, args.operation, args.endpoint, args.root, args.table)
         return
 
-    with tempfile.TemporaryDirectory() as work, local_catalog(Path(work) / "catalog", prefix_style="defaults") as server:
+    with (
+        tempfile.TemporaryDirectory() as work,
+        local_catalog(Path(work) / "catalog", prefix_style="defaults") as server,
+    ):
         root = str(Path(work) / "lance")
         names = populate(server.endpoint, root, args.tables)
         request = ListTablesRequest(id=[WAREHOUSE, NAMESPACE])
@@ -146,11 +149,20 @@ def main() -> None:
             measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names[:10], 2)
         for kind in ("reference", "bridge"):
             results[kind] = measure_new_process(kind, server.endpoint, root, names, args.repeat)
-            results[kind].update(measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names, args.repeat))
+            results[kind].update(
+                measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names, args.repeat)
+            )
 
     print(f"{args.tables} Lance + {args.tables} plain Iceberg tables in one namespace; medians in milliseconds")
     print(f"{'measure':<28}{'reference':>11}{'bridge':>11}{'speed-up':>10}")
-    order = ["list cold, new process", "list cold", "list warm", "describe cold, new process", "describe cold", "describe warm"]
+    order = [
+        "list cold, new process",
+        "list cold",
+        "list warm",
+        "describe cold, new process",
+        "describe cold",
+        "describe warm",
+    ]
     labels = {"list cold": "list cold, new object", "describe cold": "describe cold, new object"}
     for key in order:
         ref, ours_ms = results["reference"][key], results["bridge"][key]

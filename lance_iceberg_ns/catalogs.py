@@ -20,8 +20,8 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from urllib.parse import urlencode
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 import urllib3
@@ -31,8 +31,8 @@ from pyiceberg.catalog.rest.auth import AuthManagerAdapter
 from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
-from tenacity import retry
 from requests.adapters import HTTPAdapter
+from tenacity import retry
 from urllib3.util.retry import Retry
 
 from lance_iceberg_ns.config import Settings
@@ -153,7 +153,7 @@ class BridgeRestCatalog(RestCatalog):
             body = self._get_through_session(url, params)
         return _summary_from_load_table_json(body)
 
-    @retry(**_RETRY_ARGS)  # pyiceberg's: refresh the token and try once more on 401/419
+    @retry(**_RETRY_ARGS)  # type: ignore[call-overload]  # pyiceberg's: refresh the token, retry once on 401/419
     def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:
         response = self._session.get(url, params=params)
         try:
@@ -237,7 +237,9 @@ class WarehouseCatalogs:
         with warehouse_lock:  # one connection attempt per warehouse, others wait for it
             if warehouse not in self._catalogs:
                 with translated_errors(f"Warehouse '{warehouse}'", self._settings.redact):
-                    catalog = BridgeRestCatalog(warehouse, self._settings, **catalog_properties(self._settings, warehouse))
+                    catalog = BridgeRestCatalog(
+                        warehouse, self._settings, **catalog_properties(self._settings, warehouse)
+                    )
                     self._prefixes[warehouse] = resolve_prefix(catalog, warehouse)
                 logger.debug("warehouse %r uses API prefix %r", warehouse, self._prefixes[warehouse])
                 self._catalogs[warehouse] = catalog

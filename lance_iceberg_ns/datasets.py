@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
 
 import lance
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
@@ -62,17 +62,18 @@ def remove_empty_directories(location: str) -> None:
         return
     root = _local_path(location)
     for folder, _subfolders, _files in os.walk(root, topdown=False):
-        try:
-            os.rmdir(folder)  # fails, harmlessly, on a folder that still holds something
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # fails, harmlessly, on a folder that still holds something
+            os.rmdir(folder)
 
 
 def arrow_schema_json(dataset: lance.LanceDataset) -> JsonArrowSchema:
     """The dataset's schema in the Lance spec's JSON Arrow form."""
     from lance.schema import schema_to_json
 
-    return JsonArrowSchema.from_dict(schema_to_json(dataset.schema))
+    schema = JsonArrowSchema.from_dict(schema_to_json(dataset.schema))
+    if schema is None:  # from_dict answers None only for a None input
+        raise ValueError("the dataset has no schema")
+    return schema
 
 
 def table_uri(location: str) -> str:
@@ -80,8 +81,3 @@ def table_uri(location: str) -> str:
     if "://" in location:
         return location
     return "file://" + os.path.abspath(location)
-
-
-def dataset_facts(dataset: lance.LanceDataset) -> dict[str, Any]:
-    """Version and schema of an opened dataset, for a detailed description."""
-    return {"version": dataset.version, "schema": arrow_schema_json(dataset)}

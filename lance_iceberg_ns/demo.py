@@ -41,7 +41,9 @@ def run_demo(data_dir: str | None = None, say=print) -> dict[str, object]:  # ty
         ns = IcebergLanceNamespace(endpoint=catalog.endpoint, root=str(work / "lance"))
         table_id = ["demo_wh", "sales", "orders"]
 
-        ns.create_namespace(CreateNamespaceRequest(id=["demo_wh", "sales"], mode="exist_ok", properties={"owner": "demo"}))
+        ns.create_namespace(
+            CreateNamespaceRequest(id=["demo_wh", "sales"], mode="exist_ok", properties={"owner": "demo"})
+        )
         namespaces = ns.list_namespaces(ListNamespacesRequest(id=["demo_wh"])).namespaces
         say(f"2. Namespaces in warehouse demo_wh: {namespaces}")
 
@@ -62,7 +64,9 @@ def run_demo(data_dir: str | None = None, say=print) -> dict[str, object]:  # ty
         dataset = lance.dataset(namespace_client=ns, table_id=table_id)
         rows = dataset.count_rows()
         top = dataset.to_table(filter="amount > 2000", columns=["order_id", "amount"]).num_rows
-        first_version_rows = lance.dataset(namespace_client=ns, table_id=table_id, version=described.version - 1).count_rows()
+        first_version_rows = lance.dataset(
+            namespace_client=ns, table_id=table_id, version=described.version - 1
+        ).count_rows()
         say(f"6. Read back: {rows} rows now, {first_version_rows} rows at version {described.version - 1}, "
             f"{top} orders over 2000")  # fmt: skip
         ns.close()

@@ -58,7 +58,9 @@ def http_status(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None)
 
 
-def translate(exc: BaseException, context: str, redact: Callable[[str], str] = lambda text: text) -> LanceNamespaceError:
+def translate(
+    exc: BaseException, context: str, redact: Callable[[str], str] = lambda text: text
+) -> LanceNamespaceError:
     """The ``lance_namespace`` error for a failure, its message prefixed by ``context``."""
     if isinstance(exc, LanceNamespaceError):
         return exc

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from lance_namespace.errors import InvalidInputError
 
-
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 

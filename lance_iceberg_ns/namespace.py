@@ -156,7 +156,9 @@ class IcebergLanceNamespace(LanceNamespace):
         """Differs between endpoints, principals and storage configurations; shows no secret."""
         settings = self._settings
         fingerprint = hashlib.sha256(
-            json.dumps([settings.storage_options, settings.catalog_properties, settings.secrets()], sort_keys=True).encode()
+            json.dumps(
+                [settings.storage_options, settings.catalog_properties, settings.secrets()], sort_keys=True
+            ).encode()
         ).hexdigest()[:12]
         return (
             f"IcebergLanceNamespace {{ endpoint: '{settings.endpoint}', principal: '{settings.principal()}', "
@@ -354,7 +356,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
         is_lance = {name: self._table_types.get(key(name)) for name in names}
         unknown = [name for name, kind in is_lance.items() if kind is None]
-        loaded = dict(zip(unknown, parallel_map(self._lookup_executor(), load, unknown)))
+        loaded = dict(zip(unknown, parallel_map(self._lookup_executor(), load, unknown), strict=True))
         for name, table in loaded.items():
             is_lance[name] = table is not None and is_lance_table(table.properties)
             if table is not None:
@@ -368,7 +370,7 @@ class IcebergLanceNamespace(LanceNamespace):
             return datasets.dataset_exists(table.location, self._storage_options())
 
         checks = parallel_map(self._lookup_executor(), has_data, lance_names)
-        return {name for name, ok in zip(lance_names, checks) if ok}
+        return {name for name, ok in zip(lance_names, checks, strict=True) if ok}
 
     @_operation(DeclareTableRequest)
     def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
@@ -454,9 +456,7 @@ class IcebergLanceNamespace(LanceNamespace):
         loaded = self._load_lance_table(table)
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
         self._table_types.forget((table.warehouse, table.iceberg_identifier))
-        return DeregisterTableResponse(
-            id=table.parts, location=loaded.location, properties=dict(loaded.properties)
-        )
+        return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=dict(loaded.properties))
 
     @_operation(RegisterTableRequest)
     def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
@@ -493,7 +493,9 @@ class IcebergLanceNamespace(LanceNamespace):
         source = parse_table_id(request.id)
         if not request.new_table_name:
             raise InvalidInputError("rename_table needs new_table_name")
-        target_namespace = parse_namespace_id(request.new_namespace_id) if request.new_namespace_id else source.namespace
+        target_namespace = (
+            parse_namespace_id(request.new_namespace_id) if request.new_namespace_id else source.namespace
+        )
         if target_namespace is None or not target_namespace.path:
             raise InvalidInputError("The new namespace must be [warehouse, namespace, ...]")
         if target_namespace.warehouse != source.warehouse:
@@ -504,4 +506,3 @@ class IcebergLanceNamespace(LanceNamespace):
         self._table_types.forget((source.warehouse, source.iceberg_identifier))
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
-

@@ -88,7 +88,9 @@ def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
     counter = RequestCounter()
     original = urllib3.connectionpool.HTTPConnectionPool.urlopen
 
-    def counting_urlopen(pool: urllib3.connectionpool.HTTPConnectionPool, method: str, url: str, *args: object, **kwargs: object) -> object:
+    def counting_urlopen(
+        pool: urllib3.connectionpool.HTTPConnectionPool, method: str, url: str, *args: object, **kwargs: object
+    ) -> object:
         counter.requests.append((method, url))
         return original(pool, method, url, *args, **kwargs)
 

@@ -22,7 +22,16 @@ def _free_port() -> int:
 
 def test_local_catalog_command_serves_the_iceberg_rest_api(tmp_path: Path) -> None:
     port = _free_port()
-    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "local-catalog", "--port", str(port), "--data-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "lance_iceberg_ns.cli",
+        "local-catalog",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(tmp_path),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         first_line = process.stdout.readline() if process.stdout else ""

@@ -101,9 +101,9 @@ def test_http_failures_become_typed_errors_with_the_server_message(
     stub: type[StatusStubServer], tmp_path: Path, status: int, error_class: type[LanceNamespaceError], code: int
 ) -> None:
     server = stub(status, "the server's own words")
-    with IcebergLanceNamespace(endpoint=server.endpoint, root=str(tmp_path), max_retries="0") as ns:
-        with pytest.raises(error_class) as caught:
-            ns.list_tables(ListTablesRequest(id=["wh", "db"]))
+    ns = IcebergLanceNamespace(endpoint=server.endpoint, root=str(tmp_path), max_retries="0")
+    with ns, pytest.raises(error_class) as caught:
+        ns.list_tables(ListTablesRequest(id=["wh", "db"]))
     assert caught.value.code == code
     assert "the server's own words" in str(caught.value)
 
@@ -112,9 +112,9 @@ def test_connection_refused_is_service_unavailable(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with IcebergLanceNamespace(endpoint=f"http://127.0.0.1:{port}", root=str(tmp_path), max_retries="1") as ns:
-        with pytest.raises(ServiceUnavailableError) as caught:
-            ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+    ns = IcebergLanceNamespace(endpoint=f"http://127.0.0.1:{port}", root=str(tmp_path), max_retries="1")
+    with ns, pytest.raises(ServiceUnavailableError) as caught:
+        ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
     assert caught.value.code == ErrorCode.SERVICE_UNAVAILABLE
 
 

@@ -54,7 +54,9 @@ def test_lance_table_declared_by_another_client_is_listed(
     assert _list_all(ns, db)[0] == ["mine", "theirs"]
 
 
-def test_table_dropped_by_another_client_is_never_listed(ns: IcebergLanceNamespace, db: list[str], endpoint: str) -> None:
+def test_table_dropped_by_another_client_is_never_listed(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
     for name in ("a", "b"):
         ns.declare_table(DeclareTableRequest(id=[*db, name]))
     assert _list_all(ns, db)[0] == ["a", "b"]

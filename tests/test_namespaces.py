@@ -79,7 +79,9 @@ def test_list_namespaces_paginates(ns: IcebergLanceNamespace, warehouse: str) ->
     assert seen == names
 
 
-def test_list_children_of_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+def test_list_children_of_missing_namespace_raises_namespace_not_found(
+    ns: IcebergLanceNamespace, warehouse: str
+) -> None:
     ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "present"]))
     with pytest.raises(NamespaceNotFoundError):
         ns.list_namespaces(ListNamespacesRequest(id=[warehouse, "absent"]))
@@ -107,7 +109,9 @@ def test_drop_missing_namespace_succeeds(ns: IcebergLanceNamespace, warehouse: s
     assert ns.drop_namespace(DropNamespaceRequest(id=[warehouse, "absent"])).properties == {}
 
 
-def test_drop_missing_namespace_with_mode_fail_raises_namespace_not_found(ns: IcebergLanceNamespace, warehouse: str) -> None:
+def test_drop_missing_namespace_with_mode_fail_raises_namespace_not_found(
+    ns: IcebergLanceNamespace, warehouse: str
+) -> None:
     ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "present"]))
     with pytest.raises(NamespaceNotFoundError):
         ns.drop_namespace(DropNamespaceRequest(id=[warehouse, "absent"], mode="Fail"))
@@ -121,7 +125,9 @@ def test_drop_namespace_with_tables_raises_namespace_not_empty(ns: IcebergLanceN
     ns.namespace_exists(NamespaceExistsRequest(id=db))
 
 
-def test_drop_namespace_with_child_namespace_raises_namespace_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_drop_namespace_with_child_namespace_raises_namespace_not_empty(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
     ns.create_namespace(CreateNamespaceRequest(id=[*db, "child"]))
     with pytest.raises(NamespaceNotEmptyError):
         ns.drop_namespace(DropNamespaceRequest(id=db))
@@ -135,7 +141,9 @@ def test_drop_namespace_cascade_raises_invalid_input_and_keeps_it(ns: IcebergLan
 
 
 @pytest.mark.parametrize("bad_id", [[], ["only-warehouse"]])
-def test_create_or_drop_without_a_namespace_level_raises_invalid_input(ns: IcebergLanceNamespace, bad_id: list[str]) -> None:
+def test_create_or_drop_without_a_namespace_level_raises_invalid_input(
+    ns: IcebergLanceNamespace, bad_id: list[str]
+) -> None:
     with pytest.raises(InvalidInputError):
         ns.create_namespace(CreateNamespaceRequest(id=bad_id))
     with pytest.raises(InvalidInputError):

@@ -63,11 +63,13 @@ def test_prefix_decision_is_made_once_per_warehouse(
 
 
 def test_unknown_warehouse_raises_namespace_not_found(tmp_path: Path) -> None:
-    with local_catalog(tmp_path / "catalog", prefix_style="defaults", warehouses=["known"]) as server:
-        with IcebergLanceNamespace(endpoint=server.endpoint, root=str(tmp_path)) as ns:
-            ns.create_namespace(CreateNamespaceRequest(id=["known", "db"]))
-            with pytest.raises(NamespaceNotFoundError) as caught:
-                ns.list_namespaces(ListNamespacesRequest(id=["unknown"]))
-            assert "unknown" in str(caught.value)
-            with pytest.raises(NamespaceNotFoundError):
-                ns.namespace_exists({"id": ["unknown"]})
+    with (
+        local_catalog(tmp_path / "catalog", prefix_style="defaults", warehouses=["known"]) as server,
+        IcebergLanceNamespace(endpoint=server.endpoint, root=str(tmp_path)) as ns,
+    ):
+        ns.create_namespace(CreateNamespaceRequest(id=["known", "db"]))
+        with pytest.raises(NamespaceNotFoundError) as caught:
+            ns.list_namespaces(ListNamespacesRequest(id=["unknown"]))
+        assert "unknown" in str(caught.value)
+        with pytest.raises(NamespaceNotFoundError):
+            ns.namespace_exists({"id": ["unknown"]})

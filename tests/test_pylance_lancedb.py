@@ -39,7 +39,9 @@ def test_opening_a_missing_table_raises_table_not_found(ns: IcebergLanceNamespac
         lance.dataset(namespace_client=ns, table_id=[*db, "absent"])
 
 
-def test_lancedb_connect_namespace_creates_lists_and_opens_tables(endpoint: str, lance_root: Path, db: list[str]) -> None:
+def test_lancedb_connect_namespace_creates_lists_and_opens_tables(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
     conn = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
     data = pa.table({"id": [1, 2, 3], "vector": pa.array([[0.1, 0.2]] * 3, pa.list_(pa.float32(), 2))})
     conn.create_table("vectors", data, namespace_path=db)

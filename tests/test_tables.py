@@ -99,7 +99,9 @@ def test_plain_iceberg_table_is_invalid_input_and_not_listed(
     assert other_client(endpoint, db[0]).table_exists((*db[1:], "orders"))
 
 
-def test_describe_returns_storage_options_from_storage_properties(endpoint: str, lance_root: Path, db: list[str]) -> None:
+def test_describe_returns_storage_options_from_storage_properties(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
     with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), **{"storage.region": "eu-1"}) as ns:
         declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
         described = ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
@@ -177,7 +179,9 @@ def test_deregister_keeps_the_data_and_register_brings_it_back(ns: IcebergLanceN
     assert _tables(ns, db) == []
     with pytest.raises(TableNotFoundError):
         ns.deregister_table(DeregisterTableRequest(id=table_id))
-    registered = ns.register_table(RegisterTableRequest(id=[*db, "back"], location=gone.location, properties={"k": "v"}))
+    registered = ns.register_table(
+        RegisterTableRequest(id=[*db, "back"], location=gone.location, properties={"k": "v"})
+    )
     assert registered.location == gone.location
     assert lance.dataset(namespace_client=ns, table_id=[*db, "back"]).count_rows() == 3
     assert ns.describe_table(DescribeTableRequest(id=[*db, "back"])).properties["k"] == "v"

@@ -33,7 +33,9 @@ def test_object_store_root_is_kept_as_given() -> None:
     assert Settings.from_properties({"endpoint": "https://c", "root": "s3://bucket/lance/"}).root == "s3://bucket/lance"
 
 
-@pytest.mark.parametrize("key", ["auth_token", "aws_secret_access_key", "aws_access_key_id", "adls.sas-token", "password"])
+@pytest.mark.parametrize(
+    "key", ["auth_token", "aws_secret_access_key", "aws_access_key_id", "adls.sas-token", "password"]
+)
 def test_secret_looking_keys(key: str) -> None:
     assert looks_secret(key)
 
@@ -86,7 +88,11 @@ def test_type_cache_forgets_and_expires() -> None:
 def test_relocation_rewrites_only_utf8_constants() -> None:
     name = PARQUET_JACKSON + b"databind/ObjectMapper"
     dotted = name.replace(b"/", b".")
-    pool = [b"\x01" + struct.pack(">H", len(name)) + name, b"\x05" + b"\x00" * 8, b"\x01" + struct.pack(">H", len(dotted)) + dotted]
+    pool = [
+        b"\x01" + struct.pack(">H", len(name)) + name,
+        b"\x05" + b"\x00" * 8,
+        b"\x01" + struct.pack(">H", len(dotted)) + dotted,
+    ]
     # a Long constant takes two pool slots, so three entries make a count of 5
     class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", 5) + b"".join(pool) + b"TAIL"
     relocated = _relocate_names(class_file)

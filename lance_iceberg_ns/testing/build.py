@@ -11,7 +11,6 @@ Everything is built once into a cache directory keyed by the inputs' content.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shutil
 import struct
@@ -67,7 +66,24 @@ def _relocate_names(class_bytes: bytes) -> bytes:
     out = bytearray(class_bytes[:10])
     (count,) = struct.unpack_from(">H", class_bytes, 8)
     pos, index = 10, 1
-    fixed_sizes = {3: 4, 4: 4, 5: 8, 6: 8, 7: 2, 8: 2, 9: 4, 10: 4, 11: 4, 12: 4, 15: 3, 16: 2, 17: 4, 18: 4, 19: 2, 20: 2}
+    fixed_sizes = {
+        3: 4,
+        4: 4,
+        5: 8,
+        6: 8,
+        7: 2,
+        8: 2,
+        9: 4,
+        10: 4,
+        11: 4,
+        12: 4,
+        15: 3,
+        16: 2,
+        17: 4,
+        18: 4,
+        19: 2,
+        20: 2,
+    }
     while index < count:
         tag = class_bytes[pos]
         if tag == 1:
