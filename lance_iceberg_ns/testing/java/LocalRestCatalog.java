@@ -201,42 +201,33 @@ public class LocalRestCatalog {
             .build());
   }
 
-  // The status codes the Iceberg REST spec gives each failure, as the reference adapter maps them.
+  // The status codes the Iceberg REST spec gives each failure, as the reference adapter maps them;
+  // the first matching class wins, anything else is a 500.
+  private static final List<Map.Entry<Class<? extends Throwable>, Integer>> STATUS_BY_FAILURE =
+      List.of(
+          Map.entry(NoSuchNamespaceException.class, 404),
+          Map.entry(NoSuchTableException.class, 404),
+          Map.entry(NoSuchViewException.class, 404),
+          Map.entry(NotFoundException.class, 404),
+          Map.entry(AlreadyExistsException.class, 409),
+          Map.entry(NamespaceNotEmptyException.class, 409),
+          Map.entry(CommitFailedException.class, 409),
+          Map.entry(IllegalArgumentException.class, 400),
+          Map.entry(ValidationException.class, 400),
+          Map.entry(BadRequestException.class, 400),
+          Map.entry(IOException.class, 400),
+          Map.entry(NotAuthorizedException.class, 401),
+          Map.entry(ForbiddenException.class, 403),
+          Map.entry(UnsupportedOperationException.class, 406),
+          Map.entry(UnprocessableEntityException.class, 422),
+          Map.entry(ServiceUnavailableException.class, 503),
+          Map.entry(CommitStateUnknownException.class, 500));
+
   private static int statusOf(Throwable t) {
-    if (t instanceof NoSuchNamespaceException
-        || t instanceof NoSuchTableException
-        || t instanceof NoSuchViewException
-        || t instanceof NotFoundException) {
-      return 404;
-    }
-    if (t instanceof AlreadyExistsException
-        || t instanceof NamespaceNotEmptyException
-        || t instanceof CommitFailedException) {
-      return 409;
-    }
-    if (t instanceof IllegalArgumentException
-        || t instanceof ValidationException
-        || t instanceof BadRequestException
-        || t instanceof IOException) {
-      return 400;
-    }
-    if (t instanceof NotAuthorizedException) {
-      return 401;
-    }
-    if (t instanceof ForbiddenException) {
-      return 403;
-    }
-    if (t instanceof UnsupportedOperationException) {
-      return 406;
-    }
-    if (t instanceof UnprocessableEntityException) {
-      return 422;
-    }
-    if (t instanceof ServiceUnavailableException) {
-      return 503;
-    }
-    if (t instanceof CommitStateUnknownException) {
-      return 500;
+    for (Map.Entry<Class<? extends Throwable>, Integer> entry : STATUS_BY_FAILURE) {
+      if (entry.getKey().isInstance(t)) {
+        return entry.getValue();
+      }
     }
     return 500;
   }
