@@ -28,6 +28,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from lance_namespace.errors import InvalidInputError
 
@@ -150,7 +151,7 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every configured value that must never be shown."""
-        values = [self.auth_token, self.credential]
+        values = [self.auth_token, self.credential, urlsplit(self.endpoint).password]
         if self.credential and ":" in self.credential:
             values.append(self.credential.split(":", 1)[1])
         values += [v for k, v in self.storage_options.items() if looks_secret(k)]

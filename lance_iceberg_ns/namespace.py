@@ -161,12 +161,14 @@ class IcebergLanceNamespace(LanceNamespace):
             ).encode()
         ).hexdigest()[:12]
         return (
-            f"IcebergLanceNamespace {{ endpoint: '{settings.endpoint}', principal: '{settings.principal()}', "
+            f"IcebergLanceNamespace {{ endpoint: '{settings.redact(settings.endpoint)}', "
+            f"principal: '{settings.principal()}', "
             f"config: '{fingerprint}' }}"
         )
 
     def __repr__(self) -> str:
-        return f"IcebergLanceNamespace(endpoint={self._settings.endpoint!r}, root={self._settings.root!r})"
+        endpoint = self._settings.redact(self._settings.endpoint)
+        return f"IcebergLanceNamespace(endpoint={endpoint!r}, root={self._settings.root!r})"
 
     def __getstate__(self) -> dict[str, Any]:
         # Connections and threads are not shipped; executors rebuild them on first use.

@@ -171,6 +171,12 @@ def test_no_secret_in_repr_namespace_id_logs_or_errors(
     assert "***" in str(caught.value)
 
 
+def test_password_in_the_endpoint_is_a_secret() -> None:
+    ns = IcebergLanceNamespace(endpoint="https://svc:pa55word@catalog.example.com")
+    assert "pa55word" not in repr(ns) and "pa55word" not in ns.namespace_id()
+    assert "catalog.example.com" in repr(ns)
+
+
 def test_namespace_id_differs_between_principals_without_showing_secrets() -> None:
     alice = IcebergLanceNamespace(endpoint="http://catalog", auth_token="alice-token")
     bob = IcebergLanceNamespace(endpoint="http://catalog", auth_token="bob-token")
@@ -200,3 +206,56 @@ def test_namespace_pickles_and_works_after_unpickling(ns: IcebergLanceNamespace,
     assert clone.list_tables(ListTablesRequest(id=db)).tables == ["t"]
     assert lance.dataset(namespace_client=clone, table_id=table_id).count_rows() == 3
     clone.close()
+
+
+class OAuthRecordingStub:
+    """A fake catalog (named as such) with an OAuth2 token endpoint: it issues a token for the
+    client-credentials grant and records the Authorization header of every catalog request."""
+
+    def __init__(self) -> None:
+        stub = self
+        self.token_requests: list[str] = []
+        self.authorizations: list[str | None] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                stub.token_requests.append(form)
+                self._send({"access_token": "issued-token-123", "token_type": "bearer", "expires_in": 3600})
+
+            def do_GET(self) -> None:
+                if self.path.startswith("/v1/config"):
+                    self._send({"defaults": {"prefix": "p"}, "overrides": {}})
+                else:
+                    stub.authorizations.append(self.headers.get("Authorization"))
+                    self._send({"namespaces": [["sales"]]})
+
+            def _send(self, body: dict) -> None:  # type: ignore[type-arg]
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_oauth2_credential_is_exchanged_for_a_token_used_on_every_request(tmp_path: Path) -> None:
+    stub = OAuthRecordingStub()
+    try:
+        with IcebergLanceNamespace(
+            endpoint=stub.endpoint, root=str(tmp_path), credential="my-client:my-secret", scope="catalog"
+        ) as ns:
+            assert ns.list_namespaces(ListNamespacesRequest(id=["wh"])).namespaces == ["sales"]
+            ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+    finally:
+        stub.server.shutdown()
+        stub.server.server_close()
+    assert any("client_id=my-client" in form and "client_secret=my-secret" in form for form in stub.token_requests)
+    assert stub.authorizations and set(stub.authorizations) == {"Bearer issued-token-123"}
