@@ -64,29 +64,36 @@ def time_call(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def measure(make: Callable[[], Any], names: list[str], repeat: int) -> dict[str, float]:
+def measure(makers: dict[str, Callable[[], Any]], names: list[str], repeat: int) -> dict[str, dict[str, float]]:
+    """Time every implementation, alternating between them sample by sample so that neither gets
+    a quieter machine or a warmer server."""
     list_request = ListTablesRequest(id=[WAREHOUSE, NAMESPACE])
 
     def describe(ns: Any, name: str) -> Any:
         return ns.describe_table(DescribeTableRequest(id=[WAREHOUSE, NAMESPACE, name]))
 
-    cold_list, cold_describe = [], []
+    samples: dict[str, dict[str, list[float]]] = {kind: {} for kind in makers}
+
+    def record(kind: str, key: str, seconds: float) -> None:
+        samples[kind].setdefault(key, []).append(seconds)
+
     for i in range(repeat):
-        ns = make()
-        cold_list.append(time_call(lambda ns=ns: ns.list_tables(list_request)))
-        fresh = make()
-        cold_describe.append(time_call(lambda fresh=fresh, i=i: describe(fresh, names[i % len(names)])))
-    ns = make()
-    ns.list_tables(list_request)
-    warm_list = [time_call(lambda: ns.list_tables(list_request)) for _ in range(repeat * 3)]
-    describe(ns, names[0])
-    warm_describe = [time_call(lambda name=name: describe(ns, name)) for name in names * 2]
-    return {
-        "list cold": median_ms(cold_list),
-        "list warm": median_ms(warm_list),
-        "describe cold": median_ms(cold_describe),
-        "describe warm": median_ms(warm_describe),
-    }
+        for kind, make in makers.items():
+            ns = make()
+            record(kind, "list cold", time_call(lambda ns=ns: ns.list_tables(list_request)))
+            fresh = make()
+            record(kind, "describe cold", time_call(lambda fresh=fresh, i=i: describe(fresh, names[i % len(names)])))
+    warm = {kind: make() for kind, make in makers.items()}
+    for ns in warm.values():
+        ns.list_tables(list_request)
+        describe(ns, names[0])
+    for _ in range(repeat * 3):
+        for kind, ns in warm.items():
+            record(kind, "list warm", time_call(lambda ns=ns: ns.list_tables(list_request)))
+    for name in names * 2:
+        for kind, ns in warm.items():
+            record(kind, "describe warm", time_call(lambda ns=ns, name=name: describe(ns, name)))
+    return {kind: {key: median_ms(values) for key, values in by_key.items()} for kind, by_key in samples.items()}
 
 
 def make_namespace(kind: str, endpoint: str, root: str) -> Any:
@@ -105,17 +112,16 @@ def child(kind: str, operation: str, endpoint: str, root: str, table: str) -> No
     print(json.dumps({"seconds": elapsed}))
 
 
-def measure_new_process(kind: str, endpoint: str, root: str, names: list[str], repeat: int) -> dict[str, float]:
-    results: dict[str, float] = {}
+def measure_new_process(endpoint: str, root: str, names: list[str], repeat: int) -> dict[str, dict[str, float]]:
+    samples: dict[str, dict[str, list[float]]] = {"reference": {}, "bridge": {}}
     for operation in ("list", "describe"):
-        samples = []
         for i in range(repeat):
-            command = [sys.executable, __file__, "--child", kind, "--operation", operation]
-            command += ["--endpoint", endpoint, "--root", root, "--table", names[i]]
-            output = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
-            samples.append(json.loads(output)["seconds"])
-        results[f"{operation} cold, new process"] = median_ms(samples)
-    return results
+            for kind in samples:
+                command = [sys.executable, __file__, "--child", kind, "--operation", operation]
+                command += ["--endpoint", endpoint, "--root", root, "--table", names[i]]
+                output = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+                samples[kind].setdefault(f"{operation} cold, new process", []).append(json.loads(output)["seconds"])
+    return {kind: {key: median_ms(values) for key, values in by_key.items()} for kind, by_key in samples.items()}
 
 
 def main() -> None:
@@ -143,15 +149,13 @@ def main() -> None:
             listed = sorted(make_namespace(kind, server.endpoint, root).list_tables(request).tables)
             assert listed == sorted(names), f"{kind} listing is wrong"
 
-        results: dict[str, dict[str, float]] = {}
-        # Warm up the server's JIT with both clients before timing either.
-        for kind in ("reference", "bridge"):
-            measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names[:10], 2)
-        for kind in ("reference", "bridge"):
-            results[kind] = measure_new_process(kind, server.endpoint, root, names, args.repeat)
-            results[kind].update(
-                measure(lambda kind=kind: make_namespace(kind, server.endpoint, root), names, args.repeat)
-            )
+        makers = {
+            kind: (lambda kind=kind: make_namespace(kind, server.endpoint, root)) for kind in ("reference", "bridge")
+        }
+        measure(makers, names[:10], 2)  # warm up the server's JIT with both clients before timing either
+        results = measure_new_process(server.endpoint, root, names, args.repeat)
+        for kind, figures in measure(makers, names, args.repeat).items():
+            results[kind].update(figures)
 
     print(f"{args.tables} Lance + {args.tables} plain Iceberg tables in one namespace; medians in milliseconds")
     print(f"{'measure':<28}{'reference':>11}{'bridge':>11}{'speed-up':>10}")
