@@ -31,6 +31,27 @@ def _local_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from lance_iceberg_ns.server import create_app
+
+    properties = {"endpoint": args.endpoint}
+    if args.root:
+        properties["root"] = args.root
+    for item in args.property or ():
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise SystemExit(f"--property takes key=value, got {item!r}")
+        properties[key] = value
+    app = create_app(
+        properties=properties, auth_tokens=args.auth_token or (), forward_bearer_token=args.forward_bearer_token
+    )
+    print(f"Lance REST Namespace on http://{args.host}:{args.port} over the Iceberg catalog at {args.endpoint}")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from lance_iceberg_ns.demo import run_demo
 
@@ -49,6 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--prefix-style", default="none", choices=["none", "defaults", "overrides", "any"])
     local.add_argument("--warehouse", action="append", help="only serve these warehouses (repeatable)")
     local.set_defaults(run=_local_catalog)
+
+    serve = commands.add_parser("serve", help="serve the Lance REST Namespace API over an Iceberg REST catalog")
+    serve.add_argument("--endpoint", required=True, help="the Iceberg REST catalog URL")
+    serve.add_argument("--root", default=None, help="storage root for new tables")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=2333)
+    serve.add_argument("--property", action="append", help="another bridge property, key=value (repeatable)")
+    serve.add_argument("--auth-token", action="append", help="a bearer token clients must present (repeatable)")
+    serve.add_argument(
+        "--forward-bearer-token", action="store_true", help="send each caller's bearer token to the Iceberg catalog"
+    )
+    serve.set_defaults(run=_serve)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the local catalog")
     demo.add_argument("--data-dir", default=None, help="keep the demo's catalog and tables here")

@@ -1,0 +1,72 @@
+"""A Lance REST Namespace server in front of any ``LanceNamespace`` (by default the Iceberg
+bridge), so that every Lance client — pylance's ``RestNamespace``, lancedb in any language, the
+lance-spark connector — uses tables stored in the Iceberg catalog. Needs the ``server`` extra.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from lance_namespace import LanceNamespace
+
+from lance_iceberg_ns.server.app import DEFAULT_DELIMITER, create_app, parse_path_id
+
+__all__ = ["DEFAULT_DELIMITER", "RunningServer", "create_app", "parse_path_id", "serve_in_background"]
+
+
+@dataclass
+class RunningServer:
+    """A server running in a background thread; ``uri`` is what Lance clients connect to."""
+
+    uri: str
+    port: int
+    _server: uvicorn.Server = field(repr=False)
+    _thread: threading.Thread = field(repr=False)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def serve_in_background(
+    namespace: LanceNamespace | None = None,
+    *,
+    properties: Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    auth_tokens: Sequence[str] = (),
+    forward_bearer_token: bool = False,
+    startup_timeout: float = 30.0,
+    **app_options: Any,
+) -> RunningServer:
+    """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one."""
+    app = create_app(
+        namespace,
+        properties=properties,
+        auth_tokens=auth_tokens,
+        forward_bearer_token=forward_bearer_token,
+        **app_options,
+    )
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="lance-rest-namespace", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"The Lance REST server did not start on {host}:{port}")
+        time.sleep(0.01)
+    bound_port = server.servers[0].sockets[0].getsockname()[1]
+    return RunningServer(f"http://{host}:{bound_port}", bound_port, server, thread)
