@@ -162,7 +162,7 @@ class GuardMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
-                    raise BodyTooLarge
+                    raise BodyTooLarge()
             return message
 
         return capped_receive
@@ -173,8 +173,12 @@ class GuardMiddleware:
         await response(scope, receive, send)
 
 
-class BodyTooLarge(Exception):
-    """A streamed body went past the limit."""
+class BodyTooLarge(StarletteHTTPException):
+    """A streamed body went past the limit (an HTTPException, which FastAPI lets through while it
+    reads a body, where any other failure would become a 400)."""
+
+    def __init__(self) -> None:
+        super().__init__(413, "The request body is too large")
 
 
 def create_app(
@@ -350,12 +354,6 @@ def _install_error_handlers(app: FastAPI) -> None:
             return error_response(message, ErrorCode.UNSUPPORTED, "NoRoute", request.url.path, status=exc.status_code)
         return error_response(
             str(exc.detail), ErrorCode.INVALID_INPUT, "HTTPException", request.url.path, exc.status_code
-        )
-
-    @app.exception_handler(BodyTooLarge)
-    async def too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
-        return error_response(
-            "The request body is too large", ErrorCode.INVALID_INPUT, "BodyTooLarge", request.url.path, 413
         )
 
     @app.exception_handler(Exception)
