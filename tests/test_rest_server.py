@@ -164,6 +164,7 @@ def test_every_error_code_has_its_status_and_body(code: int) -> None:
     assert body["detail"]
 
 
+JSON_HEADERS = {"content-type": "application/json"}
 SPEC_STATUS = {0: 406, 1: 404, 2: 409, 3: 409, 4: 404, 5: 409, 13: 400, 14: 409, 15: 403, 16: 401, 17: 503, 18: 500}
 
 
@@ -175,7 +176,7 @@ def test_status_table_matches_the_spec() -> None:
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "code"),
     [
-        ("POST", "/v1/table/wh$db$t/describe", {"data": "{not json", "headers": {"content-type": "application/json"}}, 400, 13),
+        ("POST", "/v1/table/wh$db$t/describe", {"data": "{not json", "headers": JSON_HEADERS}, 400, 13),
         ("POST", "/v1/table/wh$db$t/describe", {"json": {"version": "seven"}}, 400, 13),
         ("POST", "/v1/table/wh$db$t/describe", {"json": {"load_detailed_metadata": "yes"}}, 400, 13),
         ("POST", "/v1/table/wh$db$t/describe", {"json": [1, 2]}, 400, 13),
