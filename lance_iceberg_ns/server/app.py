@@ -286,30 +286,29 @@ def _endpoint(route: Route, resolve: Callable[[Request], LanceNamespace]) -> Cal
 
 
 def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+    """The operation's request: the JSON body, then the query fields and the path's identifier."""
     body = arguments.get("body")
     if route.body_field:  # the body is one field of the request
-        request = model(**{route.body_field: body})
-    elif isinstance(body, model):
-        request = body
+        data: dict[str, Any] = {route.body_field: body}
+    elif isinstance(body, BaseModel):
+        data = body.model_dump(by_alias=True, exclude_none=True)
     else:
-        request = model()
-    updates: dict[str, Any] = {}
+        data = {}
     if "id" in arguments:
-        updates["id"] = parse_path_id(arguments["id"], arguments["delimiter"])
+        data["id"] = parse_path_id(arguments["id"], arguments["delimiter"])
     if "index_name" in arguments:
-        updates["index_name"] = arguments["index_name"]
+        data["index_name"] = arguments["index_name"]
     for field in route.query:
         value = arguments.get(field)
-        if value is None:
-            continue
-        if _is_map(model.model_fields[field].annotation):
+        if value is not None and _is_map(model.model_fields[field].annotation):
             try:
                 value = json.loads(value)
             except ValueError as exc:
                 raise InvalidInputError(f"Query parameter {field!r} must be a JSON object") from exc
-        updates[field] = value
+        if value is not None:
+            data[field] = value
     try:
-        return model.model_validate({**request.model_dump(by_alias=True, exclude_none=True), **updates})
+        return model.model_validate(data)
     except ValidationError as exc:
         raise InvalidInputError(_validation_summary(exc.errors())) from None
 
