@@ -48,7 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
         properties=properties, auth_tokens=args.auth_token or (), forward_bearer_token=args.forward_bearer_token
     )
     print(f"Lance REST Namespace on http://{args.host}:{args.port} over the Iceberg catalog at {args.endpoint}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log)
     return 0
 
 
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--forward-bearer-token", action="store_true", help="send each caller's bearer token to the Iceberg catalog"
     )
+    serve.add_argument("--access-log", action="store_true", help="log every request (method, path, status)")
     serve.set_defaults(run=_serve)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the local catalog")

@@ -63,3 +63,31 @@ def test_parser_knows_both_commands() -> None:
     parser = build_parser()
     assert parser.parse_args(["demo"]).command == "demo"
     assert parser.parse_args(["local-catalog", "--prefix-style", "any"]).prefix_style == "any"
+
+
+def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: object, tmp_path: Path) -> None:
+    import lance.namespace
+    from lance_namespace import CreateNamespaceRequest, ListNamespacesRequest
+
+    port = _free_port()
+    endpoint = catalog_server.endpoint  # type: ignore[attr-defined]
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", str(tmp_path)]
+    command += ["--port", str(port), "--property", "table_type_cache_seconds=5", "--auth-token", "cli-token"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.2)
+        client = lance.namespace.RestNamespace(
+            uri=f"http://127.0.0.1:{port}", **{"header.Authorization": "Bearer cli-token"}
+        )
+        client.create_namespace(CreateNamespaceRequest(id=["cli_wh", "db"]))
+        assert client.list_namespaces(ListNamespacesRequest(id=["cli_wh"])).namespaces == ["db"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

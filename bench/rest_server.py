@@ -1,0 +1,141 @@
+"""describe_table through the Lance REST server against calling the namespace in-process, and
+against pylance's own REST server (RestAdapter("dir")) for the same call shape.
+
+The server runs in its own process (``lance-iceberg-ns serve``) over the local Iceberg catalog;
+the client is pylance's native RestNamespace, as Lance itself would use it. Latency is measured
+with sequential calls; throughput with several client threads.
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python bench/rest_server.py [--calls 2000] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import lance
+import lance.namespace
+import pyarrow as pa
+import requests
+from lance_namespace import CreateNamespaceRequest, DescribeTableRequest
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.testing import local_catalog
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_server(endpoint: str, root: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
+    command += ["--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            requests.get(f"{uri}/openapi.json", timeout=2)
+            return process, uri
+        except requests.ConnectionError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the REST server did not start") from None
+            time.sleep(0.1)
+
+
+def latency(call: Callable[[], Any], calls: int) -> dict[str, float]:
+    for _ in range(min(200, calls)):
+        call()
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    samples.sort()
+    return {
+        "p50": samples[len(samples) // 2] * 1000,
+        "p99": samples[int(len(samples) * 0.99)] * 1000,
+        "mean": statistics.mean(samples) * 1000,
+    }
+
+
+def throughput(call: Callable[[], Any], threads: int, seconds: float = 3.0) -> float:
+    deadline = time.monotonic() + seconds
+
+    def worker() -> int:
+        done = 0
+        while time.monotonic() < deadline:
+            call()
+            done += 1
+        return done
+
+    with ThreadPoolExecutor(threads) as pool:
+        total = sum(pool.map(lambda _: worker(), range(threads)))
+    return total / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args()
+    table = ["bench_wh", "db", "events"]
+    request = DescribeTableRequest(id=table)
+    results: dict[str, dict[str, float]] = {}
+
+    with (
+        tempfile.TemporaryDirectory() as work,
+        local_catalog(Path(work) / "catalog", prefix_style="defaults") as catalog,
+    ):
+        root = str(Path(work) / "lance")
+        in_process = IcebergLanceNamespace(endpoint=catalog.endpoint, root=root)
+        in_process.create_namespace(CreateNamespaceRequest(id=table[:2]))
+        lance.write_dataset(pa.table({"id": list(range(100))}), namespace_client=in_process, table_id=table)
+        process, uri = start_server(catalog.endpoint, root)
+        try:
+            client = lance.namespace.RestNamespace(uri=uri)
+            for name, namespace in (("in-process bridge", in_process), ("REST server over the bridge", client)):
+                results[name] = latency(lambda namespace=namespace: namespace.describe_table(request), args.calls)
+                results[name]["req/s"] = throughput(
+                    lambda namespace=namespace: namespace.describe_table(request), args.threads
+                )
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+        dir_root = str(Path(work) / "dir")
+        with lance.namespace.RestAdapter("dir", {"root": dir_root}, port=0) as adapter:
+            dir_client = lance.namespace.RestNamespace(uri=f"http://127.0.0.1:{adapter.port}")
+            dir_client.create_namespace(CreateNamespaceRequest(id=table[:1]))
+            dir_client.create_namespace(CreateNamespaceRequest(id=table[:2]))
+            lance.write_dataset(pa.table({"id": list(range(100))}), namespace_client=dir_client, table_id=table)
+            name = 'pylance RestAdapter("dir")'
+            results[name] = latency(lambda: dir_client.describe_table(request), args.calls)
+            results[name]["req/s"] = throughput(lambda: dir_client.describe_table(request), args.threads)
+
+    print(
+        f"describe_table: {args.calls} sequential calls (ms), {args.threads}-thread throughput, {os.cpu_count()} cores"
+    )
+    print(f"{'path':<32}{'p50':>8}{'p99':>8}{'mean':>8}{'req/s':>9}")
+    for name, figures in results.items():
+        print(f"{name:<32}{figures['p50']:>8.2f}{figures['p99']:>8.2f}{figures['mean']:>8.2f}{figures['req/s']:>9.0f}")
+    added = results["REST server over the bridge"]["p50"] - results["in-process bridge"]["p50"]
+    print(f"the server adds {added:.2f} ms at p50 (target: at most 3 ms)")
+
+
+if __name__ == "__main__":
+    main()
