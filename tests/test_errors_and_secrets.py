@@ -178,7 +178,6 @@ def test_oauth2_credential_is_exchanged_for_a_token_used_on_every_request(tmp_pa
             assert ns.list_namespaces(ListNamespacesRequest(id=["wh"])).namespaces == ["sales"]
             ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
     finally:
-        stub.server.shutdown()
-        stub.server.server_close()
+        stub.close()
     assert any("client_id=my-client" in form and "client_secret=my-secret" in form for form in stub.token_requests)
     assert stub.authorizations and set(stub.authorizations) == {"Bearer issued-token-123"}
