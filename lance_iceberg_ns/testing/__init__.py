@@ -13,24 +13,43 @@ the ``snowpark-connect-deps-iceberg`` wheel and the Debian packages
 ``"defaults"``   an opaque prefix in the config ``defaults`` (Lakekeeper)
 ``"overrides"``  an opaque prefix in ``overrides`` and a wrong one in ``defaults`` (Polaris, Unity)
 ``"any"``        no prefix, routes ``/v1/<warehouse>/...`` (each warehouse its own catalog)
+
+Test switches, all off by default: ``auth_tokens`` (bearer tokens every request must carry),
+``oauth_clients`` (``{client_id: secret}`` for ``POST /v1/oauth/tokens``, issuing tokens that live
+``token_lifetime_seconds``; an expired one is answered 419), and ``vended_credentials`` (storage
+credentials attached to ``loadTable``/``createTable`` answers and served by the credentials
+endpoint, each with a fresh expiry).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lance_iceberg_ns.testing.build import LocalCatalogUnavailable, build_local_catalog
 
 PREFIX_STYLES = ("none", "defaults", "overrides", "any")
-__all__ = ["PREFIX_STYLES", "LocalCatalog", "LocalCatalogUnavailable", "local_catalog"]
+__all__ = ["PREFIX_STYLES", "LocalCatalog", "LocalCatalogUnavailable", "VendedCredentials", "local_catalog"]
+
+
+@dataclass(frozen=True)
+class VendedCredentials:
+    """What the local catalog vends for tables under ``prefix``: Iceberg storage properties
+    (``s3.access-key-id``, ``s3.endpoint``, ``gcs.oauth2.token``...) and how long they live; the
+    expiry (``s3.session-token-expires-at-ms``...) is set on every answer."""
+
+    prefix: str
+    config: Mapping[str, str]
+    lifetime_ms: int = 3_600_000
 
 
 @dataclass
@@ -67,6 +86,11 @@ def start_local_catalog(
     host: str = "127.0.0.1",
     warehouses: Sequence[str] = (),
     startup_timeout: float = 60.0,
+    auth_tokens: Sequence[str] = (),
+    oauth_clients: Mapping[str, str] | None = None,
+    token_lifetime_seconds: float = 3600,
+    advertised_token_lifetime_seconds: float | None = None,
+    vended_credentials: VendedCredentials | None = None,
 ) -> LocalCatalog:
     """Start the server and wait until it listens; ``port=0`` picks a free port.
 
@@ -95,7 +119,18 @@ def start_local_catalog(
         "--data-dir", str(data_path),
         "--prefix-style", prefix_style,
         "--warehouses", ",".join(warehouses),
+        "--auth-tokens", ",".join(auth_tokens),
+        "--oauth-clients", ",".join(f"{client}:{secret}" for client, secret in (oauth_clients or {}).items()),
+        "--token-lifetime-seconds", str(token_lifetime_seconds),
     ]  # fmt: skip
+    if advertised_token_lifetime_seconds is not None:
+        command += ["--advertised-token-lifetime-seconds", str(advertised_token_lifetime_seconds)]
+    if vended_credentials is not None:
+        vending_file = data_path / "vending.json"
+        vending = {"prefix": vended_credentials.prefix, "config": dict(vended_credentials.config),
+                   "lifetime-ms": vended_credentials.lifetime_ms}  # fmt: skip
+        vending_file.write_text(json.dumps(vending))
+        command += ["--vending-file", str(vending_file)]
     with open(log_file, "ab") as log:
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     endpoint = _wait_for_listening(process, startup_timeout, log_file)
@@ -123,15 +158,17 @@ def local_catalog(
     prefix_style: str = "none",
     warehouses: Sequence[str] = (),
     port: int = 0,
+    **switches: Any,
 ) -> Iterator[LocalCatalog]:
     """Run a local Iceberg REST catalog for the duration of the block.
 
     With ``data_dir=None`` the catalog and its tables live in a temporary directory that is
-    removed afterwards; otherwise they persist in ``data_dir``.
+    removed afterwards; otherwise they persist in ``data_dir``. ``switches`` are the test switches
+    of ``start_local_catalog``.
     """
     temporary = data_dir is None
     path = Path(tempfile.mkdtemp(prefix="lance-iceberg-ns-catalog-")) if temporary else Path(data_dir)  # type: ignore[arg-type]
-    server = start_local_catalog(path, prefix_style=prefix_style, warehouses=warehouses, port=port)
+    server = start_local_catalog(path, prefix_style=prefix_style, warehouses=warehouses, port=port, **switches)
     try:
         yield server
     finally:

@@ -54,6 +54,8 @@ import org.apache.iceberg.rest.requests.UpdateTableRequest;
 import org.apache.iceberg.rest.responses.ConfigResponse;
 import org.apache.iceberg.rest.responses.ErrorResponse;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
 
 public class LocalRestCatalog {
   /** How /v1/config announces the API prefix, and which paths the server routes. */
@@ -90,6 +92,15 @@ public class LocalRestCatalog {
   private final Map<String, JdbcCatalog> catalogs = new ConcurrentHashMap<>();
   private final Map<String, String> warehouseByPrefix = new ConcurrentHashMap<>();
 
+  // Test switches, all off by default: required bearer tokens, OAuth2 client credentials with
+  // short-lived tokens, and storage credentials vended with loadTable.
+  private final Set<String> staticTokens = ConcurrentHashMap.newKeySet();
+  private final Map<String, String> oauthClients = new ConcurrentHashMap<>(); // id -> secret
+  private final Map<String, Long> issuedTokens = new ConcurrentHashMap<>(); // token -> expiry ms
+  private long tokenLifetimeMs = 3_600_000;
+  private long advertisedTokenLifetimeMs = -1; // what expires_in says, when it differs
+  private ObjectNode vending; // {"prefix", "config", "lifetime-ms"}
+
   LocalRestCatalog(Path dataDir, PrefixStyle style, Set<String> knownWarehouses) {
     this.dataDir = dataDir;
     this.style = style;
@@ -114,6 +125,24 @@ public class LocalRestCatalog {
       }
     }
     LocalRestCatalog catalog = new LocalRestCatalog(dataDir, style, warehouses);
+    for (String token : options.getOrDefault("auth-tokens", "").split(",")) {
+      if (!token.isBlank()) {
+        catalog.staticTokens.add(token.trim());
+      }
+    }
+    for (String client : options.getOrDefault("oauth-clients", "").split(",")) {
+      if (client.contains(":")) {
+        catalog.oauthClients.put(client.substring(0, client.indexOf(':')), client.substring(client.indexOf(':') + 1));
+      }
+    }
+    catalog.tokenLifetimeMs = (long) (1000 * Double.parseDouble(options.getOrDefault("token-lifetime-seconds", "3600")));
+    if (options.containsKey("advertised-token-lifetime-seconds")) {
+      catalog.advertisedTokenLifetimeMs =
+          (long) (1000 * Double.parseDouble(options.get("advertised-token-lifetime-seconds")));
+    }
+    if (options.containsKey("vending-file")) {
+      catalog.vending = (ObjectNode) catalog.mapper.readTree(Files.readAllBytes(Path.of(options.get("vending-file"))));
+    }
 
     String host = options.getOrDefault("host", "127.0.0.1");
     int port = Integer.parseInt(options.getOrDefault("port", "0"));
@@ -216,6 +245,7 @@ public class LocalRestCatalog {
           Map.entry(ValidationException.class, 400),
           Map.entry(BadRequestException.class, 400),
           Map.entry(IOException.class, 400),
+          Map.entry(CredentialsExpired.class, 419),
           Map.entry(NotAuthorizedException.class, 401),
           Map.entry(ForbiddenException.class, 403),
           Map.entry(UnsupportedOperationException.class, 406),
@@ -261,6 +291,110 @@ public class LocalRestCatalog {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Auth and vended credentials (test switches)
+
+  /** An access token that was valid once but has expired: the Iceberg REST spec's 419. */
+  static class CredentialsExpired extends RuntimeException {
+    CredentialsExpired() {
+      super("Credentials have timed out");
+    }
+  }
+
+  private boolean authRequired() {
+    return !staticTokens.isEmpty() || !oauthClients.isEmpty();
+  }
+
+  private void authenticate(HttpExchange exchange) {
+    if (!authRequired()) {
+      return;
+    }
+    String header = exchange.getRequestHeaders().getFirst("Authorization");
+    String token = header != null && header.regionMatches(true, 0, "Bearer ", 0, 7) ? header.substring(7).trim() : null;
+    if (token == null) {
+      throw new NotAuthorizedException("Missing bearer token");
+    }
+    if (staticTokens.contains(token)) {
+      return;
+    }
+    Long expiry = issuedTokens.get(token);
+    if (expiry == null) {
+      throw new NotAuthorizedException("Unknown bearer token");
+    }
+    if (expiry < System.currentTimeMillis()) {
+      throw new CredentialsExpired();
+    }
+  }
+
+  /** OAuth2 client credentials (RFC 6749 4.4): client id and secret in the form or in Basic auth. */
+  private Reply issueToken(HttpExchange exchange) throws IOException {
+    Map<String, String> form =
+        RESTUtil.decodeFormData(new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
+    String clientId = form.get("client_id");
+    String secret = form.get("client_secret");
+    String basic = exchange.getRequestHeaders().getFirst("Authorization");
+    if (basic != null && basic.regionMatches(true, 0, "Basic ", 0, 6)) {
+      String decoded = new String(java.util.Base64.getDecoder().decode(basic.substring(6).trim()), StandardCharsets.UTF_8);
+      clientId = decoded.substring(0, Math.max(0, decoded.indexOf(':')));
+      secret = decoded.substring(decoded.indexOf(':') + 1);
+    }
+    if (!"client_credentials".equals(form.get("grant_type"))
+        || clientId == null
+        || secret == null
+        || !secret.equals(oauthClients.get(clientId))) {
+      ObjectNode error = mapper.createObjectNode();
+      error.put("error", "invalid_client");
+      error.put("error_description", "Unknown client or wrong secret");
+      return new Reply(401, error);
+    }
+    String token = "local-" + UUID.randomUUID();
+    issuedTokens.put(token, System.currentTimeMillis() + tokenLifetimeMs);
+    ObjectNode answer = mapper.createObjectNode();
+    answer.put("access_token", token);
+    answer.put("token_type", "bearer");
+    answer.put("issued_token_type", "urn:ietf:params:oauth:token-type:access_token");
+    long advertised = advertisedTokenLifetimeMs >= 0 ? advertisedTokenLifetimeMs : tokenLifetimeMs;
+    answer.put("expires_in", Math.max(1, advertised / 1000));
+    return ok(answer);
+  }
+
+  private boolean wantsVendedCredentials(HttpExchange exchange) {
+    String delegation = exchange.getRequestHeaders().getFirst("X-Iceberg-Access-Delegation");
+    return vending != null && delegation != null && delegation.contains("vended-credentials");
+  }
+
+  /** The vended storage configuration, its expiry set from now. */
+  private ObjectNode vendedConfig() {
+    ObjectNode config = vending.get("config").deepCopy();
+    long expiresAt = System.currentTimeMillis() + vending.path("lifetime-ms").asLong(3_600_000);
+    for (String expiryKey : List.of("s3.session-token-expires-at-ms", "gcs.oauth2.token-expires-at")) {
+      if (config.has(expiryKey.startsWith("s3") ? "s3.access-key-id" : "gcs.oauth2.token")) {
+        config.put(expiryKey, Long.toString(expiresAt));
+      }
+    }
+    return config;
+  }
+
+  private ArrayNode storageCredentials() {
+    ArrayNode credentials = mapper.createArrayNode();
+    ObjectNode credential = credentials.addObject();
+    credential.put("prefix", vending.get("prefix").asText());
+    credential.set("config", vendedConfig());
+    return credentials;
+  }
+
+  /** A loadTable/createTable answer, with vended credentials when the client asked for them. */
+  private Reply tableReply(Object response, HttpExchange exchange) {
+    if (!wantsVendedCredentials(exchange)) {
+      return ok(response);
+    }
+    ObjectNode node = mapper.valueToTree(response);
+    ObjectNode config = node.has("config") ? (ObjectNode) node.get("config") : node.putObject("config");
+    config.setAll(vendedConfig());
+    node.set("storage-credentials", storageCredentials());
+    return ok(node);
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Warehouses
 
   private void requireKnown(String warehouse) {
@@ -283,6 +417,7 @@ public class LocalRestCatalog {
     properties.put("uri", "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(key + ".db"));
     properties.put("warehouse", warehouseDir.toString());
     properties.put("io-impl", LocalFileIO.class.getName());
+    properties.put(LocalFileIO.OBJECT_STORE_ROOT, dataDir.resolve("object-store").toString());
     // A file database (an in-memory one would be empty per connection) in WAL mode: readers run in
     // parallel, writers queue on the busy timeout instead of failing with SQLITE_BUSY.
     properties.put("clients", "4");
@@ -298,7 +433,11 @@ public class LocalRestCatalog {
 
   private Reply config(Map<String, String> query) {
     String warehouse = query.get("warehouse");
-    ConfigResponse.Builder response = ConfigResponse.builder().withEndpoints(ENDPOINTS);
+    List<Endpoint> endpoints = new ArrayList<>(ENDPOINTS);
+    if (vending != null) {
+      endpoints.add(Endpoint.V1_TABLE_CREDENTIALS);
+    }
+    ConfigResponse.Builder response = ConfigResponse.builder().withEndpoints(endpoints);
     if (style != PrefixStyle.NONE || warehouse != null) {
       requireKnown(warehouse);
     }
@@ -329,6 +468,10 @@ public class LocalRestCatalog {
       throw noRoute(method, path);
     }
     parts.remove(0);
+    if (parts.equals(List.of("oauth", "tokens")) && method.equals("POST")) {
+      return issueToken(exchange);
+    }
+    authenticate(exchange);
     if (parts.size() == 1 && parts.get(0).equals("config") && method.equals("GET")) {
       return config(query);
     }
@@ -434,10 +577,11 @@ public class LocalRestCatalog {
                   : CatalogHandlers.listTables(catalog, namespace, pageToken, pageSize));
         case "POST":
           CreateTableRequest request = readBody(exchange, CreateTableRequest.class);
-          return ok(
+          return tableReply(
               request.stageCreate()
                   ? CatalogHandlers.stageTableCreate(catalog, namespace, request)
-                  : CatalogHandlers.createTable(catalog, namespace, request));
+                  : CatalogHandlers.createTable(catalog, namespace, request),
+              exchange);
         default:
           return null;
       }
@@ -449,7 +593,7 @@ public class LocalRestCatalog {
     if (matches(parts, "namespaces", "*", "tables", "*")) {
       switch (method) {
         case "GET":
-          return ok(CatalogHandlers.loadTable(catalog, table));
+          return tableReply(CatalogHandlers.loadTable(catalog, table), exchange);
         case "HEAD":
           CatalogHandlers.tableExists(catalog, table);
           return NO_CONTENT;
@@ -465,6 +609,12 @@ public class LocalRestCatalog {
         default:
           return null;
       }
+    }
+    if (matches(parts, "namespaces", "*", "tables", "*", "credentials") && method.equals("GET") && vending != null) {
+      CatalogHandlers.tableExists(catalog, table);
+      ObjectNode answer = mapper.createObjectNode();
+      answer.set("storage-credentials", storageCredentials());
+      return ok(answer);
     }
     if (matches(parts, "namespaces", "*", "tables", "*", "metrics") && method.equals("POST")) {
       exchange.getRequestBody().readAllBytes();
