@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,7 +27,7 @@ import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
 from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoints, RestCatalog
-from pyiceberg.catalog.rest.auth import AuthManagerAdapter
+from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
 from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
@@ -153,6 +153,30 @@ class BridgeRestCatalog(RestCatalog):
             body = self._get_through_session(url, params)
         return _summary_from_load_table_json(body)
 
+    def supports_credentials_endpoint(self) -> bool:
+        """Whether the server advertised ``GET .../tables/{table}/credentials``."""
+        return Capability.V1_LOAD_CREDENTIALS in self._supported_endpoints
+
+    def load_table_credentials(self, identifier: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The table's vended storage credentials, from the credentials endpoint."""
+        answer = self._load_credentials(identifier)
+        return [{"prefix": c.prefix, "config": dict(c.config)} for c in answer.storage_credentials]
+
+    def _refresh_token(self) -> None:
+        """Called by pyiceberg's retry on 401/419: fetch a new OAuth2 token before the retry.
+
+        pyiceberg refreshes the client-credentials token of its ``OAuth2AuthManager`` before it
+        expires, but only its legacy manager reacts to a 401/419; this makes the current one do
+        both (for instance when the server revoked the token, or its clock runs ahead).
+        """
+        manager = getattr(self._session.auth, "auth_manager", None)
+        if isinstance(manager, OAuth2AuthManager):
+            provider = manager.token_provider
+            with provider._lock:
+                provider._refresh_token()
+        else:
+            super()._refresh_token()
+
     @retry(**_RETRY_ARGS)  # type: ignore[call-overload]  # pyiceberg's: refresh the token, retry once on 401/419
     def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:
         response = self._session.get(url, params=params)
@@ -171,11 +195,19 @@ class TableSummary:
 
     location: str
     properties: dict[str, str]
+    config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold vended secrets
+    storage_credentials: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
 def _summary_from_load_table_json(body: bytes) -> TableSummary:
-    metadata = json.loads(body)["metadata"]
-    return TableSummary(location=metadata["location"], properties=dict(metadata.get("properties") or {}))
+    answer = json.loads(body)
+    metadata = answer["metadata"]
+    return TableSummary(
+        location=metadata["location"],
+        properties=dict(metadata.get("properties") or {}),
+        config=dict(answer.get("config") or {}),
+        storage_credentials=list(answer.get("storage-credentials") or []),
+    )
 
 
 def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
@@ -185,11 +217,18 @@ def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
     if settings.auth_token:
         properties["token"] = settings.auth_token
     if settings.credential:
-        properties["credential"] = settings.credential
-    if settings.scope:
+        # pyiceberg's OAuth2 manager: client credentials, the token refreshed before it expires.
+        client_id, _, client_secret = settings.credential.partition(":")
+        oauth2 = {
+            "client_id": client_id,
+            "client_secret": client_secret,
+            "token_url": settings.oauth2_server_uri or f"{settings.endpoint}/v1/oauth/tokens",
+            "scope": settings.scope or "catalog",
+            "refresh_margin": settings.oauth2_refresh_margin_seconds,
+        }
+        properties["auth"] = {"type": "oauth2", "oauth2": oauth2}  # type: ignore[assignment]
+    elif settings.scope:
         properties["scope"] = settings.scope
-    if settings.oauth2_server_uri:
-        properties["oauth2-server-uri"] = settings.oauth2_server_uri
     return properties
 
 

@@ -16,6 +16,10 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 ``storage.<key>``       Handed to Lance as storage option ``<key>``.
 ``iceberg.<key>``       Handed to pyiceberg's REST catalog as property ``<key>``, e.g.
                         ``iceberg.header.X-Tenant``, ``iceberg.rest.sigv4-enabled``, ``iceberg.audience``.
+``vend_credentials``    Ask the catalog for vended storage credentials on every describe and
+                        declare, not only when the request says ``vend_credentials=true``
+                        (default false).
+``oauth2_refresh_margin_seconds``  Refresh an OAuth2 token this long before it expires (default 60).
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
@@ -48,6 +52,8 @@ _KNOWN_KEYS = {
     "root",
     "table_type_cache_seconds",
     "lookup_threads",
+    "vend_credentials",
+    "oauth2_refresh_margin_seconds",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -88,6 +94,18 @@ def _int_setting(properties: Mapping[str, Any], key: str, default: int, minimum:
     return value
 
 
+def _bool_setting(properties: Mapping[str, Any], key: str, default: bool) -> bool:
+    raw = properties.get(key)
+    if raw is None or raw == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise InvalidInputError(f"Property '{key}' must be true or false, got {raw!r}")
+
+
 def _absolute_root(raw: str | None) -> str:
     if not raw:
         return os.getcwd()
@@ -113,6 +131,8 @@ class Settings:
     max_retries: int = 3
     table_type_cache_seconds: int = 30
     lookup_threads: int = 8
+    vend_credentials: bool = False
+    oauth2_refresh_margin_seconds: int = 60
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -145,6 +165,8 @@ class Settings:
             max_retries=_int_setting(properties, "max_retries", 3, 0),
             table_type_cache_seconds=_int_setting(properties, "table_type_cache_seconds", 30, 0),
             lookup_threads=_int_setting(properties, "lookup_threads", 8, 1),
+            vend_credentials=_bool_setting(properties, "vend_credentials", False),
+            oauth2_refresh_margin_seconds=_int_setting(properties, "oauth2_refresh_margin_seconds", 60, 0),
             storage_options=storage_options,
             catalog_properties=catalog_properties,
         )
@@ -180,6 +202,7 @@ class Settings:
             self.read_timeout_ms,
             self.max_retries,
             self.lookup_threads,
+            self.oauth2_refresh_margin_seconds,
             sorted(self.catalog_properties.items()),
         ]
         return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()

@@ -52,10 +52,29 @@ _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...]
 
 
 def http_status(exc: BaseException) -> int | None:
-    """The HTTP status behind a pyiceberg REST error, when there was a response."""
-    cause = exc.__cause__
-    response = getattr(cause, "response", None)
+    """The HTTP status behind a failure (a requests error, or a pyiceberg error raised from one)."""
+    response = getattr(exc, "response", None) or getattr(exc.__cause__, "response", None)
     return getattr(response, "status_code", None)
+
+
+# For failures pyiceberg had no type for (an OAuth2 token endpoint's answer, say): by status.
+_BY_STATUS: dict[int, type[LanceNamespaceError]] = {
+    400: InvalidInputError,
+    401: UnauthenticatedError,
+    403: PermissionDeniedError,
+    404: NamespaceNotFoundError,
+    419: UnauthenticatedError,
+    429: ThrottlingError,
+    503: ServiceUnavailableError,
+}
+
+
+def error_class_for(exc: BaseException) -> type[LanceNamespaceError]:
+    """By type where pyiceberg typed the failure, else by its HTTP status, else Internal."""
+    for source, target in _TRANSLATIONS:
+        if isinstance(exc, source):
+            return target
+    return _BY_STATUS.get(http_status(exc) or 0, InternalError)
 
 
 def translate(
@@ -64,16 +83,8 @@ def translate(
     """The ``lance_namespace`` error for a failure, its message prefixed by ``context``."""
     if isinstance(exc, LanceNamespaceError):
         return exc
-    error_class: type[LanceNamespaceError] = InternalError
-    for source, target in _TRANSLATIONS:
-        if isinstance(exc, source):
-            error_class = target
-            break
-    else:
-        if http_status(exc) == 404:  # a route or resource pyiceberg had no specific type for
-            error_class = NamespaceNotFoundError
     detail = str(exc) or type(exc).__name__
-    return error_class(redact(f"{context}: {detail}"))
+    return error_class_for(exc)(redact(f"{context}: {detail}"))
 
 
 @contextmanager

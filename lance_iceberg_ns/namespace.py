@@ -63,6 +63,7 @@ from lance_iceberg_ns.catalogs import (
     release_warehouse_catalogs,
 )
 from lance_iceberg_ns.config import Settings, looks_secret
+from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
     NamespaceId,
@@ -225,8 +226,19 @@ class IcebergLanceNamespace(LanceNamespace):
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
         return loaded
 
-    def _storage_options(self) -> dict[str, str]:
-        return dict(self._settings.storage_options)
+    def _storage_options(self, vended: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Static ``storage.*`` options, with vended values winning."""
+        return {**self._settings.storage_options, **(vended or {})}
+
+    def _vended_storage_options(self, table: TableId, loaded: TableSummary) -> dict[str, str]:
+        """Lance storage options from the catalog's vended credentials for a table: through the
+        credentials endpoint where the server advertises one, else from the loadTable answer."""
+        catalog = self._catalog(table.warehouse)
+        if catalog.supports_credentials_endpoint():
+            storage_credentials = catalog.load_table_credentials(table.iceberg_identifier)
+        else:
+            storage_credentials = loaded.storage_credentials
+        return vended_storage_options(loaded.config, storage_credentials, loaded.location)
 
     def _catalog_table_properties(self, requested: Mapping[str, str] | None) -> dict[str, str]:
         """Request properties as stored on the companion table: never a secret, always the type."""
@@ -387,10 +399,14 @@ class IcebergLanceNamespace(LanceNamespace):
             properties=self._catalog_table_properties(request.properties),
         )
         self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        vended = None
+        if request.vend_credentials or self._settings.vend_credentials:
+            # pyiceberg has merged the answer's config and best-matching storage credential
+            vended = lance_storage_options(dict(created.io.properties))
         return DeclareTableResponse(
             location=created.metadata.location,
             properties=dict(created.metadata.properties),
-            storage_options=self._storage_options(),
+            storage_options=self._storage_options(vended),
             managed_versioning=False,
         )
 
@@ -406,24 +422,27 @@ class IcebergLanceNamespace(LanceNamespace):
             raise InvalidInputError("Give either a version or a tag, not both")
         loaded = self._load_lance_table(table)
         location = loaded.location
+        vended = None
+        if request.vend_credentials or self._settings.vend_credentials:
+            vended = self._vended_storage_options(table, loaded)
         response = DescribeTableResponse(
             location=location,
             properties=dict(loaded.properties),
-            storage_options=self._storage_options(),
+            storage_options=self._storage_options(vended),
             managed_versioning=False,
         )
         if request.with_table_uri:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
-            dataset = datasets.open_dataset(location, self._storage_options(), wanted_version)
+            dataset = datasets.open_dataset(location, response.storage_options or {}, wanted_version)
             response.version = dataset.version
             response.var_schema = datasets.arrow_schema_json(dataset)
             response.table = table.name
             response.namespace = table.namespace.parts
             response.is_only_declared = False
         elif request.check_declared:
-            response.is_only_declared = not datasets.dataset_exists(location, self._storage_options())
+            response.is_only_declared = not datasets.dataset_exists(location, response.storage_options or {})
         return response
 
     @_operation(TableExistsRequest)

@@ -3,9 +3,11 @@ demand (fixed failure statuses, an OAuth2 token endpoint that records what it se
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 CONFIG_ANSWER = {"defaults": {"prefix": "p"}, "overrides": {}}
 
@@ -66,13 +68,18 @@ class OAuthRecordingStub(StubServer):
 
     def __init__(self) -> None:
         stub = self
-        self.token_requests: list[str] = []
+        self.token_requests: list[tuple[str, str]] = []  # (client id, secret) of each token request
         self.authorizations: list[str | None] = []
 
         class Handler(JsonHandler):
             def do_POST(self) -> None:
-                form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-                stub.token_requests.append(form)
+                form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+                client = (form.get("client_id", [""])[0], form.get("client_secret", [""])[0])
+                basic = self.headers.get("Authorization", "")
+                if basic.lower().startswith("basic "):  # RFC 6749: client credentials in Basic auth
+                    client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+                    client = (client_id, secret)
+                stub.token_requests.append(client)
                 self.send_json(200, {"access_token": "issued-token-123", "token_type": "bearer", "expires_in": 3600})
 
             def do_GET(self) -> None:

@@ -179,5 +179,8 @@ def test_oauth2_credential_is_exchanged_for_a_token_used_on_every_request(tmp_pa
             ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
     finally:
         stub.close()
-    assert any("client_id=my-client" in form and "client_secret=my-secret" in form for form in stub.token_requests)
+    assert set(stub.token_requests) == {("my-client", "my-secret")}
+    # pyiceberg's config fetch runs on a session of its own, with its own token; the catalog
+    # session then keeps one token for every request until it nears expiry
+    assert len(stub.token_requests) <= 2
     assert stub.authorizations and set(stub.authorizations) == {"Bearer issued-token-123"}
