@@ -53,7 +53,9 @@ _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...]
 
 def http_status(exc: BaseException) -> int | None:
     """The HTTP status behind a failure (a requests error, or a pyiceberg error raised from one)."""
-    response = getattr(exc, "response", None) or getattr(exc.__cause__, "response", None)
+    response = getattr(exc, "response", None)
+    if response is None:  # not `or`: a requests Response is falsy when its status is an error
+        response = getattr(exc.__cause__, "response", None)
     return getattr(response, "status_code", None)
 
 
