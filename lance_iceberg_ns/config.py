@@ -20,6 +20,10 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         declare, not only when the request says ``vend_credentials=true``
                         (default false).
 ``oauth2_refresh_margin_seconds``  Refresh an OAuth2 token this long before it expires (default 60).
+``soft_delete``         ``drop_table`` keeps the data and can be undone until purged (default true;
+                        false deletes at once). See ``lance_iceberg_ns.lifecycle``.
+``soft_delete_ttl``     How long a soft-deleted table waits before ``purge_tables()`` reclaims it
+                        (default ``7d``; ``30s``, ``15m``, ``12h``, ``2w`` or seconds).
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
@@ -35,6 +39,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lance_namespace.errors import InvalidInputError
+
+from lance_iceberg_ns.lifecycle import parse_duration
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +60,8 @@ _KNOWN_KEYS = {
     "lookup_threads",
     "vend_credentials",
     "oauth2_refresh_margin_seconds",
+    "soft_delete",
+    "soft_delete_ttl",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -133,6 +141,8 @@ class Settings:
     lookup_threads: int = 8
     vend_credentials: bool = False
     oauth2_refresh_margin_seconds: int = 60
+    soft_delete: bool = True
+    soft_delete_ttl_seconds: float = 7 * 86400
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -167,6 +177,8 @@ class Settings:
             lookup_threads=_int_setting(properties, "lookup_threads", 8, 1),
             vend_credentials=_bool_setting(properties, "vend_credentials", False),
             oauth2_refresh_margin_seconds=_int_setting(properties, "oauth2_refresh_margin_seconds", 60, 0),
+            soft_delete=_bool_setting(properties, "soft_delete", True),
+            soft_delete_ttl_seconds=parse_duration(str(properties.get("soft_delete_ttl") or "7d")),
             storage_options=storage_options,
             catalog_properties=catalog_properties,
         )

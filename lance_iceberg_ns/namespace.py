@@ -8,6 +8,7 @@ identifier, makes its catalog call and builds the response; error translation, r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from lance_namespace import (
@@ -47,8 +49,10 @@ from lance_namespace import (
 )
 from lance_namespace.errors import (
     InvalidInputError,
+    InvalidTableStateError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    TableNotFoundError,
     UnsupportedOperationError,
 )
 from pyiceberg import exceptions as iceberg
@@ -71,6 +75,14 @@ from lance_iceberg_ns.identifiers import (
     default_table_location,
     parse_namespace_id,
     parse_table_id,
+)
+from lance_iceberg_ns.lifecycle import (
+    TRASH_NAMESPACE,
+    PurgableTable,
+    TableStatus,
+    Tombstone,
+    tombstones_of,
+    trash_path,
 )
 from lance_iceberg_ns.listing import (
     TABLE_TYPE_KEY,
@@ -267,6 +279,8 @@ class IcebergLanceNamespace(LanceNamespace):
         """Create a namespace. Raises NamespaceAlreadyExistsError (mode Create),
         NamespaceNotFoundError (missing parent or warehouse)."""
         namespace = self._require_namespace_level(request.id, "create")
+        if TRASH_NAMESPACE in namespace.path:
+            raise InvalidInputError(f"{TRASH_NAMESPACE} is reserved for soft-deleted tables")
         mode = _mode(request.mode, "create")
         if mode not in ("create", "existok", "overwrite"):
             raise InvalidInputError(f"Unknown create_namespace mode {request.mode!r}")
@@ -290,7 +304,11 @@ class IcebergLanceNamespace(LanceNamespace):
         namespace = parse_namespace_id(request.id)
         if namespace is None:
             raise InvalidInputError("Listing the root is not supported: warehouses cannot be listed over Iceberg REST")
-        children = [ident[-1] for ident in self._catalog(namespace.warehouse).list_namespaces(namespace.path)]
+        children = [
+            ident[-1]
+            for ident in self._catalog(namespace.warehouse).list_namespaces(namespace.path)
+            if ident[-1] != TRASH_NAMESPACE
+        ]
         page, token = take_page(page_after(children, request.page_token), request.limit, lambda names: names, 1000)
         return ListNamespacesResponse(namespaces=page, page_token=token)
 
@@ -315,9 +333,12 @@ class IcebergLanceNamespace(LanceNamespace):
         catalog = self._catalog(namespace.warehouse)
         try:
             properties = catalog.load_namespace_properties(namespace.path)
+            children = [ident[-1] for ident in catalog.list_namespaces(namespace.path)]
             # Not every server refuses to drop a namespace that still has child namespaces.
-            if catalog.list_namespaces(namespace.path):
+            if any(child != TRASH_NAMESPACE for child in children):
                 raise NamespaceNotEmptyError(f"Namespace {namespace} has child namespaces")
+            if TRASH_NAMESPACE in children:
+                self._drop_empty_trash(catalog, namespace)
             catalog.drop_namespace(namespace.path)
         except iceberg.NoSuchNamespaceError:
             if _mode(request.mode, "skip") == "fail":
@@ -388,9 +409,12 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(DeclareTableRequest)
     def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
-        """Register a companion table for a Lance table that is about to be written.
-        Raises TableAlreadyExistsError, NamespaceNotFoundError."""
+        """Register a companion table for a Lance table that is about to be written. A name that
+        belongs to a soft-deleted table revives it (its location and history; write to it with
+        overwrite). Raises TableAlreadyExistsError, NamespaceNotFoundError."""
         table = parse_table_id(request.id)
+        if self._settings.soft_delete and self._tombstones(table):
+            return self._revive_as_declared(table, request)
         location = request.location or default_table_location(self._settings.root, table)
         created = self._catalog(table.warehouse).create_table(
             table.iceberg_identifier,
@@ -456,11 +480,16 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(DropTableRequest)
     def drop_table(self, request: DropTableRequest) -> DropTableResponse:
-        """Remove the catalog entry, then the Lance data at its location.
+        """Soft-delete the table (see ``lance_iceberg_ns.lifecycle``): it is no longer listed or
+        found, its data stays until purged, ``undrop_table`` brings it back. With
+        ``soft_delete=false``: remove the catalog entry, then the Lance data at its location.
         Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         location = loaded.location
+        if self._settings.soft_delete:
+            self._move_to_trash(table)
+            return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.properties))
         has_data = datasets.dataset_exists(location, self._storage_options())
         # Without Lance data the server may purge its own metadata files; with it, Lance's drop
         # below removes everything under the location, Iceberg's metadata included.
@@ -527,3 +556,157 @@ class IcebergLanceNamespace(LanceNamespace):
         self._table_types.forget((source.warehouse, source.iceberg_identifier))
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
+
+    # --- soft delete: undrop, purge, status (see lance_iceberg_ns.lifecycle) -------------------
+
+    def _tombstones(self, table: TableId) -> list[Tombstone]:
+        """The table's tombstones, newest first: one listing of the trash namespace."""
+        try:
+            names = [
+                ident[-1] for ident in self._catalog(table.warehouse).list_tables(trash_path(table.namespace.path))
+            ]
+        except iceberg.NoSuchNamespaceError:
+            return []
+        return tombstones_of(names, table.name)
+
+    def _move_to_trash(self, table: TableId) -> Tombstone:
+        catalog = self._catalog(table.warehouse)
+        trash = trash_path(table.namespace.path)
+        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
+            catalog.create_namespace(trash, {"comment": "soft-deleted Lance tables (lance-iceberg-ns)"})
+        tombstone = Tombstone.new(table.name)
+        catalog.rename_table(table.iceberg_identifier, (*trash, tombstone.name))
+        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        return tombstone
+
+    def _restore(self, table: TableId, tombstone: Tombstone) -> None:
+        """Rename the tombstone back: the one catalog call an undrop and a purge contend on."""
+        catalog = self._catalog(table.warehouse)
+        try:
+            catalog.rename_table((*trash_path(table.namespace.path), tombstone.name), table.iceberg_identifier)
+        except iceberg.NoSuchTableError:
+            raise TableNotFoundError(f"Table {table} was purged before it could be restored") from None
+        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+
+    def _revive_as_declared(self, table: TableId, request: DeclareTableRequest) -> DeclareTableResponse:
+        self._restore(table, self._tombstones(table)[0])
+        revived = self._load_lance_table(table)
+        vended = None
+        if request.vend_credentials or self._settings.vend_credentials:
+            vended = self._vended_storage_options(table, revived)
+        return DeclareTableResponse(
+            location=revived.location,
+            properties=dict(revived.properties),
+            storage_options=self._storage_options(vended),
+            managed_versioning=False,
+        )
+
+    def _drop_empty_trash(self, catalog: BridgeRestCatalog, namespace: NamespaceId) -> None:
+        held = catalog.list_tables(trash_path(namespace.path))
+        if held:
+            raise NamespaceNotEmptyError(
+                f"Namespace {namespace} holds {len(held)} soft-deleted table(s); purge them first"
+            )
+        catalog.drop_namespace(trash_path(namespace.path))
+
+    def undrop_table(self, table_id: list[str]) -> TableStatus:
+        """Bring back the most recently soft-deleted table of this name, with its data and history.
+        Raises TableNotFoundError (nothing to restore, or purged meanwhile) and
+        TableAlreadyExistsError (a live table has the name)."""
+        table = parse_table_id(table_id)
+        with translated_errors(f"undrop_table {table}", self._settings.redact):
+            tombstones = self._tombstones(table)
+            if not tombstones:
+                raise TableNotFoundError(f"Table {table} has no soft-deleted version to restore")
+            self._restore(table, tombstones[0])
+        return TableStatus("exists")
+
+    def purge_table(self, table_id: list[str]) -> int:
+        """Physically delete every soft-deleted version of a table: the catalog entry, then the
+        Lance data. Returns how many were purged. A live table is never touched:
+        InvalidTableStateError if the table is live and has nothing soft-deleted,
+        TableNotFoundError if there is nothing at all."""
+        table = parse_table_id(table_id)
+        with translated_errors(f"purge_table {table}", self._settings.redact):
+            tombstones = self._tombstones(table)
+            if not tombstones:
+                if self._catalog(table.warehouse).table_exists(table.iceberg_identifier):
+                    raise InvalidTableStateError(f"Table {table} is live; only soft-deleted tables can be purged")
+                raise TableNotFoundError(f"Table {table} has nothing soft-deleted to purge")
+            return sum(self._purge_tombstone(table, tombstone) for tombstone in tombstones)
+
+    def _purge_tombstone(self, table: TableId, tombstone: Tombstone) -> bool:
+        """Drop the tombstone (the race's arbiter), then, only if that drop won, the data."""
+        catalog = self._catalog(table.warehouse)
+        identifier = (*trash_path(table.namespace.path), tombstone.name)
+        try:
+            location = catalog.load_table_summary(identifier).location
+            catalog.drop_table(identifier, purge_requested=False)
+        except iceberg.NoSuchTableError:
+            return False  # restored or purged by someone else first
+        try:  # a live table of that name at the same location (revived) keeps its data
+            if catalog.load_table_summary(table.iceberg_identifier).location == location:
+                return True
+        except iceberg.NoSuchTableError:
+            pass
+        datasets.delete_dataset(location, self._storage_options())
+        return True
+
+    def list_purgable_tables(
+        self, namespace_id: list[str], deleted_before: datetime | None = None
+    ) -> list[PurgableTable]:
+        """Soft-deleted tables of a namespace (deleted before ``deleted_before``, if given), oldest
+        first: one listing, no per-table request."""
+        namespace = self._require_namespace_level(namespace_id, "list purgable tables of")
+        cutoff_ms = None if deleted_before is None else int(deleted_before.timestamp() * 1000)
+        with translated_errors(f"list_purgable_tables {namespace}", self._settings.redact):
+            try:
+                names = [
+                    ident[-1] for ident in self._catalog(namespace.warehouse).list_tables(trash_path(namespace.path))
+                ]
+            except iceberg.NoSuchNamespaceError:
+                if not self._catalog(namespace.warehouse).namespace_exists(namespace.path):
+                    raise
+                names = []
+        found = [t for t in tombstones_of(names) if cutoff_ms is None or t.deleted_at_ms < cutoff_ms]
+        return [
+            PurgableTable(id=[*namespace.parts, t.table_name], deleted_at=t.deleted_at, tombstone=t.name)
+            for t in sorted(found, key=lambda t: t.deleted_at_ms)
+        ]
+
+    def purge_tables(
+        self,
+        ids: list[list[str]] | None = None,
+        *,
+        namespace_id: list[str] | None = None,
+        deleted_before: datetime | None = None,
+    ) -> list[list[str]]:
+        """Purge the given tables, or (``ids=None``) every soft-deleted table of ``namespace_id``
+        deleted before ``deleted_before`` (default: now minus ``soft_delete_ttl``). Returns the ids
+        of what was purged."""
+        if ids is not None:
+            return [table_id for table_id in ids if self.purge_table(table_id)]
+        if namespace_id is None:
+            raise InvalidInputError("purge_tables needs ids, or the namespace whose expired tables to purge")
+        if deleted_before is None:
+            deleted_before = datetime.now(timezone.utc) - timedelta(seconds=self._settings.soft_delete_ttl_seconds)
+        purged = []
+        for purgable in self.list_purgable_tables(namespace_id, deleted_before):
+            table = parse_table_id(purgable.id)
+            tombstone = Tombstone.parse(purgable.tombstone)
+            with translated_errors(f"purge_tables {table}", self._settings.redact):
+                if tombstone is not None and self._purge_tombstone(table, tombstone):
+                    purged.append(purgable.id)
+        return purged
+
+    def table_status(self, table_id: list[str]) -> TableStatus:
+        """``exists``, ``soft_deleted`` (with ``deleted_at`` of the newest soft-deleted version) or
+        ``not_found`` (never existed, or purged)."""
+        table = parse_table_id(table_id)
+        with translated_errors(f"table_status {table}", self._settings.redact):
+            if self._catalog(table.warehouse).table_exists(table.iceberg_identifier):
+                return TableStatus("exists")
+            tombstones = self._tombstones(table)
+        if tombstones:
+            return TableStatus("soft_deleted", tombstones[0].deleted_at)
+        return TableStatus("not_found")

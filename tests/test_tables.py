@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import lance
@@ -148,7 +149,17 @@ def test_list_tables_in_missing_namespace_raises_namespace_not_found(ns: Iceberg
         ns.list_tables(ListTablesRequest(id=[db[0], "absent"]))
 
 
-def test_drop_table_removes_catalog_entry_and_lance_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
+@pytest.fixture
+def ns_dropping_at_once(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+    """The bridge with soft_delete=false: drop_table deletes the data at once."""
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as namespace:
+        yield namespace
+
+
+def test_drop_table_at_once_removes_catalog_entry_and_lance_data(
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+) -> None:
+    ns = ns_dropping_at_once
     table_id = [*db, "t"]
     dataset = lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
     location = dataset.uri
@@ -158,11 +169,14 @@ def test_drop_table_removes_catalog_entry_and_lance_data(ns: IcebergLanceNamespa
     assert _tables(ns, db) == []
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=table_id))
+    assert ns.table_status(table_id).state == "not_found"
 
 
-def test_drop_declared_only_table_leaves_no_files(ns: IcebergLanceNamespace, db: list[str]) -> None:
-    declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
-    ns.drop_table(DropTableRequest(id=[*db, "t"]))
+def test_drop_declared_only_table_at_once_leaves_no_files(
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = ns_dropping_at_once.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    ns_dropping_at_once.drop_table(DropTableRequest(id=[*db, "t"]))
     assert not os.path.exists(declared.location)
 
 
