@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 
 import lance
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
+
+ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
 
 
 def is_local(location: str) -> bool:
@@ -53,6 +56,26 @@ def delete_dataset(location: str, storage_options: dict[str, str]) -> None:
     """Delete the dataset at ``location`` and everything under it, if it is a dataset root."""
     if dataset_exists(location, storage_options):
         lance.LanceDataset.drop(location, storage_options or None, ignore_not_found=True)
+    remove_empty_directories(location)
+
+
+def delete_lance_files(location: str, storage_options: dict[str, str]) -> None:
+    """Delete a dataset's Lance files, leaving Iceberg's ``metadata/`` directory to the catalog
+    (which deletes its own files on a purge), so that a table declared anew at the same location
+    meanwhile keeps its metadata. Object stores: Lance's own drop of the whole location."""
+    if not is_local(location):
+        delete_dataset(location, storage_options)
+        return
+    root = _local_path(location)
+    for entry in os.listdir(root) if os.path.isdir(root) else []:
+        if entry == ICEBERG_METADATA_DIRECTORY:
+            continue
+        path = os.path.join(root, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
     remove_empty_directories(location)
 
 

@@ -48,6 +48,7 @@ from lance_namespace import (
     TableExistsRequest,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
     NamespaceNotEmptyError,
@@ -413,10 +414,23 @@ class IcebergLanceNamespace(LanceNamespace):
         belongs to a soft-deleted table revives it (its location and history; write to it with
         overwrite). Raises TableAlreadyExistsError, NamespaceNotFoundError."""
         table = parse_table_id(request.id)
-        if self._settings.soft_delete and self._tombstones(table):
-            return self._revive_as_declared(table, request)
+        tombstones = self._tombstones(table) if self._settings.soft_delete else []
+        if tombstones:
+            return self._revive_as_declared(table, request, tombstones[0])
         location = request.location or default_table_location(self._settings.root, table)
-        created = self._catalog(table.warehouse).create_table(
+        catalog = self._catalog(table.warehouse)
+        if (
+            self._settings.soft_delete
+            and datasets.dataset_exists(location, self._storage_options())
+            and not catalog.table_exists(table.iceberg_identifier)  # a live table: let create say 409
+        ):
+            # Data with no table for it: a purge still deleting it (it lost the table to the purge
+            # a moment ago), or a deregistered table. Declaring over it would mix the two.
+            raise ConcurrentModificationError(
+                f"A Lance dataset is at {location} with no table for it (being purged, or deregistered): "
+                "register it with register_table, or declare again once the purge is done"
+            )
+        created = catalog.create_table(
             table.iceberg_identifier,
             schema=companion_table_schema(),
             location=location,
@@ -588,8 +602,15 @@ class IcebergLanceNamespace(LanceNamespace):
             raise TableNotFoundError(f"Table {table} was purged before it could be restored") from None
         self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
 
-    def _revive_as_declared(self, table: TableId, request: DeclareTableRequest) -> DeclareTableResponse:
-        self._restore(table, self._tombstones(table)[0])
+    def _revive_as_declared(
+        self, table: TableId, request: DeclareTableRequest, tombstone: Tombstone
+    ) -> DeclareTableResponse:
+        try:
+            self._restore(table, tombstone)
+        except TableNotFoundError:  # a purge won the race for the tombstone: abort, do not guess
+            raise ConcurrentModificationError(
+                f"Table {table} was purged while being re-created; declare it again"
+            ) from None
         revived = self._load_lance_table(table)
         vended = None
         if request.vend_credentials or self._settings.vend_credentials:
@@ -641,7 +662,8 @@ class IcebergLanceNamespace(LanceNamespace):
         identifier = (*trash_path(table.namespace.path), tombstone.name)
         try:
             location = catalog.load_table_summary(identifier).location
-            catalog.drop_table(identifier, purge_requested=False)
+            # the server deletes its own metadata files of the tombstone (and no other's)
+            catalog.drop_table(identifier, purge_requested=True)
         except iceberg.NoSuchTableError:
             return False  # restored or purged by someone else first
         try:  # a live table of that name at the same location (revived) keeps its data
@@ -649,7 +671,7 @@ class IcebergLanceNamespace(LanceNamespace):
                 return True
         except iceberg.NoSuchTableError:
             pass
-        datasets.delete_dataset(location, self._storage_options())
+        datasets.delete_lance_files(location, self._storage_options())
         return True
 
     def list_purgable_tables(
