@@ -1,0 +1,198 @@
+"""Lance tables in the Iceberg catalog from Spark, through PySpark (extra ``spark``).
+
+The work is done by the executors: every task writes its partition as Lance fragments with
+pylance's fragment writer and returns only the fragments' metadata; the driver commits once.
+Reading, the driver pins one version and lists its fragments; every task reads its fragments with
+the projection and the filter pushed into Lance.
+
+Only fragments collected by the one action the write runs are committed, so files written by
+failed or speculative task attempts are never part of the table (``remove_orphan_files`` deletes
+them later).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+from lance_namespace import DeclareTableRequest, DescribeTableRequest
+from lance_namespace.errors import InvalidInputError
+
+from lance_iceberg_ns.namespace import IcebergLanceNamespace
+
+WRITE_MODES = ("create", "append", "overwrite")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write committed."""
+
+    location: str
+    version: int
+    fragments: int
+    rows: int
+
+
+def _namespace(namespace: IcebergLanceNamespace | Mapping[str, str]) -> IcebergLanceNamespace:
+    if isinstance(namespace, IcebergLanceNamespace):
+        return namespace
+    return IcebergLanceNamespace(**dict(namespace))
+
+
+def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A copy of the batch in freshly allocated buffers: Spark hands Arrow buffers that are only
+    8-byte aligned, which Lance's decimal path does not accept."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    copy = pa.ipc.open_stream(sink.getvalue()).read_next_batch()
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([column]) for column in copy.columns], schema=copy.schema)
+
+
+def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Spark's batch in the table's schema (fixed-size vectors, aligned buffers)."""
+    columns = [pc.cast(batch.column(field.name), field.type) for field in schema]
+    return _aligned(pa.RecordBatch.from_arrays(columns, schema=schema))
+
+
+def lance_schema(spark_arrow_schema: pa.Schema, vector_columns: Mapping[str, int] | None = None) -> pa.Schema:
+    """The Lance schema for a DataFrame: its Arrow schema, with ``array<float>`` columns named in
+    ``vector_columns`` as fixed-size lists of that dimension (Lance's vector type)."""
+    fields = []
+    for field in spark_arrow_schema:
+        dimension = (vector_columns or {}).get(field.name)
+        if dimension is not None:
+            if not pa.types.is_list(field.type):
+                raise InvalidInputError(f"Vector column {field.name!r} must be an array, not {field.type}")
+            field = pa.field(field.name, pa.list_(field.type.value_type, dimension), field.nullable)
+        fields.append(field)
+    return pa.schema(fields)
+
+
+def _spark_friendly(schema: pa.Schema) -> pa.Schema:
+    """Fixed-size lists become lists for Spark, which has no fixed-size array type."""
+
+    def convert(data_type: pa.DataType) -> pa.DataType:
+        if pa.types.is_fixed_size_list(data_type) or pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+            item = data_type.value_field
+            return pa.list_(pa.field(item.name, convert(item.type), item.nullable))
+        if pa.types.is_struct(data_type):
+            return pa.struct([pa.field(f.name, convert(f.type), f.nullable) for f in data_type])
+        return data_type
+
+    return pa.schema([pa.field(f.name, convert(f.type), f.nullable) for f in schema])
+
+
+def write_lance(
+    df: Any,
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    table_id: Sequence[str],
+    mode: str = "create",
+    *,
+    vector_columns: Mapping[str, int] | None = None,
+    max_rows_per_file: int = 1024 * 1024,
+) -> WriteResult:
+    """Write a Spark DataFrame as a Lance table registered in the catalog.
+
+    ``mode``: ``create`` declares the table; ``append`` commits against the version the write
+    started from; ``overwrite`` replaces the data as a new version. ``namespace`` may be the bridge
+    or its properties (executors rebuild it). Raises the namespace's errors (TableAlreadyExists for
+    ``create`` over a table, TableNotFound for ``append``/``overwrite`` of a missing one).
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if mode not in WRITE_MODES:
+        raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    ns = _namespace(namespace)
+    table_id = list(table_id)
+    session_timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    schema = lance_schema(to_arrow_schema(df.schema, timezone=session_timezone), vector_columns)
+    if mode == "create":
+        declared = ns.declare_table(DeclareTableRequest(id=table_id))
+        location, storage_options = declared.location, dict(declared.storage_options or {})
+        read_version = None
+    else:
+        described = ns.describe_table(DescribeTableRequest(id=table_id))
+        location, storage_options = described.location, dict(described.storage_options or {})
+        existing = lance.dataset(location, storage_options=storage_options or None)
+        read_version = existing.version
+        if mode == "append":  # the batches are cast into the table's schema (its vector types too)
+            schema = existing.schema
+    assert location is not None
+
+    schema_bytes = schema.serialize().to_pybytes()
+
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        target = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
+        converted = (_to_lance_batch(batch, target) for batch in batches)
+        reader = pa.RecordBatchReader.from_batches(target, converted)
+        fragments = lance.fragment.write_fragments(
+            reader,
+            location,
+            schema=target,
+            storage_options=storage_options or None,
+            max_rows_per_file=max_rows_per_file,
+        )
+        metadata = [json.dumps(fragment.to_json()) for fragment in fragments]
+        yield pa.RecordBatch.from_pydict({"fragment": metadata}, schema=pa.schema([("fragment", pa.string())]))
+
+    # One action: only what it collected is committed, whatever retries wrote besides.
+    collected = df.mapInArrow(write_partition, "fragment string").collect()
+    fragments = [lance.FragmentMetadata.from_json(row["fragment"]) for row in collected]
+    operation: lance.LanceOperation.BaseOperation
+    if mode == "append":
+        operation = lance.LanceOperation.Append(fragments)
+    else:
+        operation = lance.LanceOperation.Overwrite(schema, fragments)
+    dataset = lance.LanceDataset.commit(
+        location, operation, read_version=read_version, storage_options=storage_options or None
+    )
+    return WriteResult(location, dataset.version, len(fragments), dataset.count_rows())
+
+
+def read_lance(
+    spark: Any,
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    table_id: Sequence[str],
+    columns: Sequence[str] | None = None,
+    filter: str | None = None,
+    version: int | None = None,
+) -> Any:
+    """A Spark DataFrame over a Lance table of the catalog, at one pinned version (the latest, or
+    ``version``); ``columns`` and ``filter`` (a SQL predicate) are pushed into Lance."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    ns = _namespace(namespace)
+    described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
+    location, storage_options = described.location, dict(described.storage_options or {})
+    assert location is not None
+    dataset = lance.dataset(location, version=version, storage_options=storage_options or None)
+    pinned = dataset.version
+    arrow_schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
+    output_schema = _spark_friendly(arrow_schema)
+    fragment_ids = [fragment.fragment_id for fragment in dataset.get_fragments()]
+    selected = list(columns) if columns is not None else None
+    output_bytes = output_schema.serialize().to_pybytes()
+
+    def read_fragments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        target = pa.ipc.read_schema(pa.py_buffer(output_bytes))
+        opened = lance.dataset(location, version=pinned, storage_options=storage_options or None)
+        for batch in batches:
+            for fragment_id in batch.column("fragment_id").to_pylist():
+                fragment = opened.get_fragment(fragment_id)
+                if fragment is None:  # cannot happen at a pinned version; say so if it does
+                    raise RuntimeError(f"Fragment {fragment_id} is missing from version {pinned} of {location}")
+                for data in fragment.to_batches(columns=selected, filter=filter):
+                    yield pa.RecordBatch.from_arrays(
+                        [pc.cast(data.column(f.name), f.type) for f in target], schema=target
+                    )
+
+    ids = spark.createDataFrame([(i,) for i in fragment_ids], "fragment_id long").repartition(
+        max(1, len(fragment_ids)), "fragment_id"
+    )
+    return ids.mapInArrow(read_fragments, from_arrow_schema(output_schema, prefer_timestamp_ntz=False))

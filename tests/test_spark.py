@@ -1,0 +1,147 @@
+"""Spark writes and reads Lance tables of the catalog, on local[2] with task retries allowed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
+
+import lance  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.types import LongType  # noqa: E402
+
+from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
+from lance_iceberg_ns.spark import read_lance, write_lance  # noqa: E402
+
+ALL_TYPES = """
+select id,
+       cast(id as int) as i, cast(id as smallint) as small, cast(id * 1.5 as double) as x,
+       cast(id * 0.5 as float) as f, id % 2 = 0 as flag,
+       cast(id as string) as s, cast(concat('b', id) as binary) as raw,
+       cast(id / 7 as decimal(18, 4)) as price,
+       timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) as ts,
+       date'2024-01-01' + cast(id % 100 as int) as day,
+       array(id, id + 1) as ids,
+       array(cast(id as float), cast(id + 1 as float), cast(id + 2 as float)) as embedding,
+       named_struct('a', id, 'b', cast(id as string), 'c', array(cast(id as double))) as nested,
+       map('k', cast(id as string)) as tags,
+       if(id % 3 = 0, null, id) as maybe,
+       if(id % 4 = 0, null, cast(id as string)) as maybe_text
+from range({rows})
+"""
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2,3]")  # 3 attempts per task: retries happen locally
+        .appName("lance-iceberg-ns tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def properties(endpoint: str, lance_root: Path) -> dict[str, str]:
+    return {"endpoint": endpoint, "root": str(lance_root)}
+
+
+def _same(left: DataFrame, right: DataFrame) -> bool:
+    return left.exceptAll(right).count() == 0 and right.exceptAll(left).count() == 0
+
+
+def test_round_trip_of_every_type_is_exact(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    source = spark.sql(ALL_TYPES.format(rows=500)).repartition(3)
+    result = write_lance(source, properties, [*db, "all_types"], vector_columns={"embedding": 3})
+    assert (result.version, result.rows) == (1, 500) and result.fragments >= 3
+    back = read_lance(spark, properties, [*db, "all_types"])
+    assert back.schema.simpleString() == source.schema.simpleString()  # vectors come back as array<float>
+    # maps have no equality in Spark: compare them as their entries
+    assert _same(back.withColumn("tags", F.map_entries("tags")), source.withColumn("tags", F.map_entries("tags")))
+    dataset = lance.dataset(result.location)
+    assert str(dataset.schema.field("embedding").type) == "fixed_size_list<item: float>[3]"
+
+
+def test_append_and_overwrite(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    table = [*db, "events"]
+    write_lance(spark.range(100), properties, table)
+    appended = write_lance(spark.range(100, 150), IcebergLanceNamespace(**properties), table, mode="append")
+    assert (appended.version, appended.rows) == (2, 150)
+    assert _same(read_lance(spark, properties, table), spark.range(150))
+    overwritten = write_lance(spark.range(7), properties, table, mode="overwrite")
+    assert (overwritten.version, overwritten.rows) == (3, 7)
+    assert read_lance(spark, properties, table, version=2).count() == 150
+
+
+def test_a_task_that_fails_after_writing_files_leaves_no_duplicate_rows(
+    spark: SparkSession, properties: dict[str, str], db: list[str], tmp_path: Path
+) -> None:
+    marker = str(tmp_path / "failed-once")
+
+    @F.udf(LongType())
+    def fail_once_late(value: int) -> int:
+        # Fails the first attempt of the task holding row 380, after its earlier rows were written.
+        if value == 380 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("injected failure after files were written")
+        return value
+
+    # small batches, so that the writer has written files before the failing row reaches it
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+    spark.conf.set("spark.sql.execution.python.udf.maxRecordsPerBatch", "50")
+    try:
+        source = spark.range(0, 400, numPartitions=2).select(fail_once_late("id").alias("id"))
+        result = write_lance(source, properties, [*db, "retried"], max_rows_per_file=10)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        spark.conf.unset("spark.sql.execution.python.udf.maxRecordsPerBatch")
+    assert os.path.exists(marker)  # the failure happened, and the task was retried
+    assert result.rows == 400
+    assert _same(read_lance(spark, properties, [*db, "retried"]), spark.range(400))  # each row once
+
+
+def test_a_pinned_read_is_not_moved_by_a_concurrent_commit(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    table = [*db, "pinned"]
+    write_lance(spark.range(10), properties, table)
+    pinned = read_lance(spark, properties, table)  # pins version 1
+    write_lance(spark.range(10, 20), properties, table, mode="append")
+    assert pinned.count() == 10
+    assert read_lance(spark, properties, table).count() == 20
+
+
+def test_projection_and_filter_pushdown_match_sparks_own(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    source = spark.sql(ALL_TYPES.format(rows=300))
+    write_lance(source, properties, [*db, "filtered"])
+    pushed = read_lance(spark, properties, [*db, "filtered"], columns=["id", "s", "price"], filter="id >= 250 AND flag")
+    expected = source.where("id >= 250 AND flag").select("id", "s", "price")
+    assert pushed.columns == ["id", "s", "price"]
+    assert _same(pushed, expected)
+
+
+def test_create_over_an_existing_table_is_refused(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
+
+    write_lance(spark.range(3), properties, [*db, "once"])
+    with pytest.raises(TableAlreadyExistsError):
+        write_lance(spark.range(3), properties, [*db, "once"])
+    with pytest.raises(TableNotFoundError):
+        write_lance(spark.range(3), properties, [*db, "missing"], mode="append")
