@@ -145,3 +145,18 @@ def test_create_over_an_existing_table_is_refused(
         write_lance(spark.range(3), properties, [*db, "once"])
     with pytest.raises(TableNotFoundError):
         write_lance(spark.range(3), properties, [*db, "missing"], mode="append")
+
+
+def test_example_pipeline_runs_end_to_end(tmp_path: Path) -> None:
+    import subprocess
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "spark_pipeline.py"
+    result = subprocess.run(
+        [sys.executable, str(example), "--rows", "2000", "--root", str(tmp_path / "lance")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "wrote 1846 rows" in result.stdout  # rows whose seconds > 0
+    assert result.stdout.count("page ") == 3
