@@ -46,7 +46,7 @@ def _namespace(namespace: IcebergLanceNamespace | Mapping[str, str]) -> IcebergL
 
 def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A copy of the batch in freshly allocated buffers: Spark hands Arrow buffers that are only
-    8-byte aligned, which Lance's decimal path does not accept."""
+    8-byte aligned, which Lance's decimal path does not accept (other types are written as they are)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
@@ -54,10 +54,25 @@ def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.concat_arrays([column]) for column in copy.columns], schema=copy.schema)
 
 
-def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Spark's batch in the table's schema (fixed-size vectors, aligned buffers)."""
-    columns = [pc.cast(batch.column(field.name), field.type) for field in schema]
-    return _aligned(pa.RecordBatch.from_arrays(columns, schema=schema))
+def _has_decimal(data_type: pa.DataType) -> bool:
+    if pa.types.is_decimal(data_type):
+        return True
+    return any(_has_decimal(data_type.field(i).type) for i in range(data_type.num_fields))
+
+
+def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch in ``schema``, casting only the columns whose type differs."""
+    columns = []
+    for field in schema:
+        column = batch.column(field.name)
+        columns.append(column if column.type == field.type else pc.cast(column, field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema, copy: bool) -> pa.RecordBatch:
+    """Spark's batch in the table's schema (fixed-size vectors; aligned buffers when ``copy``)."""
+    converted = _cast_columns(batch, schema)
+    return _aligned(converted) if copy else converted
 
 
 def lance_schema(spark_arrow_schema: pa.Schema, vector_columns: Mapping[str, int] | None = None) -> pa.Schema:
@@ -129,7 +144,8 @@ def write_lance(
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         target = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
-        converted = (_to_lance_batch(batch, target) for batch in batches)
+        copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
+        converted = (_to_lance_batch(batch, target, copy) for batch in batches)
         reader = pa.RecordBatchReader.from_batches(target, converted)
         fragments = lance.fragment.write_fragments(
             reader,
@@ -188,9 +204,7 @@ def read_lance(
                 if fragment is None:  # cannot happen at a pinned version; say so if it does
                     raise RuntimeError(f"Fragment {fragment_id} is missing from version {pinned} of {location}")
                 for data in fragment.to_batches(columns=selected, filter=filter):
-                    yield pa.RecordBatch.from_arrays(
-                        [pc.cast(data.column(f.name), f.type) for f in target], schema=target
-                    )
+                    yield _cast_columns(data, target)
 
     ids = spark.createDataFrame([(i,) for i in fragment_ids], "fragment_id long").repartition(
         max(1, len(fragment_ids)), "fragment_id"

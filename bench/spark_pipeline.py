@@ -1,0 +1,100 @@
+"""Spark writes and reads of a Lance table through the catalog, against Spark's own Parquet and
+against a single-process pylance write/read of the same data, from one run.
+
+10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the wall
+time of one full write or one full read (a count over every column, so every value is decoded).
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python bench/spark_pipeline.py [--rows 10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.spark import read_lance, write_lance
+from lance_iceberg_ns.testing import local_catalog
+
+
+def timed(action) -> float:  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    source = spark.range(0, args.rows, numPartitions=args.partitions).select(
+        F.col("id"), (F.col("id") * 0.5).alias("value"), F.concat(F.lit("k"), F.col("id") % 1000).alias("key")
+    )
+    source.cache().count()  # generate once; every write below starts from the same cached rows
+
+    with (
+        tempfile.TemporaryDirectory() as work,
+        local_catalog(Path(work) / "catalog", prefix_style="defaults") as catalog,
+    ):
+        properties = {"endpoint": catalog.endpoint, "root": str(Path(work) / "lance")}
+        ns = IcebergLanceNamespace(**properties)
+        ns.create_namespace({"id": ["bench_wh", "db"]})
+        table = ["bench_wh", "db", "events"]
+        parquet_path = str(Path(work) / "parquet")
+        single_path = str(Path(work) / "single.lance")
+
+        figures = {
+            "write: Spark -> Lance (catalog)": timed(lambda: write_lance(source, properties, table)),
+            "write: Spark -> Parquet": timed(lambda: source.write.mode("overwrite").parquet(parquet_path)),
+        }
+        arrow_table = pa.table(
+            {
+                "id": pa.array(range(args.rows), pa.int64()),
+                "value": pc.multiply(pa.array(range(args.rows), pa.float64()), 0.5),
+                "key": pa.array([f"k{i % 1000}" for i in range(args.rows)]),
+            }
+        )
+        figures["write: pylance, one process"] = timed(lambda: lance.write_dataset(arrow_table, single_path))
+
+        def count_all(df) -> None:  # type: ignore[no-untyped-def]
+            df.select(F.sum("id"), F.sum("value"), F.max(F.length("key"))).collect()
+
+        figures["read: Lance (catalog) -> Spark"] = timed(lambda: count_all(read_lance(spark, properties, table)))
+        figures["read: Parquet -> Spark"] = timed(lambda: count_all(spark.read.parquet(parquet_path)))
+        figures["read: pylance, one process"] = timed(lambda: lance.dataset(single_path).to_table())
+        assert read_lance(spark, properties, table).count() == args.rows
+
+    spark.stop()
+    print(f"{args.rows:,} rows (int64, float64, short string), local[2], {args.partitions} partitions; seconds")
+    for name, seconds in figures.items():
+        print(f"{name:<36}{seconds:>8.2f}")
+    write_ratio = figures["write: Spark -> Lance (catalog)"] / figures["write: Spark -> Parquet"]
+    read_ratio = figures["read: Lance (catalog) -> Spark"] / figures["read: Parquet -> Spark"]
+    print(f"Lance write / Parquet write: {write_ratio:.2f} (target <= 1.0)")
+    print(f"Lance read / Parquet read:   {read_ratio:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
