@@ -13,7 +13,7 @@ them later).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,84 @@ def _spark_friendly(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, convert(f.type), f.nullable) for f in schema])
 
 
+@dataclass(frozen=True)
+class TableWrite:
+    """One write to a Lance table, planned on the driver: where, in which schema, against which
+    version. It pickles, so executors write fragments with it; the driver commits with it."""
+
+    location: str
+    storage_options: dict[str, str]
+    schema_bytes: bytes
+    read_version: int | None
+    append: bool
+    max_rows_per_file: int
+
+    @classmethod
+    def plan(
+        cls,
+        ns: IcebergLanceNamespace,
+        table_id: Sequence[str],
+        mode: str,
+        arrow_schema: pa.Schema,
+        vector_columns: Mapping[str, int] | None = None,
+        max_rows_per_file: int = 1024 * 1024,
+    ) -> TableWrite:
+        if mode not in WRITE_MODES:
+            raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+        schema = lance_schema(arrow_schema, vector_columns)
+        if mode == "create":
+            declared = ns.declare_table(DeclareTableRequest(id=list(table_id)))
+            location, options, read_version = declared.location, dict(declared.storage_options or {}), None
+        else:
+            described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
+            location, options = described.location, dict(described.storage_options or {})
+            existing = lance.dataset(location, storage_options=options or None)
+            read_version = existing.version
+            if mode == "append":  # the batches are cast into the table's schema (its vector types too)
+                schema = existing.schema
+        assert location is not None
+        return cls(
+            location, options, schema.serialize().to_pybytes(), read_version, mode == "append", max_rows_per_file
+        )
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
+
+    def write_fragments(self, batches: Iterator[pa.RecordBatch]) -> list[str]:
+        """On an executor: write the batches as fragments; their metadata, as JSON."""
+        target = self.schema
+        copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
+        converted = (_to_lance_batch(batch, target, copy) for batch in batches)
+        fragments = lance.fragment.write_fragments(
+            pa.RecordBatchReader.from_batches(target, converted),
+            self.location,
+            schema=target,
+            storage_options=self.storage_options or None,
+            max_rows_per_file=self.max_rows_per_file,
+        )
+        return [json.dumps(fragment.to_json()) for fragment in fragments]
+
+    def commit(self, fragment_metadata: Iterable[str]) -> WriteResult:
+        """On the driver: one commit of exactly these fragments."""
+        fragments = [lance.FragmentMetadata.from_json(metadata) for metadata in fragment_metadata]
+        operation: lance.LanceOperation.BaseOperation
+        if self.append:
+            operation = lance.LanceOperation.Append(fragments)
+        else:
+            operation = lance.LanceOperation.Overwrite(self.schema, fragments)
+        dataset = lance.LanceDataset.commit(
+            self.location, operation, read_version=self.read_version, storage_options=self.storage_options or None
+        )
+        return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
+
+
+def _spark_arrow_schema(df: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema, timezone=df.sparkSession.conf.get("spark.sql.session.timeZone"))
+
+
 def write_lance(
     df: Any,
     namespace: IcebergLanceNamespace | Mapping[str, str],
@@ -119,56 +197,74 @@ def write_lance(
     or its properties (executors rebuild it). Raises the namespace's errors (TableAlreadyExists for
     ``create`` over a table, TableNotFound for ``append``/``overwrite`` of a missing one).
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    if mode not in WRITE_MODES:
-        raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-    ns = _namespace(namespace)
-    table_id = list(table_id)
-    session_timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
-    schema = lance_schema(to_arrow_schema(df.schema, timezone=session_timezone), vector_columns)
-    if mode == "create":
-        declared = ns.declare_table(DeclareTableRequest(id=table_id))
-        location, storage_options = declared.location, dict(declared.storage_options or {})
-        read_version = None
-    else:
-        described = ns.describe_table(DescribeTableRequest(id=table_id))
-        location, storage_options = described.location, dict(described.storage_options or {})
-        existing = lance.dataset(location, storage_options=storage_options or None)
-        read_version = existing.version
-        if mode == "append":  # the batches are cast into the table's schema (its vector types too)
-            schema = existing.schema
-    assert location is not None
-
-    schema_bytes = schema.serialize().to_pybytes()
+    plan = TableWrite.plan(
+        _namespace(namespace), table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file
+    )
+    output = pa.schema([("fragment", pa.string())])
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        target = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
-        copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
-        converted = (_to_lance_batch(batch, target, copy) for batch in batches)
-        reader = pa.RecordBatchReader.from_batches(target, converted)
-        fragments = lance.fragment.write_fragments(
-            reader,
-            location,
-            schema=target,
-            storage_options=storage_options or None,
-            max_rows_per_file=max_rows_per_file,
-        )
-        metadata = [json.dumps(fragment.to_json()) for fragment in fragments]
-        yield pa.RecordBatch.from_pydict({"fragment": metadata}, schema=pa.schema([("fragment", pa.string())]))
+        yield pa.RecordBatch.from_pydict({"fragment": plan.write_fragments(batches)}, schema=output)
 
     # One action: only what it collected is committed, whatever retries wrote besides.
     collected = df.mapInArrow(write_partition, "fragment string").collect()
-    fragments = [lance.FragmentMetadata.from_json(row["fragment"]) for row in collected]
-    operation: lance.LanceOperation.BaseOperation
-    if mode == "append":
-        operation = lance.LanceOperation.Append(fragments)
-    else:
-        operation = lance.LanceOperation.Overwrite(schema, fragments)
-    dataset = lance.LanceDataset.commit(
-        location, operation, read_version=read_version, storage_options=storage_options or None
-    )
-    return WriteResult(location, dataset.version, len(fragments), dataset.count_rows())
+    return plan.commit(row["fragment"] for row in collected)
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """One read of a Lance table at a pinned version, planned on the driver; executors read
+    fragments with it."""
+
+    location: str
+    storage_options: dict[str, str]
+    version: int
+    fragment_ids: list[int]
+    columns: list[str] | None
+    filter: str | None
+    output_schema_bytes: bytes
+
+    @classmethod
+    def plan(
+        cls,
+        ns: IcebergLanceNamespace,
+        table_id: Sequence[str],
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        version: int | None = None,
+    ) -> TableRead:
+        described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
+        location, options = described.location, dict(described.storage_options or {})
+        assert location is not None
+        dataset = lance.dataset(location, version=version, storage_options=options or None)
+        schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
+        return cls(
+            location,
+            options,
+            dataset.version,
+            [fragment.fragment_id for fragment in dataset.get_fragments()],
+            list(columns) if columns is not None else None,
+            filter,
+            _spark_friendly(schema).serialize().to_pybytes(),
+        )
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.output_schema_bytes))
+
+    def spark_schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(self.output_schema, prefer_timestamp_ntz=False)
+
+    def read_fragment(self, fragment_id: int) -> Iterator[pa.RecordBatch]:
+        """On an executor: one fragment, at the pinned version, projected and filtered by Lance."""
+        target = self.output_schema
+        dataset = lance.dataset(self.location, version=self.version, storage_options=self.storage_options or None)
+        fragment = dataset.get_fragment(fragment_id)
+        if fragment is None:  # cannot happen at a pinned version; say so if it does
+            raise RuntimeError(f"Fragment {fragment_id} is missing from version {self.version} of {self.location}")
+        for data in fragment.to_batches(columns=self.columns, filter=self.filter):
+            yield _cast_columns(data, target)
 
 
 def read_lance(
@@ -181,32 +277,13 @@ def read_lance(
 ) -> Any:
     """A Spark DataFrame over a Lance table of the catalog, at one pinned version (the latest, or
     ``version``); ``columns`` and ``filter`` (a SQL predicate) are pushed into Lance."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    ns = _namespace(namespace)
-    described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
-    location, storage_options = described.location, dict(described.storage_options or {})
-    assert location is not None
-    dataset = lance.dataset(location, version=version, storage_options=storage_options or None)
-    pinned = dataset.version
-    arrow_schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
-    output_schema = _spark_friendly(arrow_schema)
-    fragment_ids = [fragment.fragment_id for fragment in dataset.get_fragments()]
-    selected = list(columns) if columns is not None else None
-    output_bytes = output_schema.serialize().to_pybytes()
+    plan = TableRead.plan(_namespace(namespace), table_id, columns, filter, version)
 
     def read_fragments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        target = pa.ipc.read_schema(pa.py_buffer(output_bytes))
-        opened = lance.dataset(location, version=pinned, storage_options=storage_options or None)
         for batch in batches:
             for fragment_id in batch.column("fragment_id").to_pylist():
-                fragment = opened.get_fragment(fragment_id)
-                if fragment is None:  # cannot happen at a pinned version; say so if it does
-                    raise RuntimeError(f"Fragment {fragment_id} is missing from version {pinned} of {location}")
-                for data in fragment.to_batches(columns=selected, filter=filter):
-                    yield _cast_columns(data, target)
+                yield from plan.read_fragment(fragment_id)
 
-    ids = spark.createDataFrame([(i,) for i in fragment_ids], "fragment_id long").repartition(
-        max(1, len(fragment_ids)), "fragment_id"
-    )
-    return ids.mapInArrow(read_fragments, from_arrow_schema(output_schema, prefer_timestamp_ntz=False))
+    ids = spark.createDataFrame([(i,) for i in plan.fragment_ids], "fragment_id long")
+    ids = ids.repartition(max(1, len(plan.fragment_ids)), "fragment_id")
+    return ids.mapInArrow(read_fragments, plan.spark_schema())

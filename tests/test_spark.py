@@ -160,3 +160,49 @@ def test_example_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert "wrote 1846 rows" in result.stdout  # rows whose seconds > 0
     assert result.stdout.count("page ") == 3
+
+
+def test_spark4_data_source_writes_and_reads_format_lance(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark_source import register_lance_data_source
+
+    register_lance_data_source(spark)
+    table = ".".join([*db, "via_source"])
+    source = spark.sql(ALL_TYPES.format(rows=200)).drop("tags")
+
+    def writer(df: DataFrame, mode: str) -> None:
+        options = {**properties, "table": table, "vector_columns": "embedding:3"}
+        df.write.format("lance").options(**options).mode(mode).save()
+
+    writer(source, "append")  # creates the missing table
+    writer(source.limit(20), "append")
+    loaded = spark.read.format("lance").options(**properties, table=table).load()
+    assert loaded.count() == 220 and _same(loaded, source.union(source.limit(20)))
+    writer(source.limit(5), "overwrite")
+    assert spark.read.format("lance").options(**properties, table=table).load().count() == 5
+    pushed = spark.read.format("lance").options(**properties, table=table, columns="id,s", filter="id < 3").load()
+    assert pushed.columns == ["id", "s"] and pushed.count() == 3
+    versions = lance.dataset(IcebergLanceNamespace(**properties).describe_table({"id": table.split(".")}).location)
+    assert versions.version == 3
+
+
+def test_spark4_data_source_failed_write_commits_nothing(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark_source import register_lance_data_source
+
+    register_lance_data_source(spark)
+    table = ".".join([*db, "aborted"])
+    options = {**properties, "table": table}
+    spark.range(10).write.format("lance").options(**options).mode("append").save()
+
+    @F.udf(LongType())
+    def always_fails(value: int) -> int:
+        raise RuntimeError("injected")
+
+    with pytest.raises(Exception, match="injected"):
+        spark.range(10).select(always_fails("id").alias("id")).write.format("lance").options(**options).mode(
+            "append"
+        ).save()
+    assert spark.read.format("lance").options(**options).load().count() == 10  # abort committed nothing

@@ -1,0 +1,144 @@
+"""The Lance tables of the catalog as a Spark 4 Python data source, ``format("lance")``.
+
+    from lance_iceberg_ns.spark_source import register_lance_data_source
+    register_lance_data_source(spark)
+    df.write.format("lance").option("endpoint", URL).option("table", "wh.db.t").mode("append").save()
+    spark.read.format("lance").option("endpoint", URL).option("table", "wh.db.t").load()
+
+Options: ``table`` (the identifier, parts joined by ``delimiter``, default ``.``), every bridge
+property (``endpoint``, ``root``, ``credential``, ``storage.*``...), and ``vector_columns``
+(``name:dimension,...``) and ``max_rows_per_file`` for writes, ``columns`` (comma-separated),
+``filter`` and ``version`` for reads. Writes: executors write fragments, the driver commits once in
+``commit`` (nothing in ``abort``); ``append`` creates a missing table, ``overwrite`` replaces one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from lance_namespace.errors import TableNotFoundError
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from lance_iceberg_ns.namespace import IcebergLanceNamespace
+from lance_iceberg_ns.spark import TableRead, TableWrite
+
+_SOURCE_OPTIONS = {"table", "delimiter", "vector_columns", "max_rows_per_file", "columns", "filter", "version", "path"}
+
+
+def _table_id(options: Mapping[str, str]) -> list[str]:
+    table = options.get("table")
+    if not table:
+        raise ValueError("The lance data source needs the option 'table' (e.g. 'warehouse.namespace.table')")
+    return table.split(options.get("delimiter") or ".")
+
+
+def _bridge(options: Mapping[str, str]) -> IcebergLanceNamespace:
+    return IcebergLanceNamespace(**{k: v for k, v in options.items() if k not in _SOURCE_OPTIONS})
+
+
+def _vector_columns(text: str | None) -> dict[str, int]:
+    columns = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            name, _, dimension = item.partition(":")
+            columns[name.strip()] = int(dimension)
+    return columns
+
+
+@dataclass
+class LanceCommitMessage(WriterCommitMessage):  # type: ignore[misc]
+    """What one task wrote: its fragments' metadata."""
+
+    fragments: list[str]
+
+
+class LanceArrowWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    def __init__(self, plan: TableWrite) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        return LanceCommitMessage(self.plan.write_fragments(iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.plan.commit(
+            fragment
+            for message in messages
+            if isinstance(message, LanceCommitMessage)
+            for fragment in message.fragments
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing was committed, so the table is unchanged; written files are orphans."""
+
+
+class LanceReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, plan: TableRead) -> None:
+        self.plan = plan
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(fragment_id) for fragment_id in self.plan.fragment_ids]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from self.plan.read_fragment(partition.value)
+
+
+class LanceDataSource(DataSource):  # type: ignore[misc]
+    """``format("lance")``: Lance tables registered in an Iceberg REST catalog."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lance"
+
+    def _read_plan(self) -> TableRead:
+        columns = self.options.get("columns")
+        version = self.options.get("version")
+        return TableRead.plan(
+            _bridge(self.options),
+            _table_id(self.options),
+            [c.strip() for c in columns.split(",")] if columns else None,
+            self.options.get("filter"),
+            int(version) if version else None,
+        )
+
+    def schema(self) -> Any:
+        return self._read_plan().spark_schema()
+
+    def reader(self, schema: StructType) -> LanceReader:
+        return LanceReader(self._read_plan())
+
+    def writer(self, schema: StructType, overwrite: bool) -> LanceArrowWriter:
+        ns = _bridge(self.options)
+        table_id = _table_id(self.options)
+        try:
+            ns.table_exists({"id": table_id})
+            mode = "overwrite" if overwrite else "append"
+        except TableNotFoundError:
+            mode = "create"
+        session = SparkSession.getActiveSession()
+        timezone = session.conf.get("spark.sql.session.timeZone") if session else "UTC"
+        plan = TableWrite.plan(
+            ns,
+            table_id,
+            mode,
+            to_arrow_schema(schema, timezone=timezone),
+            _vector_columns(self.options.get("vector_columns")),
+            int(self.options.get("max_rows_per_file") or 1024 * 1024),
+        )
+        return LanceArrowWriter(plan)
+
+
+def register_lance_data_source(spark: SparkSession) -> None:
+    """Make ``format("lance")`` available in this Spark session (Spark 4)."""
+    spark.dataSource.register(LanceDataSource)
