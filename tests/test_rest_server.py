@@ -260,3 +260,15 @@ def test_invalid_identifier_through_the_server_is_invalid_input(server: RunningS
     assert response.status_code == 400
     with pytest.raises(InvalidInputError):
         lance.namespace.RestNamespace(uri=server.uri).declare_table(DeclareTableRequest(id=[warehouse, "db", ".."]))
+
+
+def test_every_route_names_a_real_operation_and_request_model() -> None:
+    import lance_namespace
+
+    from lance_iceberg_ns.server.routes import ROUTES
+
+    assert len({route.operation for route in ROUTES}) == len(ROUTES) == 54
+    for route in ROUTES:
+        assert hasattr(LanceNamespace, route.operation), route.operation
+        model = getattr(lance_namespace, route.model)  # derived: describe_table → DescribeTableRequest
+        assert all(field in model.model_fields for field in route.query), route
