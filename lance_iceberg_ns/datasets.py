@@ -17,7 +17,7 @@ def is_local(location: str) -> bool:
     return "://" not in location or location.startswith("file://")
 
 
-def _local_path(location: str) -> str:
+def local_path(location: str) -> str:
     return location[len("file://") :] if location.startswith("file://") else location
 
 
@@ -43,7 +43,7 @@ def open_dataset(
 
 def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
     """True when ``location`` holds a readable Lance dataset."""
-    if is_local(location) and not os.path.isdir(os.path.join(_local_path(location), "_versions")):
+    if is_local(location) and not os.path.isdir(os.path.join(local_path(location), "_versions")):
         return False  # cheap answer without opening anything
     try:
         lance.dataset(location, storage_options=storage_options or None)
@@ -66,7 +66,7 @@ def delete_lance_files(location: str, storage_options: dict[str, str]) -> None:
     if not is_local(location):
         delete_dataset(location, storage_options)
         return
-    root = _local_path(location)
+    root = local_path(location)
     for entry in os.listdir(root) if os.path.isdir(root) else []:
         if entry == ICEBERG_METADATA_DIRECTORY:
             continue
@@ -83,7 +83,7 @@ def remove_empty_directories(location: str) -> None:
     """Remove ``location`` when only empty directories remain under it (local paths only)."""
     if not is_local(location):
         return
-    root = _local_path(location)
+    root = local_path(location)
     for folder, _subfolders, _files in os.walk(root, topdown=False):
         with contextlib.suppress(OSError):  # fails, harmlessly, on a folder that still holds something
             os.rmdir(folder)

@@ -732,3 +732,10 @@ class IcebergLanceNamespace(LanceNamespace):
         if tombstones:
             return TableStatus("soft_deleted", tombstones[0].deleted_at)
         return TableStatus("not_found")
+
+
+def as_namespace(namespace: IcebergLanceNamespace | Mapping[str, str]) -> IcebergLanceNamespace:
+    """The bridge itself, or one built from its properties (as executors and helpers receive it)."""
+    if isinstance(namespace, IcebergLanceNamespace):
+        return namespace
+    return IcebergLanceNamespace(**dict(namespace))

@@ -6,8 +6,8 @@ Reading, the driver pins one version and lists its fragments; every task reads i
 the projection and the filter pushed into Lance.
 
 Only fragments collected by the one action the write runs are committed, so files written by
-failed or speculative task attempts are never part of the table (``remove_orphan_files`` deletes
-them later).
+failed or speculative task attempts are never part of the table
+(``lance_iceberg_ns.orphans.remove_orphan_files`` deletes them later).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from lance_namespace import DeclareTableRequest, DescribeTableRequest
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.namespace import IcebergLanceNamespace
+from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 WRITE_MODES = ("create", "append", "overwrite")
 
@@ -36,12 +36,6 @@ class WriteResult:
     version: int
     fragments: int
     rows: int
-
-
-def _namespace(namespace: IcebergLanceNamespace | Mapping[str, str]) -> IcebergLanceNamespace:
-    if isinstance(namespace, IcebergLanceNamespace):
-        return namespace
-    return IcebergLanceNamespace(**dict(namespace))
 
 
 def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -198,7 +192,7 @@ def write_lance(
     ``create`` over a table, TableNotFound for ``append``/``overwrite`` of a missing one).
     """
     plan = TableWrite.plan(
-        _namespace(namespace), table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file
+        as_namespace(namespace), table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file
     )
     output = pa.schema([("fragment", pa.string())])
 
@@ -277,7 +271,7 @@ def read_lance(
 ) -> Any:
     """A Spark DataFrame over a Lance table of the catalog, at one pinned version (the latest, or
     ``version``); ``columns`` and ``filter`` (a SQL predicate) are pushed into Lance."""
-    plan = TableRead.plan(_namespace(namespace), table_id, columns, filter, version)
+    plan = TableRead.plan(as_namespace(namespace), table_id, columns, filter, version)
 
     def read_fragments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

@@ -8,14 +8,18 @@ By default the server is the local catalog (Apache Iceberg's CatalogHandlers, no
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 import urllib3
 from lance_namespace import CreateNamespaceRequest
+from moto.server import ThreadedMotoServer
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.testing import local_catalog
@@ -96,3 +100,21 @@ def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
 
     monkeypatch.setattr(urllib3.connectionpool.HTTPConnectionPool, "urlopen", counting_urlopen)
     return counter
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server on loopback, with a bucket ``lake``."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port())
+    server.start()
+    endpoint = f"http://127.0.0.1:{server._port}"
+    requests.put(f"{endpoint}/lake", timeout=30).raise_for_status()
+    yield endpoint
+    server.stop()

@@ -29,24 +29,6 @@ VENDED_SECRET = "vended-SECRET-9f2c"
 CLIENT_SECRET = "client-SECRET-41aa"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server on loopback, with a bucket ``lake``."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port())
-    server.start()
-    endpoint = f"http://127.0.0.1:{server._port}"
-    requests.put(f"{endpoint}/lake", timeout=30).raise_for_status()
-    yield endpoint
-    server.stop()
-
-
 @pytest.fixture
 def vending_catalog(s3_endpoint: str, tmp_path: Path) -> Iterator[LocalCatalog]:
     """A catalog that vends S3 credentials living three seconds."""

@@ -1,0 +1,115 @@
+"""Orphan data files: files under a table's ``data/`` that no version of the table references.
+
+Distributed writes leave them behind when a task attempt fails or a speculative attempt loses:
+the attempt wrote its fragments, but only the fragments the driver collected were committed. They
+are never read, only stored. Deleting them is safe when two things hold: no version references the
+file (all versions are kept, so time travel and restore still work), and the file is older than a
+margin longer than any write in flight, since a running write's files are unreferenced until its
+commit. Files are listed before the versions are read, so a commit landing in between only adds
+references.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import lance
+import pyarrow.fs as pafs
+from lance_namespace import DescribeTableRequest
+
+from lance_iceberg_ns.datasets import is_local, local_path, open_dataset
+from lance_iceberg_ns.lifecycle import parse_duration
+from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+
+DATA_DIRECTORY = "data"
+DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
+
+# Lance (object_store) storage option → pyarrow S3FileSystem argument.
+_S3_ARGUMENTS = {
+    "aws_access_key_id": "access_key",
+    "aws_secret_access_key": "secret_key",
+    "aws_session_token": "session_token",
+    "aws_region": "region",
+    "aws_endpoint": "endpoint_override",
+}
+
+
+@dataclass(frozen=True)
+class OrphanFiles:
+    """What a cleanup found (and, unless ``dry_run``, deleted): paths relative to the table root."""
+
+    location: str
+    files: list[str]
+    bytes: int
+    dry_run: bool
+
+
+def _filesystem(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem and the path of ``location`` on it."""
+    if is_local(location):
+        return pafs.LocalFileSystem(), local_path(location)
+    scheme, path = location.split("://", 1)
+    if scheme in ("s3", "s3a"):
+        arguments = {
+            argument: storage_options[option] for option, argument in _S3_ARGUMENTS.items() if option in storage_options
+        }
+        if str(storage_options.get("allow_http", "")).lower() == "true":
+            arguments["scheme"] = "http"
+        return pafs.S3FileSystem(**arguments), path
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    return filesystem, path
+
+
+def _referenced_data_files(dataset: lance.LanceDataset) -> set[str]:
+    """The data files every version of the dataset references (file names under ``data/``)."""
+    referenced: set[str] = set()
+    for version in dataset.versions():
+        for fragment in dataset.checkout_version(version["version"]).get_fragments():
+            referenced.update(data_file.path for data_file in fragment.metadata.files)
+    return referenced
+
+
+def find_orphan_files(
+    location: str, storage_options: Mapping[str, str], older_than: str | float = DEFAULT_MARGIN, dry_run: bool = True
+) -> OrphanFiles:
+    """The data files of the dataset at ``location`` that no version references and that were last
+    written more than ``older_than`` ago (a duration such as ``"3d"`` or seconds); deleted unless
+    ``dry_run``."""
+    margin = older_than if isinstance(older_than, (int, float)) else parse_duration(older_than)
+    filesystem, root = _filesystem(location, storage_options)
+    data_root = f"{root.rstrip('/')}/{DATA_DIRECTORY}"
+    listed = filesystem.get_file_info(pafs.FileSelector(data_root, allow_not_found=True, recursive=False))
+    referenced = _referenced_data_files(open_dataset(location, dict(storage_options)))
+    cutoff = time.time() - margin
+    orphans = [
+        info
+        for info in listed
+        if info.type == pafs.FileType.File
+        and info.base_name not in referenced
+        and info.mtime is not None
+        and info.mtime.timestamp() < cutoff
+    ]
+    if not dry_run:
+        for info in orphans:
+            filesystem.delete_file(info.path)
+    return OrphanFiles(
+        location,
+        sorted(f"{DATA_DIRECTORY}/{info.base_name}" for info in orphans),
+        sum(info.size or 0 for info in orphans),
+        dry_run,
+    )
+
+
+def remove_orphan_files(
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    table_id: Sequence[str],
+    older_than: str | float = DEFAULT_MARGIN,
+    dry_run: bool = False,
+) -> OrphanFiles:
+    """Delete the orphan data files of a table in the catalog (see the module's docstring for why
+    this is safe). ``namespace`` is an ``IcebergLanceNamespace`` or its properties."""
+    described = as_namespace(namespace).describe_table(DescribeTableRequest(id=list(table_id)))
+    assert described.location is not None
+    return find_orphan_files(described.location, dict(described.storage_options or {}), older_than, dry_run)
