@@ -3,6 +3,8 @@ against a single-process pylance write/read of the same data, from one run.
 
 10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the wall
 time of one full write or one full read (a count over every column, so every value is decoded).
+The first figure is the floor under any Python writer: Spark handing the rows to Python workers as
+Arrow through ``mapInArrow`` with nothing written; Spark's Parquet writer, in the JVM, never pays it.
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/spark_pipeline.py [--rows 10000000]
@@ -65,7 +67,13 @@ def main() -> None:
         parquet_path = str(Path(work) / "parquet")
         single_path = str(Path(work) / "single.lance")
 
+        def rows_seen(batches):  # type: ignore[no-untyped-def]
+            yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
+
+        # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing
+        # written. Measured first, so it also starts the Python workers for the figures after it.
         figures = {
+            "floor: Spark -> Python, no write": timed(lambda: source.mapInArrow(rows_seen, "rows long").collect()),
             "write: Spark -> Lance (catalog)": timed(lambda: write_lance(source, properties, table)),
             "write: Spark -> Parquet": timed(lambda: source.write.mode("overwrite").parquet(parquet_path)),
         }

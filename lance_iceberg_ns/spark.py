@@ -275,9 +275,9 @@ def read_lance(
 
     def read_fragments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for fragment_id in batch.column("fragment_id").to_pylist():
-                yield from plan.read_fragment(fragment_id)
+            for index in batch.column("id").to_pylist():
+                yield from plan.read_fragment(plan.fragment_ids[index])
 
-    ids = spark.createDataFrame([(i,) for i in plan.fragment_ids], "fragment_id long")
-    ids = ids.repartition(max(1, len(plan.fragment_ids)), "fragment_id")
-    return ids.mapInArrow(read_fragments, plan.spark_schema())
+    # One task per fragment, without a shuffle: task i reads the plan's i-th fragment.
+    count = len(plan.fragment_ids)
+    return spark.range(0, count, numPartitions=max(1, count)).mapInArrow(read_fragments, plan.spark_schema())
