@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +13,8 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
-import requests
 from lance_namespace import DescribeTableRequest, ListNamespacesRequest
 from lance_namespace.errors import UnauthenticatedError
-from moto.server import ThreadedMotoServer
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.credentials import best_credential, lance_storage_options, vended_storage_options
