@@ -12,6 +12,7 @@ failed or speculative task attempts are never part of the table
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -172,7 +173,9 @@ class TableWrite:
 def _spark_arrow_schema(df: Any) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(df.schema, timezone=df.sparkSession.conf.get("spark.sql.session.timeZone"))
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4
+        return to_arrow_schema(df.schema, timezone=df.sparkSession.conf.get("spark.sql.session.timeZone"))
+    return to_arrow_schema(df.schema)  # PySpark 3.5: timestamps in UTC
 
 
 def write_lance(

@@ -21,13 +21,20 @@ from typing import Any
 import pyarrow as pa
 from lance_namespace.errors import TableNotFoundError
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+
+try:
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+except ImportError as exc:  # PySpark 3.5
+    raise ImportError(
+        "format('lance') needs PySpark 4 (Python data sources); on PySpark 3.5 use "
+        "lance_iceberg_ns.spark.write_lance and read_lance"
+    ) from exc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 

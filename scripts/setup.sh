@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepares a fresh machine: the JDK and the Debian jars the local Iceberg REST catalog runs on,
-# and the virtual environment at .venv/ with the project installed (extras given as arguments).
+# and the virtual environment at .venv/ (or $VENV) with the project installed (extras given as arguments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
+venv="${VENV:-.venv}"
 
 need_apt=()
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
@@ -17,9 +18,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q "${need_apt[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -e ".[${extras}]" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import lance_iceberg_ns" # fails loudly if the install did not work
+"$venv/bin/python" -m pip install -q -e ".[${extras}]" 2>&1 | grep -v "^WARNING: Location" || true
+"$venv/bin/python" -c "import lance_iceberg_ns" # fails loudly if the install did not work

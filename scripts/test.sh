@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Quick start 2: the test suite, against a real Iceberg REST server started without Docker.
+# Quick start 2: the test suite, against a real Iceberg REST server started without Docker; with
+# no arguments, the Spark tests then run once more on PySpark 3.5, in .venv-pyspark35/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-exec .venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q "$@"
+if [ $# -eq 0 ]; then
+  echo "The Spark tests on PySpark 3.5:"
+  VENV=.venv-pyspark35 bash scripts/setup.sh pyspark35
+  .venv-pyspark35/bin/python -m pytest -q -p no:cacheprovider tests/test_spark.py
+fi

@@ -19,7 +19,6 @@ import pytest
 import requests
 import urllib3
 from lance_namespace import CreateNamespaceRequest
-from moto.server import ThreadedMotoServer
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.testing import local_catalog
@@ -111,6 +110,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 server on loopback, with a bucket ``lake``."""
+    from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port())
     server.start()

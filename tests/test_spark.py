@@ -162,6 +162,12 @@ def test_example_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     assert result.stdout.count("page ") == 3
 
 
+needs_spark4 = pytest.mark.skipif(
+    int(pyspark.__version__.split(".")[0]) < 4, reason="Python data sources arrived in PySpark 4"
+)
+
+
+@needs_spark4
 def test_spark4_data_source_writes_and_reads_format_lance(
     spark: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:
@@ -187,6 +193,7 @@ def test_spark4_data_source_writes_and_reads_format_lance(
     assert versions.version == 3
 
 
+@needs_spark4
 def test_spark4_data_source_failed_write_commits_nothing(
     spark: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:
