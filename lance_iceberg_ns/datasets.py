@@ -5,12 +5,23 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Mapping
 
 import lance
+import pyarrow.fs as pafs
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
 
 ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
+
+# Lance (object_store) storage option → pyarrow S3FileSystem argument.
+_S3_ARGUMENTS = {
+    "aws_access_key_id": "access_key",
+    "aws_secret_access_key": "secret_key",
+    "aws_session_token": "session_token",
+    "aws_region": "region",
+    "aws_endpoint": "endpoint_override",
+}
 
 
 def is_local(location: str) -> bool:
@@ -19,6 +30,23 @@ def is_local(location: str) -> bool:
 
 def local_path(location: str) -> str:
     return location[len("file://") :] if location.startswith("file://") else location
+
+
+def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem and the path of ``location`` on it, for listing a dataset's files
+    (local paths, S3 with the Lance storage options, other stores through pyarrow)."""
+    if is_local(location):
+        return pafs.LocalFileSystem(), local_path(location)
+    scheme, path = location.split("://", 1)
+    if scheme in ("s3", "s3a"):
+        arguments = {
+            argument: storage_options[option] for option, argument in _S3_ARGUMENTS.items() if option in storage_options
+        }
+        if str(storage_options.get("allow_http", "")).lower() == "true":
+            arguments["scheme"] = "http"
+        return pafs.S3FileSystem(**arguments), path
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    return filesystem, path
 
 
 def open_dataset(

@@ -31,6 +31,8 @@ from lance_namespace import (
     DescribeNamespaceResponse,
     DescribeTableRequest,
     DescribeTableResponse,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
     DropNamespaceRequest,
     DropNamespaceResponse,
     DropTableRequest,
@@ -40,11 +42,15 @@ from lance_namespace import (
     ListNamespacesResponse,
     ListTablesRequest,
     ListTablesResponse,
+    ListTableVersionsRequest,
+    ListTableVersionsResponse,
     NamespaceExistsRequest,
     RegisterTableRequest,
     RegisterTableResponse,
     RenameTableRequest,
     RenameTableResponse,
+    RestoreTableRequest,
+    RestoreTableResponse,
     TableExistsRequest,
 )
 from lance_namespace.errors import (
@@ -60,7 +66,7 @@ from pyiceberg import exceptions as iceberg
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
 
-from lance_iceberg_ns import datasets
+from lance_iceberg_ns import datasets, versions
 from lance_iceberg_ns.catalogs import (
     BridgeRestCatalog,
     TableSummary,
@@ -570,6 +576,47 @@ class IcebergLanceNamespace(LanceNamespace):
         self._table_types.forget((source.warehouse, source.iceberg_identifier))
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
+
+    # --- table versions (on the Lance dataset; see lance_iceberg_ns.versions) -----------------
+
+    def _dataset_location(self, table: TableId, branch: str | None) -> tuple[str, dict[str, str]]:
+        """A Lance table's location and the storage options to read its files with."""
+        if branch:
+            raise UnsupportedOperationError("Branches are not supported here")
+        loaded = self._load_lance_table(table)
+        vended = self._vended_storage_options(table, loaded) if self._settings.vend_credentials else None
+        return loaded.location, self._storage_options(vended)
+
+    @_operation(ListTableVersionsRequest)
+    def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
+        """A page of a Lance table's versions (oldest first, or newest with ``descending``).
+        Raises TableNotFoundError; a table with no data yet is InvalidInputError."""
+        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
+        page, token = versions.page_of_versions(
+            versions.table_versions(location, options), bool(request.descending), request.page_token, request.limit
+        )
+        return ListTableVersionsResponse(versions=page, page_token=token)
+
+    @_operation(DescribeTableVersionRequest)
+    def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
+        """One version of a Lance table (the latest when none is given).
+        Raises TableNotFoundError, TableVersionNotFoundError."""
+        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
+        if request.version is None:
+            version = versions.table_versions(location, options)[-1]
+        else:
+            version = versions.describe_version(location, options, request.version)
+        return DescribeTableVersionResponse(version=version)
+
+    @_operation(RestoreTableRequest)
+    def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
+        """Make an older version the latest again, as a new version (later versions are kept).
+        Raises TableNotFoundError, TableVersionNotFoundError."""
+        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
+        if request.version is None:
+            raise InvalidInputError("restore_table needs the version to restore")
+        versions.restore_version(location, options, request.version)
+        return RestoreTableResponse()
 
     # --- soft delete: undrop, purge, status (see lance_iceberg_ns.lifecycle) -------------------
 

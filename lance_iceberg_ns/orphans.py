@@ -19,21 +19,12 @@ import lance
 import pyarrow.fs as pafs
 from lance_namespace import DescribeTableRequest
 
-from lance_iceberg_ns.datasets import is_local, local_path, open_dataset
+from lance_iceberg_ns.datasets import filesystem_for, open_dataset
 from lance_iceberg_ns.lifecycle import parse_duration
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 DATA_DIRECTORY = "data"
 DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
-
-# Lance (object_store) storage option → pyarrow S3FileSystem argument.
-_S3_ARGUMENTS = {
-    "aws_access_key_id": "access_key",
-    "aws_secret_access_key": "secret_key",
-    "aws_session_token": "session_token",
-    "aws_region": "region",
-    "aws_endpoint": "endpoint_override",
-}
 
 
 @dataclass(frozen=True)
@@ -44,22 +35,6 @@ class OrphanFiles:
     files: list[str]
     bytes: int
     dry_run: bool
-
-
-def _filesystem(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and the path of ``location`` on it."""
-    if is_local(location):
-        return pafs.LocalFileSystem(), local_path(location)
-    scheme, path = location.split("://", 1)
-    if scheme in ("s3", "s3a"):
-        arguments = {
-            argument: storage_options[option] for option, argument in _S3_ARGUMENTS.items() if option in storage_options
-        }
-        if str(storage_options.get("allow_http", "")).lower() == "true":
-            arguments["scheme"] = "http"
-        return pafs.S3FileSystem(**arguments), path
-    filesystem, path = pafs.FileSystem.from_uri(location)
-    return filesystem, path
 
 
 def _referenced_data_files(dataset: lance.LanceDataset) -> set[str]:
@@ -78,7 +53,7 @@ def find_orphan_files(
     written more than ``older_than`` ago (a duration such as ``"3d"`` or seconds); deleted unless
     ``dry_run``."""
     margin = older_than if isinstance(older_than, (int, float)) else parse_duration(older_than)
-    filesystem, root = _filesystem(location, storage_options)
+    filesystem, root = filesystem_for(location, storage_options)
     data_root = f"{root.rstrip('/')}/{DATA_DIRECTORY}"
     listed = filesystem.get_file_info(pafs.FileSelector(data_root, allow_not_found=True, recursive=False))
     referenced = _referenced_data_files(open_dataset(location, dict(storage_options)))

@@ -22,9 +22,11 @@ from lance_namespace import (
     LanceNamespace,
     ListNamespacesRequest,
     ListTablesRequest,
+    ListTableVersionsRequest,
     NamespaceExistsRequest,
     RegisterTableRequest,
     RenameTableRequest,
+    RestoreTableRequest,
     TableExistsRequest,
 )
 from lance_namespace.errors import (
@@ -34,6 +36,7 @@ from lance_namespace.errors import (
     NamespaceNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TableVersionNotFoundError,
     UnsupportedOperationError,
     from_error_code,
 )
@@ -106,6 +109,14 @@ def test_lance_writes_and_reads_through_the_rest_client(client: lance.namespace.
     assert lance.dataset(namespace_client=client, table_id=table_id, version=2).count_rows() == 4
     detailed = client.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True))
     assert detailed.version == 3
+    # pylance's REST client takes and answers a dict for describe_table_version
+    listed = client.list_table_versions(ListTableVersionsRequest(id=table_id, descending=True, limit=2))
+    assert [v.version for v in listed.versions] == [3, 2] and listed.page_token == "2"
+    client.restore_table(RestoreTableRequest(id=table_id, version=2))
+    restored = client.describe_table_version({"id": table_id})["version"]
+    assert restored["version"] == 4 and restored["metadata"]["total_rows"] == "4"
+    with pytest.raises(TableVersionNotFoundError):
+        client.describe_table_version({"id": table_id, "version": 42})
 
 
 def test_lancedb_over_the_rest_server(server: RunningServer, warehouse: str) -> None:

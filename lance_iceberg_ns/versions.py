@@ -1,0 +1,107 @@
+"""Table versions, read from and restored on the Lance dataset itself (the catalog keeps no copy
+unless the table's versions are managed by it).
+
+Each version is a manifest under ``_versions/``: ``<n>.manifest`` (naming scheme V1) or
+``<u64::MAX - n>.manifest`` zero-padded to 20 digits (V2, what pylance writes now, so that an
+object store lists the newest first). Listing reads the directory once for paths and sizes and the
+dataset once for the commit times and summaries.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from collections.abc import Mapping
+
+import lance
+import pyarrow.fs as pafs
+from lance_namespace import TableVersion
+from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
+
+from lance_iceberg_ns.datasets import filesystem_for, open_dataset
+
+VERSIONS_DIRECTORY = "_versions"
+_U64_MAX = 2**64 - 1
+_MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
+
+
+def version_of_manifest(name: str) -> int | None:
+    """The version a manifest file name stands for, in either naming scheme; None for other files."""
+    match = _MANIFEST.match(name)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    return _U64_MAX - number if len(match.group(1)) == 20 else number
+
+
+def _manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:
+    filesystem, root = filesystem_for(location, storage_options)
+    listed = filesystem.get_file_info(
+        pafs.FileSelector(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}", allow_not_found=True)
+    )
+    found = {}
+    for info in listed:
+        version = version_of_manifest(info.base_name)
+        if version is not None and info.type == pafs.FileType.File:
+            found[version] = info
+    return found
+
+
+def _millis(timestamp: datetime | int) -> int:
+    """pylance gives commit times as naive local datetimes (or, raw, nanoseconds)."""
+    return int(timestamp.timestamp() * 1000) if isinstance(timestamp, datetime) else int(timestamp) // 1_000_000
+
+
+def table_versions(location: str, storage_options: Mapping[str, str]) -> list[TableVersion]:
+    """Every version of the dataset at ``location``, oldest first."""
+    dataset = open_dataset(location, dict(storage_options))
+    manifests = _manifests(location, storage_options)
+    versions = []
+    for entry in dataset.versions():
+        number = int(entry["version"])
+        manifest = manifests.get(number)
+        versions.append(
+            TableVersion(
+                version=number,
+                manifest_path=f"{VERSIONS_DIRECTORY}/{manifest.base_name}" if manifest else "",
+                manifest_size=manifest.size if manifest else None,
+                timestamp_millis=_millis(entry["timestamp"]),
+                metadata={str(k): str(v) for k, v in (entry.get("metadata") or {}).items()},
+            )
+        )
+    return versions
+
+
+def page_of_versions(
+    versions: list[TableVersion], descending: bool, page_token: str | None, limit: int | None
+) -> tuple[list[TableVersion], str | None]:
+    """One page of versions in the wanted order, after ``page_token`` (the last version number of
+    the previous page), and the token for the next page (None when nothing is left)."""
+    if limit is not None and limit < 0:
+        raise InvalidInputError(f"limit must not be negative, got {limit}")
+    ordered = sorted(versions, key=lambda v: v.version, reverse=descending)
+    if page_token:
+        try:
+            last = int(page_token)
+        except ValueError:
+            raise InvalidInputError(f"Not a version page token: {page_token!r}") from None
+        ordered = [v for v in ordered if (v.version < last if descending else v.version > last)]
+    if limit is None or len(ordered) <= limit:
+        return ordered, None
+    page = ordered[:limit]
+    return page, str(page[-1].version) if page else None
+
+
+def describe_version(location: str, storage_options: Mapping[str, str], version: int) -> TableVersion:
+    """One version of the dataset; TableVersionNotFoundError when it has no such version."""
+    for candidate in table_versions(location, storage_options):
+        if candidate.version == version:
+            return candidate
+    raise TableVersionNotFoundError(f"Version {version} not found for the dataset at {location}")
+
+
+def restore_version(location: str, storage_options: Mapping[str, str], version: int) -> int:
+    """Make ``version`` the latest again, as a new version (history is kept); the new version."""
+    dataset: lance.LanceDataset = open_dataset(location, dict(storage_options), version)
+    dataset.restore()
+    return open_dataset(location, dict(storage_options)).version

@@ -1,0 +1,90 @@
+"""Table versions of Lance tables in the catalog: listing (pages, both orders), describing and
+restoring, read from the Lance dataset; missing versions are TableVersionNotFound."""
+
+from __future__ import annotations
+
+import time
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace import ListTableVersionsRequest
+from lance_namespace.errors import (
+    ErrorCode,
+    InvalidInputError,
+    TableNotFoundError,
+    TableVersionNotFoundError,
+    UnsupportedOperationError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.versions import version_of_manifest
+
+
+def _write_versions(ns: IcebergLanceNamespace, table_id: list[str], count: int) -> None:
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
+    for i in range(2, count + 1):
+        lance.write_dataset(pa.table({"id": [i]}), namespace_client=ns, table_id=table_id, mode="append")
+
+
+def test_versions_are_listed_in_pages_in_both_orders(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    started = int(time.time() * 1000) - 1000
+    _write_versions(ns, table_id, 5)
+
+    listed = ns.list_table_versions(ListTableVersionsRequest(id=table_id))
+    assert [v.version for v in listed.versions] == [1, 2, 3, 4, 5] and listed.page_token is None
+    latest = listed.versions[-1]
+    assert latest.manifest_path.startswith("_versions/") and latest.manifest_path.endswith(".manifest")
+    assert latest.manifest_size and latest.manifest_size > 0
+    assert started <= latest.timestamp_millis <= int(time.time() * 1000) + 1000
+    assert latest.metadata and latest.metadata["total_rows"] == "5"
+
+    pages, token = [], None
+    while True:
+        page = ns.list_table_versions({"id": table_id, "descending": True, "limit": 2, "page_token": token})
+        pages.append([v.version for v in page.versions])
+        token = page.page_token
+        if token is None:
+            break
+    assert pages == [[5, 4], [3, 2], [1]]
+    ascending = ns.list_table_versions({"id": table_id, "limit": 3, "page_token": "2"})
+    assert [v.version for v in ascending.versions] == [3, 4, 5] and ascending.page_token is None
+
+
+def test_describe_and_restore(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    _write_versions(ns, table_id, 3)
+    assert ns.describe_table_version({"id": table_id, "version": 2}).version.metadata["total_rows"] == "2"
+    assert ns.describe_table_version({"id": table_id}).version.version == 3
+
+    ns.restore_table({"id": table_id, "version": 1})
+    dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+    assert dataset.version == 4 and dataset.to_table()["id"].to_pylist() == [1]
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
+
+
+def test_missing_versions_tables_and_bad_requests_are_typed(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    _write_versions(ns, table_id, 2)
+    with pytest.raises(TableVersionNotFoundError) as missing:
+        ns.describe_table_version({"id": table_id, "version": 9})
+    assert missing.value.code == ErrorCode.TABLE_VERSION_NOT_FOUND == 11
+    with pytest.raises(TableVersionNotFoundError):
+        ns.restore_table({"id": table_id, "version": 9})
+    with pytest.raises(TableNotFoundError):
+        ns.list_table_versions({"id": [*db, "missing"]})
+    with pytest.raises(InvalidInputError):
+        ns.list_table_versions({"id": table_id, "page_token": "not-a-version"})
+    with pytest.raises(InvalidInputError):
+        ns.restore_table({"id": table_id})
+    with pytest.raises(UnsupportedOperationError):
+        ns.list_table_versions({"id": table_id, "branch": "dev"})
+    assert lance.dataset(namespace_client=ns, table_id=table_id).version == 2  # nothing changed
+
+
+def test_manifest_names_of_both_naming_schemes() -> None:
+    assert version_of_manifest("7.manifest") == 7
+    assert version_of_manifest("18446744073709551613.manifest") == 2
+    assert version_of_manifest("2.manifest-0b1c") is None
+    assert version_of_manifest("latest_version_hint.json") is None
