@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 STORAGE_PREFIX = "storage."
 ICEBERG_PREFIX = "iceberg."
-_KNOWN_KEYS = {
+KNOWN_KEYS = {
     "endpoint",
     "auth_token",
     "credential",
@@ -161,7 +161,7 @@ class Settings:
                 storage_options[key[len(STORAGE_PREFIX) :]] = str(value)
             elif key.startswith(ICEBERG_PREFIX) and len(key) > len(ICEBERG_PREFIX):
                 catalog_properties[key[len(ICEBERG_PREFIX) :]] = str(value)
-            elif key not in _KNOWN_KEYS:
+            elif key not in KNOWN_KEYS:
                 logger.warning("Ignoring unknown namespace property %r", key)
         return cls(
             endpoint=endpoint.rstrip("/"),

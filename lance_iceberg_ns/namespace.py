@@ -66,7 +66,7 @@ from pyiceberg import exceptions as iceberg
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
 
-from lance_iceberg_ns import datasets, versions
+from lance_iceberg_ns import datasets, sources, versions
 from lance_iceberg_ns.catalogs import (
     BridgeRestCatalog,
     TableSummary,
@@ -169,6 +169,18 @@ class IcebergLanceNamespace(LanceNamespace):
         )
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+
+    @classmethod
+    def from_pyiceberg_catalog(cls, name: str, **properties: str) -> IcebergLanceNamespace:
+        """The bridge for a catalog configured for pyiceberg (``~/.pyiceberg.yaml``,
+        ``PYICEBERG_CATALOG__<NAME>__*``); ``properties`` (``root=...``) win over it."""
+        return cls(**{**sources.pyiceberg_catalog_properties(name), **properties})
+
+    @classmethod
+    def from_environment(cls, **properties: str) -> IcebergLanceNamespace:
+        """The bridge configured by ``LANCE_ICEBERG_*`` variables (over the pyiceberg catalog
+        ``LANCE_ICEBERG_CATALOG`` names, if any); ``properties`` win over both."""
+        return cls(**sources.resolve_properties(properties))
 
     # --- identity, pickling, lifetime ---------------------------------------------------------
 

@@ -10,8 +10,8 @@ dataset once for the commit times and summaries.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from collections.abc import Mapping
+from datetime import datetime
 
 import lance
 import pyarrow.fs as pafs
