@@ -1,26 +1,524 @@
-"""The ``lance-iceberg-ns`` command."""
+"""The ``lance-iceberg-ns`` command: namespaces, tables, versions, the soft-delete lifecycle,
+import from a directory namespace, the REST server and the local catalog.
+
+Connection options (``--catalog``, ``--endpoint``, ``--root``, ``-p key=value``) and output options
+(``--json``, ``--debug``, ``--delimiter``) go before or after the command; a command's own win.
+Settings also come from ``LANCE_ICEBERG_*`` variables and, with ``--catalog NAME`` (or
+``LANCE_ICEBERG_CATALOG``), from a pyiceberg catalog configuration.
+
+Exit codes: 0 success, 1 unexpected failure, 2 invalid input or usage, 3 not found, 4 conflict,
+5 unavailable (or throttled), 6 not authenticated or not allowed, 7 unsupported.
+"""
 
 from __future__ import annotations
 
-import argparse
+import json
+import logging
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+
+# Lance error code → exit code (see the module docstring).
+_EXIT_CODES = {
+    0: 7,
+    1: 3,
+    2: 4,
+    3: 4,
+    4: 3,
+    5: 4,
+    6: 3,
+    7: 4,
+    8: 3,
+    9: 4,
+    10: 3,
+    11: 3,
+    12: 3,
+    13: 2,
+    14: 4,
+    15: 6,
+    16: 6,
+    17: 5,
+    18: 1,
+    19: 4,
+    20: 2,
+    21: 5,
+}
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+
+
+def exit_code_for(error_code: int) -> int:
+    """The exit code for a Lance error code."""
+    return _EXIT_CODES.get(error_code, EXIT_UNEXPECTED)
+
+
+@dataclass
+class CliState:
+    """The options given so far, from the group and then the command."""
+
+    catalog: str | None = None
+    endpoint: str | None = None
+    root: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    as_json: bool = False
+    debug: bool = False
+    delimiter: str = "."
+
+    def namespace(self) -> Any:
+        from lance_iceberg_ns import IcebergLanceNamespace
+        from lance_iceberg_ns.sources import resolve_properties
+
+        explicit = {**self.properties, "endpoint": self.endpoint, "root": self.root}
+        properties = resolve_properties({k: v for k, v in explicit.items() if v is not None}, catalog=self.catalog)
+        if not properties.get("endpoint"):
+            raise click.UsageError(
+                "No catalog: give --endpoint URL, --catalog NAME (pyiceberg) or set LANCE_ICEBERG_ENDPOINT"
+            )
+        return IcebergLanceNamespace(**properties)
+
+    def identifier(self, text: str) -> list[str]:
+        return [] if text == "" else text.split(self.delimiter)
+
+    def name(self, parts: Iterable[str]) -> str:
+        return self.delimiter.join(parts)
+
+
+def _state() -> CliState:
+    return click.get_current_context().ensure_object(CliState)
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Store an option in the shared state (a command's value overrides the group's)."""
+    state = ctx.ensure_object(CliState)
+    if value is None or value == () or value is False:
+        return
+    if param.name == "properties":
+        for item in value:
+            key, separator, text = item.partition("=")
+            if not separator or not key:
+                raise click.BadParameter(f"expected key=value, got {item!r}", ctx=ctx, param=param)
+            state.properties[key] = text
+    else:
+        setattr(state, str(param.name), value)
+
+
+def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The connection and output options, accepted by the group and by every command."""
+    options = [
+        click.option("--catalog", help="start from this pyiceberg catalog (~/.pyiceberg.yaml, PYICEBERG_CATALOG__*)"),
+        click.option("--endpoint", help="the Iceberg REST catalog URL"),
+        click.option("--root", help="storage root for tables declared without a location"),
+        click.option(
+            "-p", "--property", "properties", multiple=True, metavar="KEY=VALUE", help="a bridge property (repeatable)"
+        ),
+        click.option("--json", "as_json", is_flag=True, default=None, help="print JSON for scripts"),
+        click.option("--debug", is_flag=True, default=None, help="log at DEBUG and show tracebacks"),
+        click.option("--delimiter", help="what joins identifier parts (default '.')"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    for param in getattr(function, "__click_params__", []):
+        param.expose_value = False
+        param.callback = _remember
+        param.is_eager = True
+    return function
+
+
+def _emit(data: Any, human: Callable[[], None]) -> None:
+    """JSON with ``--json``, else the human form."""
+    if _state().as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        human()
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for row in rows:
+        table.add_row(*("" if value is None else str(value) for value in row))
+    Console(width=200, soft_wrap=True).print(table)
+
+
+def _fields(pairs: Iterable[tuple[str, Any]]) -> None:
+    _table(("field", "value"), ((key, value) for key, value in pairs if value not in (None, "", {}, [])))
+
+
+def _all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
+    collected: list[Any] = []
+    token = None
+    while True:
+        page = fetch(token)
+        collected.extend(getattr(page, items) or [])
+        token = page.page_token
+        if not token:
+            return collected
+
+
+# --- the command tree -------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@common_options
+def cli() -> None:
+    """Lance tables in an Apache Iceberg REST catalog."""
+
+
+@cli.group()
+def namespaces() -> None:
+    """Namespaces: [warehouse, namespace...]."""
+
+
+@namespaces.command("list")
+@click.argument("parent", default="")
+@common_options
+def namespaces_list(parent: str) -> None:
+    """The child namespaces of PARENT (a warehouse or a namespace)."""
+    state = _state()
+    ns = state.namespace()
+    parent_id = state.identifier(parent)
+    names = _all_pages(lambda token: ns.list_namespaces({"id": parent_id, "page_token": token}), "namespaces")
+    _emit({"namespaces": names}, lambda: _table(("namespace",), ([state.name([*parent_id, n])] for n in names)))
+
+
+@namespaces.command("create")
+@click.argument("namespace_id")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="a namespace property (repeatable)")
+@click.option("--exist-ok", is_flag=True, help="succeed when it already exists")
+@common_options
+def namespaces_create(namespace_id: str, settings: tuple[str, ...], exist_ok: bool) -> None:
+    """Create a namespace."""
+    state = _state()
+    properties = dict(item.partition("=")[::2] for item in settings)
+    request = {"id": state.identifier(namespace_id), "properties": properties, "mode": "exist_ok" if exist_ok else None}
+    response = state.namespace().create_namespace(request)
+    _emit(response.to_dict(), lambda: click.echo(f"created {namespace_id}"))
+
+
+@namespaces.command("describe")
+@click.argument("namespace_id")
+@common_options
+def namespaces_describe(namespace_id: str) -> None:
+    """A namespace's properties."""
+    state = _state()
+    response = state.namespace().describe_namespace({"id": state.identifier(namespace_id)})
+    _emit(response.to_dict(), lambda: _fields(sorted((response.properties or {}).items())))
+
+
+@namespaces.command("drop")
+@click.argument("namespace_id")
+@common_options
+def namespaces_drop(namespace_id: str) -> None:
+    """Drop an empty namespace."""
+    state = _state()
+    state.namespace().drop_namespace({"id": state.identifier(namespace_id)})
+    _emit({"dropped": namespace_id}, lambda: click.echo(f"dropped {namespace_id}"))
+
+
+@cli.group()
+def tables() -> None:
+    """Lance tables: [warehouse, namespace..., table]."""
+
+
+@tables.command("list")
+@click.argument("namespace_id")
+@click.option("--include-declared/--exclude-declared", default=True, help="list declared tables without data")
+@common_options
+def tables_list(namespace_id: str, include_declared: bool) -> None:
+    """The Lance tables of a namespace."""
+    state = _state()
+    ns = state.namespace()
+    parent = state.identifier(namespace_id)
+    request = {"id": parent, "include_declared": include_declared}
+    names = _all_pages(lambda token: ns.list_tables({**request, "page_token": token}), "tables")
+    _emit({"tables": names}, lambda: _table(("table",), ([state.name([*parent, n])] for n in names)))
+
+
+@tables.command("describe")
+@click.argument("table_id")
+@click.option("--version", type=int, help="at this version")
+@common_options
+def tables_describe(table_id: str, version: int | None) -> None:
+    """A table's location, version, schema and properties."""
+    state = _state()
+    response = state.namespace().describe_table(
+        {"id": state.identifier(table_id), "version": version, "load_detailed_metadata": True}
+    )
+    data = response.to_dict()
+    data.pop("storage_options", None)  # may hold vended keys: not for a terminal
+
+    def human() -> None:
+        schema = response.var_schema.fields if response.var_schema else []
+        columns = ", ".join(f"{f.name}: {f.type.type}" for f in schema)
+        _fields([("location", response.location), ("version", response.version), ("schema", columns)])
+        if response.properties:
+            _fields(sorted(response.properties.items()))
+
+    _emit(data, human)
+
+
+@tables.command("declare")
+@click.argument("table_id")
+@click.option("--location", help="where its data will be (default: under the root)")
+@common_options
+def tables_declare(table_id: str, location: str | None) -> None:
+    """Reserve a table name and location before any data is written."""
+    state = _state()
+    response = state.namespace().declare_table({"id": state.identifier(table_id), "location": location})
+    _emit({"location": response.location}, lambda: click.echo(f"declared {table_id} at {response.location}"))
+
+
+@tables.command("register")
+@click.argument("table_id")
+@click.argument("location")
+@common_options
+def tables_register(table_id: str, location: str) -> None:
+    """Register the existing Lance dataset at LOCATION as a table."""
+    state = _state()
+    response = state.namespace().register_table({"id": state.identifier(table_id), "location": location})
+    _emit({"location": response.location}, lambda: click.echo(f"registered {table_id} at {location}"))
+
+
+@tables.command("deregister")
+@click.argument("table_id")
+@common_options
+def tables_deregister(table_id: str) -> None:
+    """Remove a table from the catalog, keeping its data."""
+    state = _state()
+    response = state.namespace().deregister_table({"id": state.identifier(table_id)})
+    _emit(
+        {"location": response.location},
+        lambda: click.echo(f"deregistered {table_id} (data kept at {response.location})"),
+    )
+
+
+@tables.command("drop")
+@click.argument("table_id")
+@common_options
+def tables_drop(table_id: str) -> None:
+    """Drop a table (a soft delete unless the bridge has soft_delete=false)."""
+    state = _state()
+    response = state.namespace().drop_table({"id": state.identifier(table_id)})
+    _emit({"location": response.location}, lambda: click.echo(f"dropped {table_id}"))
+
+
+@tables.command("rename")
+@click.argument("table_id")
+@click.argument("new_name")
+@click.option("--namespace", "new_namespace", help="move it to this namespace of the same warehouse")
+@common_options
+def tables_rename(table_id: str, new_name: str, new_namespace: str | None) -> None:
+    """Rename a table (its data stays where it is)."""
+    state = _state()
+    request = {"id": state.identifier(table_id), "new_table_name": new_name}
+    if new_namespace:
+        request["new_namespace_id"] = state.identifier(new_namespace)
+    state.namespace().rename_table(request)
+    _emit({"renamed": table_id, "to": new_name}, lambda: click.echo(f"renamed {table_id} to {new_name}"))
+
+
+@tables.command("versions")
+@click.argument("table_id")
+@click.option("--limit", type=click.IntRange(min=1), help="at most this many, newest first")
+@click.option("--ascending", is_flag=True, help="oldest first")
+@common_options
+def tables_versions(table_id: str, limit: int | None, ascending: bool) -> None:
+    """A table's versions (newest first)."""
+    state = _state()
+    ns = state.namespace()
+    request = {"id": state.identifier(table_id), "descending": not ascending}
+    if limit:
+        found = ns.list_table_versions({**request, "limit": limit}).versions
+    else:
+        found = _all_pages(lambda token: ns.list_table_versions({**request, "page_token": token}), "versions")
+    rows = [
+        (
+            v.version,
+            datetime.fromtimestamp(v.timestamp_millis / 1000, timezone.utc).isoformat(timespec="seconds"),
+            (v.metadata or {}).get("total_rows"),
+            v.manifest_path,
+        )
+        for v in found
+    ]
+    _emit(
+        {"versions": [v.to_dict() for v in found]}, lambda: _table(("version", "committed", "rows", "manifest"), rows)
+    )
+
+
+@tables.command("restore")
+@click.argument("table_id")
+@click.argument("version", type=int)
+@common_options
+def tables_restore(table_id: str, version: int) -> None:
+    """Make VERSION the latest again, as a new version."""
+    state = _state()
+    ns = state.namespace()
+    ns.restore_table({"id": state.identifier(table_id), "version": version})
+    latest = ns.describe_table_version({"id": state.identifier(table_id)}).version.version
+    _emit(
+        {"restored": version, "version": latest},
+        lambda: click.echo(f"restored {table_id} to version {version} as version {latest}"),
+    )
+
+
+@tables.command("status")
+@click.argument("table_id")
+@common_options
+def tables_status(table_id: str) -> None:
+    """exists, soft_deleted (since when) or not_found."""
+    state = _state()
+    status = state.namespace().table_status(state.identifier(table_id))
+    deleted_at = status.deleted_at.isoformat() if status.deleted_at else None
+    _emit(
+        {"state": status.state, "deleted_at": deleted_at},
+        lambda: click.echo(status.state if deleted_at is None else f"{status.state} {deleted_at}"),
+    )
+
+
+@tables.command("undrop")
+@click.argument("table_id")
+@common_options
+def tables_undrop(table_id: str) -> None:
+    """Bring back a soft-deleted table."""
+    state = _state()
+    state.namespace().undrop_table(state.identifier(table_id))
+    _emit({"restored": table_id}, lambda: click.echo(f"restored {table_id}"))
+
+
+def _cutoff(older_than: str | None) -> datetime | None:
+    from lance_iceberg_ns.lifecycle import parse_duration
+
+    if older_than is None:
+        return None
+    return datetime.now(timezone.utc) - timedelta(seconds=parse_duration(older_than))
+
+
+@tables.command("purge")
+@click.argument("target")
+@click.option("--older-than", help="purge every table of the namespace TARGET soft-deleted this long ago (7d, 12h)")
+@common_options
+def tables_purge(target: str, older_than: str | None) -> None:
+    """Reclaim a soft-deleted table's storage, or every expired one of a namespace."""
+    state = _state()
+    ns = state.namespace()
+    if older_than is not None:
+        purged = [
+            state.name(t)
+            for t in ns.purge_tables(namespace_id=state.identifier(target), deleted_before=_cutoff(older_than))
+        ]
+        _emit({"purged": purged}, lambda: click.echo("".join(f"purged {name}\n" for name in purged), nl=False))
+    else:
+        count = ns.purge_table(state.identifier(target))
+        _emit(
+            {"purged": target, "soft_deleted_versions": count},
+            lambda: click.echo(f"purged {count} soft-deleted version(s) of {target}"),
+        )
+
+
+@tables.command("purgable")
+@click.argument("namespace_id")
+@click.option("--older-than", help="only tables soft-deleted this long ago")
+@common_options
+def tables_purgable(namespace_id: str, older_than: str | None) -> None:
+    """The soft-deleted tables of a namespace."""
+    state = _state()
+    found = state.namespace().list_purgable_tables(state.identifier(namespace_id), deleted_before=_cutoff(older_than))
+    rows = [(state.name(t.id), t.deleted_at.isoformat()) for t in found]
+    _emit(
+        [{"id": t.id, "deleted_at": t.deleted_at.isoformat()} for t in found],
+        lambda: _table(("table", "deleted at"), rows),
+    )
+
+
+@tables.command("remove-orphans")
+@click.argument("table_id")
+@click.option("--older-than", default="3d", show_default=True, help="only files last written this long ago")
+@click.option("--dry-run", is_flag=True, help="list them, delete nothing")
+@common_options
+def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
+    """Delete data files no version references (left by failed or speculative task attempts)."""
+    from lance_iceberg_ns.orphans import remove_orphan_files
+
+    state = _state()
+    found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    _emit(
+        {"files": found.files, "bytes": found.bytes, "dry_run": dry_run},
+        lambda: click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes"),
+    )
+
+
+@cli.command("import-directory")
+@click.argument("directory")
+@click.option("--into", "into", required=True, help="the target namespace: WAREHOUSE.NAMESPACE")
+@click.option("--dry-run", is_flag=True, help="say what would be registered, register nothing")
+@click.option("--storage", multiple=True, metavar="KEY=VALUE", help="storage option for the directory (repeatable)")
+@common_options
+def import_directory_command(directory: str, into: str, dry_run: bool, storage: tuple[str, ...]) -> None:
+    """Register every Lance table of the directory namespace at DIRECTORY (V1 *.lance directories and
+    V2 __manifest tables) at its existing location. Safe to re-run."""
+    from rich.progress import Progress
+
+    from lance_iceberg_ns.directory_import import CONFLICT, import_directory
+
+    state = _state()
+    progress = Progress(transient=True, disable=state.as_json or not sys.stderr.isatty())
+    task = progress.add_task("importing", total=None)
+    with progress:
+        summary = import_directory(
+            state.namespace(),
+            directory,
+            state.identifier(into),
+            storage_options=dict(item.partition("=")[::2] for item in storage),
+            dry_run=dry_run,
+            planned=lambda total: progress.update(task, total=total),
+            progress=lambda _table: progress.advance(task),
+        )
+    rows = [(state.name(t.source), state.name(t.target), t.outcome, t.reason) for t in summary.tables]
+    counts = {outcome: summary.count(outcome) for outcome in sorted({t.outcome for t in summary.tables})}
+
+    def human() -> None:
+        _table(("directory table", "catalog table", "outcome", "reason"), rows)
+        click.echo(", ".join(f"{count} {outcome}" for outcome, count in counts.items()) or "no tables found")
+
+    _emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts}, human)
+    if summary.count(CONFLICT):
+        raise SystemExit(exit_code_for(5))  # a conflict, as for TableAlreadyExists
 
 
 def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
-def _local_catalog(args: argparse.Namespace) -> int:
+@cli.command("local-catalog")
+@click.option("--port", type=int, default=8181, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--data-dir", help="where the catalog keeps its state (default: a temporary directory)")
+@click.option(
+    "--prefix-style", default="none", show_default=True, type=click.Choice(["none", "defaults", "overrides", "any"])
+)
+@click.option("--warehouse", "warehouses", multiple=True, help="only serve these warehouses (repeatable)")
+def local_catalog_command(
+    port: int, host: str, data_dir: str | None, prefix_style: str, warehouses: tuple[str, ...]
+) -> None:
+    """Run the local Iceberg REST catalog in the foreground."""
     from lance_iceberg_ns.testing import start_local_catalog
 
-    server = start_local_catalog(
-        args.data_dir, prefix_style=args.prefix_style, port=args.port, host=args.host, warehouses=args.warehouse or ()
-    )
-    print(f"Iceberg REST catalog at {server.endpoint} (prefix style {args.prefix_style}, data in {server.data_dir})")
-    print("Press Ctrl-C to stop.", flush=True)
+    data_dir = data_dir or tempfile.mkdtemp(prefix="lance-iceberg-ns-catalog-")
+    server = start_local_catalog(data_dir, prefix_style=prefix_style, port=port, host=host, warehouses=warehouses)
+    click.echo(f"Iceberg REST catalog at {server.endpoint} (prefix style {prefix_style}, data in {server.data_dir})")
+    click.echo("Press Ctrl-C to stop.")
+    sys.stdout.flush()
     signal.signal(signal.SIGTERM, _interrupt)  # stop the server on a plain kill too
     try:
         server._process.wait()
@@ -28,137 +526,74 @@ def _local_catalog(args: argparse.Namespace) -> int:
         pass
     finally:
         server.stop()
-    return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=2333, show_default=True)
+@click.option("--auth-token", "auth_tokens", multiple=True, help="a bearer token clients must present (repeatable)")
+@click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
+@click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
+@common_options
+def serve_command(
+    host: str, port: int, auth_tokens: tuple[str, ...], forward_bearer_token: bool, access_log: bool
+) -> None:
+    """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
     import uvicorn
 
     from lance_iceberg_ns.server import create_app
 
-    properties = {"endpoint": args.endpoint, **_properties(args.property)}
-    if args.root:
-        properties["root"] = args.root
-    app = create_app(
-        properties=properties, auth_tokens=args.auth_token or (), forward_bearer_token=args.forward_bearer_token
-    )
-    print(f"Lance REST Namespace on http://{args.host}:{args.port} over the Iceberg catalog at {args.endpoint}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log)
-    return 0
-
-
-def _namespace_from(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from lance_iceberg_ns import IcebergLanceNamespace
-
-    return IcebergLanceNamespace(endpoint=args.endpoint, **_properties(args.property))
-
-
-def _properties(items: list[str] | None) -> dict[str, str]:
-    properties = {}
-    for item in items or ():
-        key, separator, value = item.partition("=")
-        if not separator or not key:
-            raise SystemExit(f"--property takes key=value, got {item!r}")
-        properties[key] = value
-    return properties
-
-
-def _identifier(text: str, delimiter: str) -> list[str]:
-    return text.split(delimiter)
-
-
-def _tables(args: argparse.Namespace) -> int:
-    """The soft-delete lifecycle, for people and for a scheduled purge job."""
-    from datetime import datetime, timedelta, timezone
-
-    from lance_iceberg_ns.lifecycle import parse_duration
-
-    ns = _namespace_from(args)
-    target = _identifier(args.id, args.delimiter)
-    if args.action == "status":
-        status = ns.table_status(target)
-        print(status.state if status.deleted_at is None else f"{status.state} {status.deleted_at.isoformat()}")
-    elif args.action == "undrop":
-        ns.undrop_table(target)
-        print(f"restored {args.delimiter.join(target)}")
-    elif args.action == "purgable":
-        cutoff = None
-        if args.older_than:
-            cutoff = datetime.now(timezone.utc) - timedelta(seconds=parse_duration(args.older_than))
-        for table in ns.list_purgable_tables(target, deleted_before=cutoff):
-            print(f"{args.delimiter.join(table.id)}\t{table.deleted_at.isoformat()}")
-    elif args.older_than is not None:  # purge: every expired table of a namespace
-        cutoff = datetime.now(timezone.utc) - timedelta(seconds=parse_duration(args.older_than))
-        for table_id in ns.purge_tables(namespace_id=target, deleted_before=cutoff):
-            print(f"purged {args.delimiter.join(table_id)}")
-    else:  # purge: one table
-        print(f"purged {ns.purge_table(target)} soft-deleted version(s) of {args.delimiter.join(target)}")
+    state = _state()
+    ns = state.namespace()  # validates the settings before the server starts
+    properties = dict(ns._properties)
     ns.close()
-    return 0
+    app = create_app(properties=properties, auth_tokens=auth_tokens, forward_bearer_token=forward_bearer_token)
+    endpoint = ns.settings.redact(ns.settings.endpoint)
+    click.echo(f"Lance REST Namespace on http://{host}:{port} over the Iceberg catalog at {endpoint}")
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
 
 
-def _demo(args: argparse.Namespace) -> int:
+@cli.command("demo")
+@click.option("--data-dir", help="keep the demo's catalog and tables here")
+def demo_command(data_dir: str | None) -> None:
+    """Run the end-to-end demo on the local catalog."""
     from lance_iceberg_ns.demo import run_demo
 
-    run_demo(args.data_dir)
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lance-iceberg-ns", description="Lance tables in an Iceberg REST catalog")
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    local = commands.add_parser("local-catalog", help="run the local Iceberg REST catalog in the foreground")
-    local.add_argument("--port", type=int, default=8181)
-    local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--data-dir", default=None, help="where the catalog keeps its state (default: a temporary dir)")
-    local.add_argument("--prefix-style", default="none", choices=["none", "defaults", "overrides", "any"])
-    local.add_argument("--warehouse", action="append", help="only serve these warehouses (repeatable)")
-    local.set_defaults(run=_local_catalog)
-
-    serve = commands.add_parser("serve", help="serve the Lance REST Namespace API over an Iceberg REST catalog")
-    serve.add_argument("--endpoint", required=True, help="the Iceberg REST catalog URL")
-    serve.add_argument("--root", default=None, help="storage root for new tables")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=2333)
-    serve.add_argument("--property", action="append", help="another bridge property, key=value (repeatable)")
-    serve.add_argument("--auth-token", action="append", help="a bearer token clients must present (repeatable)")
-    serve.add_argument(
-        "--forward-bearer-token", action="store_true", help="send each caller's bearer token to the Iceberg catalog"
-    )
-    serve.add_argument("--access-log", action="store_true", help="log every request (method, path, status)")
-    serve.set_defaults(run=_serve)
-
-    tables = commands.add_parser(
-        "tables",
-        help="soft-deleted tables: status, undrop, purge, purgable",
-        description="status ID | undrop ID | purge ID | purge --older-than 7d NAMESPACE | purgable NAMESPACE",
-    )
-    tables.add_argument("action", choices=["status", "undrop", "purge", "purgable"])
-    tables.add_argument("id", help="a table id (or, for purge --older-than and purgable, a namespace id)")
-    tables.add_argument("--endpoint", required=True, help="the Iceberg REST catalog URL")
-    tables.add_argument("--older-than", default=None, help="a duration (30s, 15m, 12h, 7d, 2w)")
-    tables.add_argument("--delimiter", default=".", help="what joins the identifier's parts (default '.')")
-    tables.add_argument("--property", action="append", help="another bridge property, key=value (repeatable)")
-    tables.set_defaults(run=_tables)
-
-    demo = commands.add_parser("demo", help="run the end-to-end demo on the local catalog")
-    demo.add_argument("--data-dir", default=None, help="keep the demo's catalog and tables here")
-    demo.set_defaults(run=_demo)
-    return parser
+    run_demo(data_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; errors are one line on stderr (a traceback too with ``--debug``)."""
     from lance_namespace.errors import LanceNamespaceError
 
-    args = build_parser().parse_args(argv)
-    if getattr(args, "data_dir", "unset") is None and args.command == "local-catalog":
-        args.data_dir = tempfile.mkdtemp(prefix="lance-iceberg-ns-catalog-")
+    state = CliState()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if "--debug" in arguments:
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.run(args))
-    except LanceNamespaceError as exc:  # a clear one-line answer, with the error code
-        print(f"error {int(exc.code)} ({type(exc).__name__}): {exc}", file=sys.stderr)
-        return 2
+        cli.main(arguments, prog_name="lance-iceberg-ns", standalone_mode=False, obj=state)
+        return 0
+    except click.exceptions.Exit as done:
+        return int(done.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_UNEXPECTED
+    except LanceNamespaceError as exc:
+        if state.debug:
+            traceback.print_exc()
+        code = int(exc.code)
+        click.echo(f"error: {type(exc).__name__.removesuffix('Error')} ({code}): {exc}", err=True)
+        return exit_code_for(code)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_UNEXPECTED
+    except Exception as exc:  # one line, whatever broke; the traceback with --debug
+        if state.debug:
+            traceback.print_exc()
+        click.echo(f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
+        return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

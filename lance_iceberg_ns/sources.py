@@ -63,7 +63,7 @@ def environment_properties(environ: Mapping[str, str] | None = None) -> dict[str
     environ = os.environ if environ is None else environ
     properties = {}
     for variable, value in environ.items():
-        if not variable.upper().startswith(ENVIRONMENT_PREFIX) or variable.upper() == CATALOG_VARIABLE:
+        if not variable.upper().startswith(ENVIRONMENT_PREFIX) or variable.upper() == CATALOG_VARIABLE or not value:
             continue
         key = variable[len(ENVIRONMENT_PREFIX) :].lower().replace("__", ".")
         if key.startswith(ICEBERG_PREFIX):

@@ -8,10 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import requests
 
-from lance_iceberg_ns.cli import build_parser
 from lance_iceberg_ns.demo import run_demo
 
 
@@ -60,12 +58,6 @@ def test_demo_runs_end_to_end_twice_on_the_same_data(tmp_path: Path) -> None:
     assert any("Read back: 1500 rows" in line for line in lines)
 
 
-def test_parser_knows_both_commands() -> None:
-    parser = build_parser()
-    assert parser.parse_args(["demo"]).command == "demo"
-    assert parser.parse_args(["local-catalog", "--prefix-style", "any"]).prefix_style == "any"
-
-
 def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: object, tmp_path: Path) -> None:
     import lance.namespace
     from lance_namespace import CreateNamespaceRequest, ListNamespacesRequest
@@ -92,34 +84,3 @@ def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: 
     finally:
         process.terminate()
         process.wait(timeout=30)
-
-
-def test_tables_commands_run_the_soft_delete_lifecycle(
-    endpoint: str, db: list[str], lance_root: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import lance
-    import pyarrow as pa
-
-    from lance_iceberg_ns import IcebergLanceNamespace
-    from lance_iceberg_ns.cli import main
-
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as ns:
-        for name in ("kept", "gone"):
-            lance.write_dataset(pa.table({"x": [1]}), namespace_client=ns, table_id=[*db, name])
-            ns.drop_table({"id": [*db, name]})
-    table, namespace = ".".join([*db, "kept"]), ".".join(db)
-
-    def run(*arguments: str) -> tuple[int, str]:
-        code = main(["tables", *arguments, "--endpoint", endpoint])
-        captured = capsys.readouterr()
-        return code, captured.out + captured.err
-
-    assert run("status", table)[1].startswith("soft_deleted ")
-    assert run("purgable", namespace)[1].count("\t") == 2
-    assert run("purgable", namespace, "--older-than", "1h")[1] == ""
-    assert run("undrop", table) == (0, f"restored {table}\n")
-    assert run("status", table)[1] == "exists\n"
-    assert run("purge", namespace, "--older-than", "0s")[1] == f"purged {'.'.join([*db, 'gone'])}\n"
-    code, output = run("purge", table)
-    assert code == 2 and "error 19" in output  # a live table is never purged
-    assert run("status", ".".join([*db, "gone"]))[1] == "not_found\n"

@@ -80,6 +80,7 @@ def test_lance_iceberg_variables() -> None:
         "LANCE_ICEBERG_STORAGE__AWS_REGION": "us-east-1",
         "LANCE_ICEBERG_ICEBERG__HEADER__X_TENANT": "t1",
         "LANCE_ICEBERG_CATALOG": "prod",
+        "LANCE_ICEBERG_SCOPE": "",  # empty is unset
         "OTHER": "x",
     }
     assert environment_properties(environ) == {
