@@ -180,7 +180,7 @@ def namespaces() -> None:
 
 
 @namespaces.command("list")
-@click.argument("parent", default="")
+@click.argument("parent")
 @common_options
 def namespaces_list(parent: str) -> None:
     """The child namespaces of PARENT (a warehouse or a namespace)."""

@@ -3,7 +3,8 @@
 
 By default the server is the local catalog (Apache Iceberg's CatalogHandlers, no Docker). With
 ``LANCE_ICEBERG_NS_TEST_SERVER=docker`` the same suite runs against the official
-``apache/iceberg-rest-fixture`` image through testcontainers.
+``apache/iceberg-rest-fixture`` image through testcontainers, and with ``=compose`` against the
+stack in ``compose/`` (the fixture over MinIO), started by testcontainers' DockerCompose.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lance_namespace import CreateNamespaceRequest
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.testing import local_catalog
 
-from .docker_fixture import docker_rest_fixture
+from .docker_fixture import compose_rest_fixture, docker_rest_fixture
 
 SERVER_KIND = os.environ.get("LANCE_ICEBERG_NS_TEST_SERVER", "local")
 
@@ -33,6 +34,9 @@ def catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
     """A running Iceberg REST server with an ``endpoint`` attribute."""
     if SERVER_KIND == "docker":
         with docker_rest_fixture() as server:
+            yield server
+    elif SERVER_KIND == "compose":
+        with compose_rest_fixture() as server:
             yield server
     else:
         with local_catalog(tmp_path_factory.mktemp("catalog"), prefix_style="defaults") as server:

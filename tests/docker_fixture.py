@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 FIXTURE_IMAGE = "apache/iceberg-rest-fixture:1.10.0"
 
@@ -49,3 +50,22 @@ def docker_rest_fixture() -> Iterator[DockerFixture]:
         wait_for_logs(container, "Started", timeout=120)
         host = container.get_container_host_ip()
         yield DockerFixture(f"http://{host}:{container.get_exposed_port(8181)}")
+
+
+COMPOSE_DIRECTORY = Path(__file__).resolve().parent.parent / "compose"
+
+
+@contextmanager
+def compose_rest_fixture() -> Iterator[DockerFixture]:
+    """The compose stack (the official fixture over MinIO) through testcontainers' DockerCompose,
+    so that the suite runs against S3-backed catalog metadata too."""
+    import pytest
+
+    available, reason = docker_available()
+    if not available:
+        pytest.skip(f"the compose stack needs Docker: {reason}")
+    from testcontainers.compose import DockerCompose
+
+    with DockerCompose(COMPOSE_DIRECTORY, compose_file_name="docker-compose.yml", wait=True) as stack:
+        stack.wait_for("http://127.0.0.1:8181/v1/config")
+        yield DockerFixture("http://127.0.0.1:8181")
