@@ -70,8 +70,9 @@ def main() -> None:
         def rows_seen(batches):  # type: ignore[no-untyped-def]
             yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
 
-        # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing
-        # written. Measured first, so it also starts the Python workers for the figures after it.
+        # Start the Python workers first, so that no figure pays for their start.
+        spark.range(0, 16, numPartitions=8).mapInArrow(rows_seen, "rows long").collect()
+        # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing written.
         figures = {
             "floor: Spark -> Python, no write": timed(lambda: source.mapInArrow(rows_seen, "rows long").collect()),
             "write: Spark -> Lance (catalog)": timed(lambda: write_lance(source, properties, table)),
