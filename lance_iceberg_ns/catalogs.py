@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoints, RestCatalog
+from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoint, Endpoints, RestCatalog
 from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
 from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
@@ -74,6 +74,9 @@ def _environment_settings(url: str) -> tuple[dict[str, str], str | None]:
     """Proxies and CA bundle from the environment for ``url``, read once per process."""
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
     return dict(requests.utils.get_environ_proxies(url)), bundle
+
+
+COMMIT_TRANSACTION = Endpoint.from_string("POST /v1/{prefix}/transactions/commit")  # no pyiceberg constant
 
 
 class BridgeRestCatalog(RestCatalog):
@@ -176,6 +179,37 @@ class BridgeRestCatalog(RestCatalog):
                 provider._refresh_token()
         else:
             super()._refresh_token()
+
+    def commit_transaction(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> None:
+        """One atomic commit of changes to several tables (identifier, requirements, updates) through
+        the Iceberg REST ``transactions/commit`` endpoint, which pyiceberg does not call itself.
+        Raises CommitFailedException when a requirement fails: then no table changed."""
+        from pyiceberg.catalog.rest import TableIdentifier
+        from pyiceberg.table import CommitTableRequest
+
+        self._check_endpoint(COMMIT_TRANSACTION)
+        table_changes = [
+            CommitTableRequest(
+                identifier=TableIdentifier.model_validate({"namespace": list(identifier[:-1]), "name": identifier[-1]}),
+                requirements=requirements,
+                updates=updates,
+            ).model_dump_json()
+            for identifier, requirements, updates in changes
+        ]
+        body = '{"table-changes": [' + ", ".join(table_changes) + "]}"
+        response = self._session.post(self.url("transactions/commit", prefixed=True), data=body.encode())
+        try:
+            response.raise_for_status()
+        except HTTPError as exc:
+            _handle_non_200_response(
+                exc,
+                {
+                    409: iceberg.CommitFailedException,
+                    500: iceberg.CommitStateUnknownException,
+                    502: iceberg.CommitStateUnknownException,
+                    504: iceberg.CommitStateUnknownException,
+                },
+            )
 
     @retry(**_RETRY_ARGS)  # type: ignore[call-overload]  # pyiceberg's: refresh the token, retry once on 401/419
     def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:

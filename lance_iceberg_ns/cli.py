@@ -545,7 +545,7 @@ def serve_command(
 
     state = _state()
     ns = state.namespace()  # validates the settings before the server starts
-    properties = dict(ns._properties)
+    properties = dict(ns.properties)
     ns.close()
     app = create_app(properties=properties, auth_tokens=auth_tokens, forward_bearer_token=forward_bearer_token)
     endpoint = ns.settings.redact(ns.settings.endpoint)

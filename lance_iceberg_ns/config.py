@@ -24,6 +24,8 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         false deletes at once). See ``lance_iceberg_ns.lifecycle``.
 ``soft_delete_ttl``     How long a soft-deleted table waits before ``purge_tables()`` reclaims it
                         (default ``7d``; ``30s``, ``15m``, ``12h``, ``2w`` or seconds).
+``table_version_management``  Tables declared by this namespace have their Lance versions
+                        managed by the catalog (default false; see ``lance_iceberg_ns.managed``).
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
@@ -62,6 +64,7 @@ KNOWN_KEYS = {
     "oauth2_refresh_margin_seconds",
     "soft_delete",
     "soft_delete_ttl",
+    "table_version_management",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -143,6 +146,7 @@ class Settings:
     oauth2_refresh_margin_seconds: int = 60
     soft_delete: bool = True
     soft_delete_ttl_seconds: float = 7 * 86400
+    table_version_management: bool = False
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -179,6 +183,7 @@ class Settings:
             oauth2_refresh_margin_seconds=_int_setting(properties, "oauth2_refresh_margin_seconds", 60, 0),
             soft_delete=_bool_setting(properties, "soft_delete", True),
             soft_delete_ttl_seconds=parse_duration(str(properties.get("soft_delete_ttl") or "7d")),
+            table_version_management=_bool_setting(properties, "table_version_management", False),
             storage_options=storage_options,
             catalog_properties=catalog_properties,
         )

@@ -21,8 +21,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from lance_namespace import (
+    BatchCreateTableVersionsRequest,
+    BatchCreateTableVersionsResponse,
+    BatchDeleteTableVersionsRequest,
+    BatchDeleteTableVersionsResponse,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
+    CreateTableVersionRequest,
+    CreateTableVersionResponse,
     DeclareTableRequest,
     DeclareTableResponse,
     DeregisterTableRequest,
@@ -66,7 +72,7 @@ from pyiceberg import exceptions as iceberg
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
 
-from lance_iceberg_ns import datasets, sources, versions
+from lance_iceberg_ns import datasets, managed, sources, versions
 from lance_iceberg_ns.catalogs import (
     BridgeRestCatalog,
     TableSummary,
@@ -229,6 +235,11 @@ class IcebergLanceNamespace(LanceNamespace):
     @property
     def settings(self) -> Settings:
         return self._settings
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The properties the namespace was built from (secrets included: do not show them)."""
+        return dict(self._properties)
 
     # --- shared steps -------------------------------------------------------------------------
 
@@ -448,11 +459,11 @@ class IcebergLanceNamespace(LanceNamespace):
                 f"A Lance dataset is at {location} with no table for it (being purged, or deregistered): "
                 "register it with register_table, or declare again once the purge is done"
             )
+        properties = self._catalog_table_properties(request.properties)
+        if self._settings.table_version_management:
+            properties.setdefault(managed.MANAGED_PROPERTY, "true")
         created = catalog.create_table(
-            table.iceberg_identifier,
-            schema=companion_table_schema(),
-            location=location,
-            properties=self._catalog_table_properties(request.properties),
+            table.iceberg_identifier, schema=companion_table_schema(), location=location, properties=properties
         )
         self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
         vended = None
@@ -463,7 +474,7 @@ class IcebergLanceNamespace(LanceNamespace):
             location=created.metadata.location,
             properties=dict(created.metadata.properties),
             storage_options=self._storage_options(vended),
-            managed_versioning=False,
+            managed_versioning=managed.is_managed(created.metadata.properties),
         )
 
     @_operation(DescribeTableRequest)
@@ -485,7 +496,7 @@ class IcebergLanceNamespace(LanceNamespace):
             location=location,
             properties=dict(loaded.properties),
             storage_options=self._storage_options(vended),
-            managed_versioning=False,
+            managed_versioning=managed.is_managed(loaded.properties),
         )
         if request.with_table_uri:
             response.table_uri = datasets.table_uri(location)
@@ -550,6 +561,11 @@ class IcebergLanceNamespace(LanceNamespace):
             raise InvalidInputError(f"Unknown register_table mode {request.mode!r}")
         if not request.location:
             raise InvalidInputError("register_table needs the location of an existing Lance dataset")
+        if managed.is_managed(request.properties):
+            raise InvalidInputError(
+                f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
+                "a registered dataset keeps Lance's own versions"
+            )
         if not datasets.dataset_exists(request.location, self._storage_options()):
             raise InvalidInputError(f"No Lance dataset at {request.location}")
         catalog = self._catalog(table.warehouse)
@@ -589,46 +605,137 @@ class IcebergLanceNamespace(LanceNamespace):
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
 
-    # --- table versions (on the Lance dataset; see lance_iceberg_ns.versions) -----------------
+    # --- table versions: on the Lance dataset (lance_iceberg_ns.versions), or in the catalog for
+    # tables whose versions it manages (lance_iceberg_ns.managed) ----------------------------------
 
-    def _dataset_location(self, table: TableId, branch: str | None) -> tuple[str, dict[str, str]]:
-        """A Lance table's location and the storage options to read its files with."""
+    def _dataset_location(self, table: TableId, branch: str | None) -> tuple[TableSummary, dict[str, str]]:
+        """A Lance table's summary and the storage options to read its files with."""
         if branch:
             raise UnsupportedOperationError("Branches are not supported here")
         loaded = self._load_lance_table(table)
         vended = self._vended_storage_options(table, loaded) if self._settings.vend_credentials else None
-        return loaded.location, self._storage_options(vended)
+        return loaded, self._storage_options(vended)
+
+    def _managed_table(self, table: TableId) -> Any:
+        """The companion table, loaded whole (snapshots and all), of a table with managed versions."""
+        loaded = self._catalog(table.warehouse).load_table(table.iceberg_identifier)
+        if not is_lance_table(loaded.properties):
+            raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
+        if not managed.is_managed(loaded.properties):
+            raise UnsupportedOperationError(
+                f"The versions of {table} are Lance's own; the catalog manages them only for tables declared "
+                f"with {managed.MANAGED_PROPERTY}=true"
+            )
+        return loaded
 
     @_operation(ListTableVersionsRequest)
     def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
         """A page of a Lance table's versions (oldest first, or newest with ``descending``).
         Raises TableNotFoundError; a table with no data yet is InvalidInputError."""
-        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
-        page, token = versions.page_of_versions(
-            versions.table_versions(location, options), bool(request.descending), request.page_token, request.limit
-        )
+        table = parse_table_id(request.id)
+        loaded, options = self._dataset_location(table, request.branch)
+        if managed.is_managed(loaded.properties):
+            found = managed.managed_versions(self._managed_table(table), options)
+        else:
+            found = versions.table_versions(loaded.location, options)
+        page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
         return ListTableVersionsResponse(versions=page, page_token=token)
 
     @_operation(DescribeTableVersionRequest)
     def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         """One version of a Lance table (the latest when none is given).
         Raises TableNotFoundError, TableVersionNotFoundError."""
-        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
-        if request.version is None:
-            version = versions.table_versions(location, options)[-1]
+        table = parse_table_id(request.id)
+        loaded, options = self._dataset_location(table, request.branch)
+        if managed.is_managed(loaded.properties):
+            version = managed.describe_managed_version(self._managed_table(table), options, request.version)
+        elif request.version is None:
+            version = versions.table_versions(loaded.location, options)[-1]
         else:
-            version = versions.describe_version(location, options, request.version)
+            version = versions.describe_version(loaded.location, options, request.version)
         return DescribeTableVersionResponse(version=version)
 
     @_operation(RestoreTableRequest)
     def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
-        """Make an older version the latest again, as a new version (later versions are kept).
+        """Make an older version the latest again, as a new version (later versions are kept);
+        for a managed table the new version is committed through the catalog.
         Raises TableNotFoundError, TableVersionNotFoundError."""
-        location, options = self._dataset_location(parse_table_id(request.id), request.branch)
+        table = parse_table_id(request.id)
+        loaded, options = self._dataset_location(table, request.branch)
         if request.version is None:
             raise InvalidInputError("restore_table needs the version to restore")
-        versions.restore_version(location, options, request.version)
+        if managed.is_managed(loaded.properties):
+            versions.restore_through_namespace(self, table.parts, request.version)
+        else:
+            versions.restore_version(loaded.location, options, request.version)
         return RestoreTableResponse()
+
+    @_operation(CreateTableVersionRequest)
+    def create_table_version(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
+        """Commit a Lance version of a managed table to the catalog, as a compare-and-swap on its
+        latest version. Raises ConcurrentModificationError when that version exists (another
+        writer won), UnsupportedOperationError for a table whose versions Lance manages itself."""
+        table = parse_table_id(request.id)
+        if request.branch:
+            raise UnsupportedOperationError("Branches are not supported here")
+        commit = managed.plan_version(self._managed_table(table), request)
+        try:
+            self._catalog(table.warehouse).commit_transaction(
+                [(commit.identifier, commit.requirements, commit.updates)]
+            )
+        except BaseException:
+            commit.discard()
+            raise
+        return CreateTableVersionResponse(version=commit.version)
+
+    @_operation(BatchCreateTableVersionsRequest)
+    def batch_create_table_versions(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
+        """Commit Lance versions of several managed tables of one warehouse in one atomic catalog
+        commit: all of them, or (ConcurrentModificationError) none."""
+        entries = list(request.entries or [])
+        if not entries:
+            raise InvalidInputError("batch_create_table_versions needs at least one entry")
+        tables = [parse_table_id(entry.id) for entry in entries]
+        warehouses = {table.warehouse for table in tables}
+        if len(warehouses) != 1:
+            raise InvalidInputError("An atomic commit covers tables of one warehouse (one catalog)")
+        if len({tuple(table.parts) for table in tables}) != len(tables):
+            raise InvalidInputError("An atomic commit takes one version per table")
+        commits: list[managed.VersionCommit] = []
+        try:
+            for table, entry in zip(tables, entries, strict=True):
+                if entry.branch:
+                    raise UnsupportedOperationError("Branches are not supported here")
+                commits.append(managed.plan_version(self._managed_table(table), entry))
+            self._catalog(tables[0].warehouse).commit_transaction(
+                [(c.identifier, c.requirements, c.updates) for c in commits]
+            )
+        except BaseException:
+            for commit in commits:
+                commit.discard()
+            raise
+        return BatchCreateTableVersionsResponse(versions=[commit.version for commit in commits])
+
+    @_operation(BatchDeleteTableVersionsRequest)
+    def batch_delete_table_versions(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
+        """Forget versions of a managed table in the catalog (never the latest); Lance's cleanup
+        deletes their files. Raises ConcurrentModificationError if a version landed meanwhile."""
+        table = parse_table_id(request.id)
+        if request.branch:
+            raise UnsupportedOperationError("Branches are not supported here")
+        loaded = self._managed_table(table)
+        latest = managed.latest_version(loaded)
+        wanted = sorted(  # ranges are [start, end); an end of -1 reaches the latest version
+            {
+                v
+                for r in request.ranges or []
+                for v in range(r.start_version, latest + 1 if r.end_version == -1 else r.end_version)
+            }
+        )
+        requirements, updates, count = managed.plan_removal(loaded, wanted)
+        if updates:
+            self._catalog(table.warehouse).commit_transaction([(tuple(loaded.name()), requirements, updates)])
+        return BatchDeleteTableVersionsResponse(deleted_count=count)
 
     # --- soft delete: undrop, purge, status (see lance_iceberg_ns.lifecycle) -------------------
 
@@ -678,7 +785,7 @@ class IcebergLanceNamespace(LanceNamespace):
             location=revived.location,
             properties=dict(revived.properties),
             storage_options=self._storage_options(vended),
-            managed_versioning=False,
+            managed_versioning=managed.is_managed(revived.properties),
         )
 
     def _drop_empty_trash(self, catalog: BridgeRestCatalog, namespace: NamespaceId) -> None:

@@ -12,6 +12,7 @@ failed or speculative task attempts are never part of the table
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from lance_namespace import DeclareTableRequest, DescribeTableRequest
+from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
@@ -109,6 +110,8 @@ class TableWrite:
     read_version: int | None
     append: bool
     max_rows_per_file: int
+    table_id: tuple[str, ...] = ()
+    managed: bool = False  # the catalog manages the table's versions: commit through the namespace
 
     @classmethod
     def plan(
@@ -126,16 +129,26 @@ class TableWrite:
         if mode == "create":
             declared = ns.declare_table(DeclareTableRequest(id=list(table_id)))
             location, options, read_version = declared.location, dict(declared.storage_options or {}), None
+            managed = bool(declared.managed_versioning)
         else:
             described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
             location, options = described.location, dict(described.storage_options or {})
-            existing = lance.dataset(location, storage_options=options or None)
+            managed = bool(described.managed_versioning)
+            existing = lance.dataset(namespace_client=ns, table_id=list(table_id)) if managed else None
+            existing = existing or lance.dataset(location, storage_options=options or None)
             read_version = existing.version
             if mode == "append":  # the batches are cast into the table's schema (its vector types too)
                 schema = existing.schema
         assert location is not None
         return cls(
-            location, options, schema.serialize().to_pybytes(), read_version, mode == "append", max_rows_per_file
+            location,
+            options,
+            schema.serialize().to_pybytes(),
+            read_version,
+            mode == "append",
+            max_rows_per_file,
+            tuple(table_id),
+            managed,
         )
 
     @property
@@ -156,16 +169,32 @@ class TableWrite:
         )
         return [json.dumps(fragment.to_json()) for fragment in fragments]
 
-    def commit(self, fragment_metadata: Iterable[str]) -> WriteResult:
-        """On the driver: one commit of exactly these fragments."""
+    def commit(self, fragment_metadata: Iterable[str], namespace: LanceNamespace | None = None) -> WriteResult:
+        """On the driver: one commit of exactly these fragments; for a table whose versions the
+        catalog manages, through ``namespace`` (the catalog arbitrates the version)."""
         fragments = [lance.FragmentMetadata.from_json(metadata) for metadata in fragment_metadata]
         operation: lance.LanceOperation.BaseOperation
         if self.append:
             operation = lance.LanceOperation.Append(fragments)
         else:
             operation = lance.LanceOperation.Overwrite(self.schema, fragments)
+        through_catalog: dict[str, Any] = {}
+        if self.managed:
+            if namespace is None:
+                raise InvalidInputError(
+                    f"The catalog manages the versions of {'.'.join(self.table_id)}: commit through it"
+                )
+            through_catalog = {
+                "namespace_client": namespace,
+                "table_id": list(self.table_id),
+                "namespace_client_managed_versioning": True,
+            }
         dataset = lance.LanceDataset.commit(
-            self.location, operation, read_version=self.read_version, storage_options=self.storage_options or None
+            self.location,
+            operation,
+            read_version=self.read_version,
+            storage_options=self.storage_options or None,
+            **through_catalog,
         )
         return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
 
@@ -194,17 +223,53 @@ def write_lance(
     or its properties (executors rebuild it). Raises the namespace's errors (TableAlreadyExists for
     ``create`` over a table, TableNotFound for ``append``/``overwrite`` of a missing one).
     """
-    plan = TableWrite.plan(
-        as_namespace(namespace), table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file
-    )
+    ns = as_namespace(namespace)
+    plan = TableWrite.plan(ns, table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file)
+    return plan.commit(_write_fragments(df, plan), ns)
+
+
+def _write_fragments(df: Any, plan: TableWrite) -> list[str]:
+    """The executors write the DataFrame's partitions as fragments; their metadata, collected by
+    one action (only what it collected is committed, whatever retries wrote besides)."""
     output = pa.schema([("fragment", pa.string())])
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pydict({"fragment": plan.write_fragments(batches)}, schema=output)
 
-    # One action: only what it collected is committed, whatever retries wrote besides.
-    collected = df.mapInArrow(write_partition, "fragment string").collect()
-    return plan.commit(row["fragment"] for row in collected)
+    return [row["fragment"] for row in df.mapInArrow(write_partition, "fragment string").collect()]
+
+
+def write_lance_together(
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    writes: Sequence[tuple[Any, Sequence[str], str]],
+    *,
+    max_rows_per_file: int = 1024 * 1024,
+) -> list[Any]:
+    """Write several DataFrames to several Lance tables whose versions the catalog manages, and
+    publish all the new versions in one atomic catalog commit: every table moves, or none does
+    (ConcurrentModificationError when another writer moved one meanwhile).
+
+    ``writes``: ``(df, table_id, mode)``. The executors write every DataFrame's fragments first;
+    the driver then stages each table's commit and publishes them together.
+    """
+    from lance_iceberg_ns.atomic import StagingNamespace, publish, stage
+
+    ns = as_namespace(namespace)
+    staging = StagingNamespace(**ns.properties)
+    try:
+        planned = []
+        for df, table_id, mode in writes:
+            plan = TableWrite.plan(ns, table_id, mode, _spark_arrow_schema(df), None, max_rows_per_file)
+            if not plan.managed:
+                raise InvalidInputError(
+                    f"Atomic commits need tables whose versions the catalog manages; {'.'.join(table_id)} is not one"
+                )
+            planned.append((plan, _write_fragments(df, plan)))
+        for plan, fragments in planned:
+            stage(staging, plan.table_id, functools.partial(plan.commit, fragments, staging))
+        return publish(ns, staging, [list(plan.table_id) for plan, _fragments in planned])
+    finally:
+        staging.close()
 
 
 @dataclass(frozen=True)

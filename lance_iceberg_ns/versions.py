@@ -15,7 +15,7 @@ from datetime import datetime
 
 import lance
 import pyarrow.fs as pafs
-from lance_namespace import TableVersion
+from lance_namespace import LanceNamespace, TableVersion
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 
 from lance_iceberg_ns.datasets import filesystem_for, open_dataset
@@ -105,3 +105,11 @@ def restore_version(location: str, storage_options: Mapping[str, str], version: 
     dataset: lance.LanceDataset = open_dataset(location, dict(storage_options), version)
     dataset.restore()
     return open_dataset(location, dict(storage_options)).version
+
+
+def restore_through_namespace(namespace: LanceNamespace, table_id: list[str], version: int) -> int:
+    """Restore through a namespace, so that the new version is committed where the namespace
+    commits them (the catalog, for managed tables); the new version."""
+    dataset = lance.dataset(namespace_client=namespace, table_id=table_id, version=version)
+    dataset.restore()
+    return lance.dataset(namespace_client=namespace, table_id=table_id).version

@@ -12,6 +12,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
 
 import lance  # noqa: E402
+from lance_namespace.errors import InvalidInputError  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.types import LongType  # noqa: E402
@@ -213,3 +214,26 @@ def test_spark4_data_source_failed_write_commits_nothing(
             "append"
         ).save()
     assert spark.read.format("lance").options(**options).load().count() == 10  # abort committed nothing
+
+
+def test_managed_tables_commit_through_the_catalog_and_move_together(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark import write_lance_together
+
+    managed = {**properties, "table_version_management": "true"}
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    first = write_lance(spark.range(10), managed, orders)
+    second = write_lance(spark.range(10, 15), managed, orders, mode="append")
+    assert (first.version, second.version, second.rows) == (1, 2, 15)
+    ns = IcebergLanceNamespace(**managed)
+    assert [v.version for v in ns.list_table_versions({"id": orders}).versions] == [1, 2]  # in the catalog
+
+    published = write_lance_together(
+        managed, [(spark.range(15, 20), orders, "append"), (spark.range(3), lines, "create")]
+    )
+    assert [(p.table_id, p.version) for p in published] == [(orders, 3), (lines, 1)]
+    assert _same(read_lance(spark, managed, orders), spark.range(20))
+    assert _same(read_lance(spark, managed, lines), spark.range(3))
+    with pytest.raises(InvalidInputError):  # atomic commits need managed tables
+        write_lance_together(properties, [(spark.range(1), [*db, "plain"], "create")])

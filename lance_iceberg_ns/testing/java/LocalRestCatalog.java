@@ -45,6 +45,12 @@ import org.apache.iceberg.exceptions.ServiceUnavailableException;
 import org.apache.iceberg.exceptions.UnprocessableEntityException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.BaseTransaction;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.Transaction;
+import org.apache.iceberg.Transactions;
+import org.apache.iceberg.rest.requests.CommitTransactionRequest;
 import org.apache.iceberg.rest.requests.CreateNamespaceRequest;
 import org.apache.iceberg.rest.requests.CreateTableRequest;
 import org.apache.iceberg.rest.requests.RegisterTableRequest;
@@ -83,7 +89,8 @@ public class LocalRestCatalog {
           Endpoint.V1_DELETE_TABLE,
           Endpoint.V1_RENAME_TABLE,
           Endpoint.V1_REGISTER_TABLE,
-          Endpoint.V1_REPORT_METRICS);
+          Endpoint.V1_REPORT_METRICS,
+          Endpoint.V1_COMMIT_TRANSACTION);
 
   private final ObjectMapper mapper = RESTObjectMapper.mapper();
   private final Path dataDir;
@@ -455,6 +462,27 @@ public class LocalRestCatalog {
     return ok(response.build());
   }
 
+  /**
+   * A multi-table commit, as the reference adapter does it: every change's requirements are
+   * checked and its updates staged in a transaction before any table commits. Commits of a
+   * warehouse are serialized, so no other commit can land between the checks and the commits:
+   * all the changes apply, or none does.
+   */
+  private static void commitTransaction(JdbcCatalog catalog, CommitTransactionRequest request) {
+    synchronized (catalog) {
+      List<Transaction> transactions = new ArrayList<>();
+      for (UpdateTableRequest change : request.tableChanges()) {
+        TableIdentifier identifier = change.identifier();
+        Table table = catalog.loadTable(identifier);
+        Transaction transaction =
+            Transactions.newTransaction(identifier.toString(), ((BaseTable) table).operations());
+        CatalogHandlers.commit(((BaseTransaction) transaction).underlyingOps(), change);
+        transactions.add(transaction);
+      }
+      transactions.forEach(Transaction::commitTransaction);
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Routing
 
@@ -537,6 +565,10 @@ public class LocalRestCatalog {
           return null;
       }
     }
+    if (matches(parts, "transactions", "commit") && method.equals("POST")) {
+      commitTransaction(catalog, readBody(exchange, CommitTransactionRequest.class));
+      return NO_CONTENT;
+    }
     if (matches(parts, "tables", "rename") && method.equals("POST")) {
       CatalogHandlers.renameTable(catalog, readBody(exchange, RenameTableRequest.class));
       return NO_CONTENT;
@@ -605,7 +637,10 @@ public class LocalRestCatalog {
           }
           return NO_CONTENT;
         case "POST":
-          return ok(CatalogHandlers.updateTable(catalog, table, readBody(exchange, UpdateTableRequest.class)));
+          UpdateTableRequest update = readBody(exchange, UpdateTableRequest.class);
+          synchronized (catalog) { // one commit at a time per warehouse, so transactions are atomic
+            return ok(CatalogHandlers.updateTable(catalog, table, update));
+          }
         default:
           return null;
       }

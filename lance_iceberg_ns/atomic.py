@@ -1,0 +1,126 @@
+"""Several Lance tables moving together: new versions of managed tables published in one atomic
+catalog commit, or not at all.
+
+pylance commits one table at a time. To publish several at once, each write goes through a
+staging namespace: pylance writes the data and stages the manifest as usual, and asks the
+namespace to create the version; the staging namespace records the request and declines, so
+nothing is published and pylance keeps the staged manifest. Once every table is staged, one
+``batch_create_table_versions`` publishes them all (the catalog checks every table's requirement
+before changing any), and the staged manifests are then copied to their final names. If any write
+or the commit fails, no table moves; the staged files are orphans for ``remove_orphan_files``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import pyarrow.fs as pafs
+from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry, DescribeTableRequest
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError
+
+from lance_iceberg_ns.datasets import filesystem_for
+from lance_iceberg_ns.managed import final_manifest_name
+from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
+
+
+class StagingNamespace(IcebergLanceNamespace):
+    """The bridge, except that versions are recorded for a later atomic commit instead of being
+    created (pylance then keeps their staged manifests)."""
+
+    def __init__(self, **properties: str) -> None:
+        super().__init__(**properties)
+        self._staged: dict[tuple[str, ...], CreateTableVersionEntry] = {}
+        self._staged_lock = threading.Lock()
+
+    def create_table_version(self, request: Any = None) -> Any:
+        fields = dict(request) if isinstance(request, Mapping) else request.to_dict()
+        entry = CreateTableVersionEntry.from_dict(fields)
+        assert entry is not None
+        with self._staged_lock:
+            if tuple(entry.id or ()) in self._staged:
+                raise InvalidInputError(f"Table {'.'.join(entry.id or [])} is written twice in one atomic commit")
+            self._staged[tuple(entry.id or ())] = entry
+        raise InvalidTableStateError("staged for an atomic commit")  # pylance keeps the staged manifest
+
+    def staged(self, table_id: Sequence[str]) -> CreateTableVersionEntry | None:
+        with self._staged_lock:
+            return self._staged.get(tuple(table_id))
+
+
+@dataclass(frozen=True)
+class PublishedVersion:
+    table_id: list[str]
+    version: int
+
+
+def stage(staging: StagingNamespace, table_id: Sequence[str], write: Callable[[], object]) -> None:
+    """Run one pylance write through the staging namespace; its version must end up staged."""
+    try:
+        write()
+    except OSError:  # pylance reports the declined commit as an unknown outcome
+        if staging.staged(table_id) is None:
+            raise
+    if staging.staged(table_id) is None:
+        raise InvalidInputError(f"The write to {'.'.join(table_id)} did not go through the namespace")
+
+
+def publish(
+    ns: IcebergLanceNamespace, staging: StagingNamespace, table_ids: Sequence[Sequence[str]]
+) -> list[PublishedVersion]:
+    """Publish the staged versions of ``table_ids`` in one atomic catalog commit, then finalize
+    their manifests. Raises ConcurrentModificationError (nothing published) if a table moved."""
+    entries = []
+    for table_id in table_ids:
+        entry = staging.staged(table_id)
+        if entry is None:
+            raise InvalidInputError(f"Nothing was staged for {'.'.join(table_id)}")
+        entries.append(entry)
+    response = ns.batch_create_table_versions(BatchCreateTableVersionsRequest(entries=entries))
+    for entry in entries:
+        _finalize(ns, list(entry.id or []), entry.manifest_path)
+    return [PublishedVersion(list(e.id or []), v.version) for e, v in zip(entries, response.versions, strict=True)]
+
+
+def _finalize(ns: IcebergLanceNamespace, table_id: list[str], staged_path: str) -> None:
+    """Copy a published version's staged manifest to its final name, as pylance would have."""
+    described = ns.describe_table(DescribeTableRequest(id=table_id))
+    assert described.location is not None
+    filesystem, root = filesystem_for(described.location, dict(described.storage_options or {}))
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    final = f"{directory}/{final_manifest_name(staged_path)}"
+    if filesystem.get_file_info(final).type == pafs.FileType.NotFound:
+        filesystem.copy_file(f"{directory}/{staged_path.rsplit('/', 1)[-1]}", final)
+
+
+def _write(
+    staging: StagingNamespace, table_id: Sequence[str], data: Any, mode: str, options: Mapping[str, Any]
+) -> None:
+    lance.write_dataset(data, namespace_client=staging, table_id=list(table_id), mode=mode, **options)
+
+
+def write_together(
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    writes: Sequence[tuple[Sequence[str], Any, str]],
+    **write_options: Any,
+) -> list[PublishedVersion]:
+    """Write data to several managed Lance tables and publish all their new versions at once.
+
+    ``writes``: ``(table_id, data, mode)`` with ``data`` anything ``lance.write_dataset`` takes and
+    ``mode`` one of ``create``, ``append``, ``overwrite``. Either every table moves to its new
+    version, or (ConcurrentModificationError, or the write's own error) none does; tables that
+    ``create`` declared stay declared without data.
+    """
+    ns = as_namespace(namespace)
+    staging = StagingNamespace(**ns.properties)
+    try:
+        for table_id, data, mode in writes:
+            stage(staging, table_id, functools.partial(_write, staging, table_id, data, mode, write_options))
+        return publish(ns, staging, [list(table_id) for table_id, _data, _mode in writes])
+    finally:
+        staging.close()

@@ -1,0 +1,265 @@
+"""Lance table versions managed by the Iceberg catalog: the catalog is the commit arbiter.
+
+A managed table (property ``table_version_management=true`` on its companion table) records each
+Lance version as one Iceberg snapshot on the companion table's ``main`` branch. The snapshot's
+summary carries the Lance version, its manifest path, size and e-tag; its manifest list is a valid,
+empty Avro file, so an Iceberg reader sees an empty table, never Lance files.
+
+Creating version ``n`` is a compare-and-swap: the commit adds the snapshot and moves ``main`` to
+it under the requirement ``assert-ref-snapshot-id`` = the snapshot of version ``n - 1``. Of two
+writers creating version ``n``, the catalog accepts exactly one; the other gets
+ConcurrentModification (14), and pylance retries on top of the winner. Several tables move
+together through the catalog's ``transactions/commit`` endpoint, where every requirement is
+checked before any table changes.
+
+pylance stages each manifest (``_versions/<n>.manifest-<uuid>``), asks the namespace to create
+the version with that path, then copies it to its final name itself. The catalog keeps the staged
+path (a snapshot is immutable); reads answer the final path once it exists, and finalize it
+themselves when a writer died before doing so. Staged copies left behind are removed with the
+orphan files (``lance_iceberg_ns.orphans``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.fs as pafs
+from lance_namespace import TableVersion
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError, TableVersionNotFoundError
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import write_manifest_list
+from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    RemoveSnapshotsUpdate,
+    SetSnapshotRefUpdate,
+    TableRequirement,
+    TableUpdate,
+)
+
+from lance_iceberg_ns.datasets import filesystem_for
+from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
+
+MANAGED_PROPERTY = "table_version_management"
+MAIN_BRANCH = "main"
+VERSION_KEY = "lance.version"
+MANIFEST_KEY = "lance.manifest-path"
+SIZE_KEY = "lance.manifest-size"
+ETAG_KEY = "lance.e-tag"
+NAMING_KEY = "lance.naming-scheme"
+METADATA_PREFIX = "lance.metadata."
+# A staged manifest older than this, with no final copy, was left by a writer that died.
+ABANDONED_AFTER_SECONDS = 60.0
+_STAGED = re.compile(r"^(?P<final>.+\.manifest)-[0-9a-fA-F-]+$")
+
+
+def is_managed(properties: Mapping[str, str] | None) -> bool:
+    """True when a companion table's versions are managed by the catalog."""
+    return str((properties or {}).get(MANAGED_PROPERTY, "")).lower() == "true"
+
+
+def final_manifest_name(manifest_path: str) -> str:
+    """The final file name of a (possibly staged) manifest path."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    match = _STAGED.match(name)
+    return match.group("final") if match else name
+
+
+def _main_is(snapshot_id: int | None) -> AssertRefSnapshotId:
+    """The compare-and-swap: ``main`` still points at ``snapshot_id`` (None: has none yet)."""
+    return AssertRefSnapshotId.model_validate({"ref": MAIN_BRANCH, "snapshot-id": snapshot_id})
+
+
+def _summary(snapshot: Snapshot | None) -> dict[str, str]:
+    """A snapshot's summary properties (pyiceberg's Summary does not iterate as a mapping)."""
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    return {str(k): str(v) for k, v in snapshot.summary.additional_properties.items()}
+
+
+def _version_of(snapshot: Snapshot | None) -> int:
+    return int(_summary(snapshot).get(VERSION_KEY, 0))
+
+
+def _main_snapshot(table: Table) -> Snapshot | None:
+    ref = table.metadata.refs.get(MAIN_BRANCH)
+    return table.metadata.snapshot_by_id(ref.snapshot_id) if ref else None
+
+
+def latest_version(table: Table) -> int:
+    """The latest Lance version the catalog holds for the table (0: none yet)."""
+    return _version_of(_main_snapshot(table))
+
+
+def _lineage(table: Table) -> list[Snapshot]:
+    """The Lance snapshots of ``main``, oldest first."""
+    lineage = []
+    snapshot = _main_snapshot(table)
+    while snapshot is not None:
+        if _version_of(snapshot):
+            lineage.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
+    return lineage[::-1]
+
+
+def _table_version(snapshot: Snapshot, final_names: set[str]) -> TableVersion:
+    summary = _summary(snapshot)
+    recorded = summary.get(MANIFEST_KEY, "")
+    final_name = final_manifest_name(recorded)
+    path = recorded
+    if final_name in final_names:  # finalized: answer the final path, in the form pylance gave
+        path = f"{recorded.rsplit('/', 1)[0]}/{final_name}" if "/" in recorded else final_name
+    size = summary.get(SIZE_KEY)
+    return TableVersion(
+        version=_version_of(snapshot),
+        manifest_path=path,
+        manifest_size=int(size) if size else None,
+        e_tag=summary.get(ETAG_KEY) or None,
+        timestamp_millis=snapshot.timestamp_ms,
+        metadata={k[len(METADATA_PREFIX) :]: v for k, v in summary.items() if k.startswith(METADATA_PREFIX)},
+    )
+
+
+def _final_manifests(location: str, storage_options: Mapping[str, str]) -> set[str]:
+    filesystem, root = filesystem_for(location, storage_options)
+    selector = pafs.FileSelector(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}", allow_not_found=True)
+    return {info.base_name for info in filesystem.get_file_info(selector) if info.base_name.endswith(".manifest")}
+
+
+def managed_versions(table: Table, storage_options: Mapping[str, str]) -> list[TableVersion]:
+    """Every Lance version of a managed table, oldest first, from one loaded table and one
+    listing of ``_versions/``."""
+    finals = _final_manifests(table.metadata.location, storage_options)
+    return [_table_version(snapshot, finals) for snapshot in _lineage(table)]
+
+
+def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
+    """One version (the latest when None). A version whose writer died after the catalog commit
+    but before finalizing is finalized here: its staged manifest is copied to the final name."""
+    lineage = _lineage(table)
+    wanted = [s for s in lineage if version is None or _version_of(s) == version][-1:]
+    if not wanted:
+        raise TableVersionNotFoundError(f"Version {version} not found for table {'.'.join(table.name())}")
+    snapshot = wanted[0]
+    finals = _final_manifests(table.metadata.location, storage_options)
+    recorded = _summary(snapshot).get(MANIFEST_KEY, "")
+    final_name = final_manifest_name(recorded)
+    if final_name not in finals and _finalize_abandoned(table.metadata.location, storage_options, recorded):
+        finals.add(final_name)
+    return _table_version(snapshot, finals)
+
+
+def _finalize_abandoned(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:
+    """Copy an abandoned staged manifest to its final name; False when it is not abandoned (its
+    writer may still be finalizing it) or is gone."""
+    filesystem, root = filesystem_for(location, storage_options)
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    staged = filesystem.get_file_info(f"{directory}/{recorded.rsplit('/', 1)[-1]}")
+    if staged.type != pafs.FileType.File or staged.mtime is None:
+        return False
+    if time.time() - staged.mtime.timestamp() < ABANDONED_AFTER_SECONDS:
+        return False
+    filesystem.copy_file(staged.path, f"{directory}/{final_manifest_name(recorded)}")
+    return True
+
+
+@dataclass(frozen=True)
+class VersionCommit:
+    """One Lance version of one table, ready to commit: the catalog change and its manifest list."""
+
+    identifier: tuple[str, ...]
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
+    manifest_list: str
+    io: FileIO
+    version: TableVersion
+
+    def discard(self) -> None:
+        """Delete the manifest list of a commit that did not land."""
+        with contextlib.suppress(OSError):
+            self.io.delete(self.manifest_list)
+
+
+def plan_version(table: Table, request: Any) -> VersionCommit:
+    """The commit of ``request.version`` (a CreateTableVersion request or batch entry) on top of the
+    table's latest version. A version that exists is ConcurrentModification; a gap is InvalidInput."""
+    if not request.manifest_path:
+        raise InvalidInputError("create_table_version needs the manifest_path of the staged manifest")
+    parent = _main_snapshot(table)
+    latest = _version_of(parent)
+    if request.version <= latest:
+        raise ConcurrentModificationError(
+            f"Version {request.version} of {'.'.join(table.name())} already exists (the latest is {latest})"
+        )
+    if request.version != latest + 1:
+        raise InvalidInputError(f"Version {request.version} does not follow the latest version {latest}")
+    metadata = table.metadata
+    snapshot_id = metadata.new_snapshot_id()
+    sequence_number = metadata.next_sequence_number()
+    manifest_list = f"{metadata.location}/metadata/snap-{snapshot_id}-lance-{request.version}.avro"
+    parent_id = parent.snapshot_id if parent else None
+    with write_manifest_list(
+        format_version=metadata.format_version,
+        output_file=table.io.new_output(manifest_list),
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=parent_id,
+        sequence_number=sequence_number,
+        avro_compression="deflate",
+    ):
+        pass  # no manifests: Iceberg readers see an empty table
+    summary = {VERSION_KEY: str(request.version), MANIFEST_KEY: request.manifest_path}
+    if request.manifest_size is not None:
+        summary[SIZE_KEY] = str(request.manifest_size)
+    if request.e_tag:
+        summary[ETAG_KEY] = request.e_tag
+    if request.naming_scheme:
+        summary[NAMING_KEY] = str(request.naming_scheme)
+    summary.update({METADATA_PREFIX + k: str(v) for k, v in (request.metadata or {}).items()})
+    snapshot = Snapshot.model_validate(
+        {
+            "snapshot-id": snapshot_id,
+            "parent-snapshot-id": parent_id,
+            "sequence-number": sequence_number,
+            "timestamp-ms": int(time.time() * 1000),
+            "manifest-list": manifest_list,
+            "summary": Summary(Operation.APPEND, **summary),
+            "schema-id": metadata.current_schema_id,
+        }
+    )
+    updates: tuple[TableUpdate, ...] = (
+        AddSnapshotUpdate(snapshot=snapshot),
+        SetSnapshotRefUpdate.model_validate(
+            {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot_id}
+        ),
+    )
+    requirements: tuple[TableRequirement, ...] = (_main_is(parent_id),)
+    return VersionCommit(
+        tuple(table.name()), requirements, updates, manifest_list, table.io, _table_version(snapshot, set())
+    )
+
+
+def plan_removal(
+    table: Table, versions: Sequence[int]
+) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...], int]:
+    """Removing Lance versions from the catalog: their snapshots go, the latest version stays, and
+    the change holds only if ``main`` has not moved meanwhile. Also says how many are removed."""
+    lineage = {_version_of(s): s for s in _lineage(table)}
+    latest = max(lineage) if lineage else 0
+    if latest in versions:
+        raise InvalidInputError(f"The latest version ({latest}) cannot be deleted")
+    snapshot_ids = [lineage[v].snapshot_id for v in versions if v in lineage]
+    parent = _main_snapshot(table)
+    requirements: tuple[TableRequirement, ...] = (_main_is(parent.snapshot_id if parent else None),)
+    updates: tuple[TableUpdate, ...] = ()
+    if snapshot_ids:
+        updates = (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": snapshot_ids}),)
+    return requirements, updates, len(snapshot_ids)

@@ -1,0 +1,216 @@
+"""Lance versions managed by the catalog: pylance through a managed table, the history in
+Iceberg, concurrent writers (threads and processes), atomic multi-table commits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    TableVersionNotFoundError,
+    UnsupportedOperationError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.atomic import write_together
+from lance_iceberg_ns.managed import VERSION_KEY
+from lance_iceberg_ns.versions import version_of_manifest
+
+
+@pytest.fixture
+def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> IcebergLanceNamespace:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+        yield ns
+
+
+def _snapshots(ns: IcebergLanceNamespace, table_id: list[str]) -> list[dict[str, str]]:
+    """The companion table's snapshots as a plain Iceberg client sees them, oldest first."""
+    table = ns._catalog(table_id[0]).load_table(tuple(table_id[1:]))
+    return [
+        {**snapshot.summary.additional_properties, "timestamp-ms": str(snapshot.timestamp_ms)}
+        for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
+        if snapshot.summary is not None
+    ]
+
+
+def _final_versions(location: str) -> list[int]:
+    names = os.listdir(os.path.join(location, "_versions"))
+    return sorted(v for v in (version_of_manifest(name) for name in names) if v is not None)
+
+
+def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    lance.write_dataset(pa.table({"id": [9]}), namespace_client=managed_ns, table_id=table_id, mode="overwrite")
+
+    assert managed_ns.describe_table({"id": table_id}).managed_versioning is True
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist() == [9]
+    old = lance.dataset(namespace_client=managed_ns, table_id=table_id, version=2)
+    assert sorted(old.to_table()["id"].to_pylist()) == [1, 2, 3]
+
+    history = _snapshots(managed_ns, table_id)  # the Lance history, seen from Iceberg
+    assert [h[VERSION_KEY] for h in history] == ["1", "2", "3"]
+    assert all(int(h["timestamp-ms"]) > 0 and h["lance.manifest-path"] for h in history)
+    iceberg_table = managed_ns._catalog(db[0]).load_table((*db[1:], "events"))
+    assert iceberg_table.scan().to_arrow().num_rows == 0  # plain Iceberg readers read no Lance files
+
+    listed = managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 2})
+    assert [v.version for v in listed.versions] == [3, 2] and listed.page_token == "2"
+    assert all(v.manifest_path.endswith(".manifest") for v in listed.versions)  # finalized
+    assert managed_ns.describe_table_version({"id": table_id}).version.version == 3
+    with pytest.raises(TableVersionNotFoundError):
+        managed_ns.describe_table_version({"id": table_id, "version": 7})
+    location = managed_ns.describe_table({"id": table_id}).location
+    assert _final_versions(location) == [1, 2, 3]
+
+
+def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    entry = {"id": table_id, "version": 2, "manifest_path": "somewhere/_versions/2.manifest-0a1b"}
+    managed_ns.create_table_version(entry)
+    with pytest.raises(ConcurrentModificationError):
+        managed_ns.create_table_version({**entry, "manifest_path": "somewhere/_versions/2.manifest-ffff"})
+    with pytest.raises(InvalidInputError):  # a gap
+        managed_ns.create_table_version({**entry, "version": 5})
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+
+
+def test_eight_threads_append_exactly_once_with_dense_versions(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
+    errors: list[BaseException] = []
+
+    def append(worker: int) -> None:
+        try:
+            for round_ in range(3):
+                data = pa.table({"id": [worker * 100 + round_ + 1]})
+                lance.write_dataset(data, namespace_client=managed_ns, table_id=table_id, mode="append")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append, args=(worker,)) for worker in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors, errors
+    ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
+    expected = [0] + [w * 100 + r + 1 for w in range(8) for r in range(3)]
+    assert sorted(ids) == sorted(expected)  # every append once
+    catalog_versions = [int(h[VERSION_KEY]) for h in _snapshots(managed_ns, table_id)]
+    assert catalog_versions == list(range(1, 26))  # dense
+    location = managed_ns.describe_table({"id": table_id}).location
+    assert _final_versions(location) == catalog_versions  # the catalog and _versions/ agree
+
+
+APPENDER = """
+import sys, lance, pyarrow as pa
+from lance_iceberg_ns import IcebergLanceNamespace
+endpoint, root, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
+table_id = sys.argv[4].split(".")
+ns = IcebergLanceNamespace(endpoint=endpoint, root=root, table_version_management="true")
+for round_ in range(3):
+    data = pa.table({"id": [worker * 100 + round_]})
+    lance.write_dataset(data, namespace_client=ns, table_id=table_id, mode="append")
+"""
+
+
+def test_four_processes_append_exactly_once(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [-1]}), namespace_client=managed_ns, table_id=table_id)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPENDER, endpoint, str(lance_root), str(worker), ".".join(table_id)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for worker in range(4)
+    ]
+    for process in processes:
+        _out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+    ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
+    assert sorted(ids) == sorted([-1] + [w * 100 + r for w in range(4) for r in range(3)])
+    catalog_versions = [int(h[VERSION_KEY]) for h in _snapshots(managed_ns, table_id)]
+    assert catalog_versions == list(range(1, 14))
+    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == catalog_versions
+
+
+def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    published = write_together(
+        managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"order": [1, 1]}), "create")]
+    )
+    assert [(p.table_id, p.version) for p in published] == [(orders, 1), (lines, 1)]
+    write_together(managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"order": [2]}), "append")])
+    assert lance.dataset(namespace_client=managed_ns, table_id=orders).count_rows() == 2
+    assert lance.dataset(namespace_client=managed_ns, table_id=lines).count_rows() == 3
+    for table_id in (orders, lines):
+        assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+        assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
+
+
+def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    from lance_iceberg_ns.atomic import StagingNamespace, publish, stage
+
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
+    staging = StagingNamespace(**managed_ns.properties)
+    for table_id, data in ((orders, pa.table({"id": [2]})), (lines, pa.table({"x": [2]}))):
+        stage(
+            staging,
+            table_id,
+            lambda t=table_id, d=data: lance.write_dataset(d, namespace_client=staging, table_id=t, mode="append"),
+        )
+    # a concurrent writer moves `lines` between the staging and the publishing
+    lance.write_dataset(pa.table({"x": [99]}), namespace_client=managed_ns, table_id=lines, mode="append")
+    with pytest.raises(ConcurrentModificationError):
+        publish(managed_ns, staging, [orders, lines])
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, orders)] == ["1"]  # unchanged
+    assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
+    assert sorted(lance.dataset(namespace_client=managed_ns, table_id=lines).to_table()["x"].to_pylist()) == [1, 99]
+    staging.close()
+
+
+def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "events"]
+    for i in range(3):
+        lance.write_dataset(
+            pa.table({"id": [i]}), namespace_client=managed_ns, table_id=table_id, mode="create" if i == 0 else "append"
+        )
+    with pytest.raises(InvalidInputError):
+        managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [{"start_version": 0, "end_version": -1}]})
+    deleted = managed_ns.batch_delete_table_versions(
+        {"id": table_id, "ranges": [{"start_version": 1, "end_version": 3}]}
+    )
+    assert deleted.deleted_count == 2
+    assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [3]
+    lance.write_dataset(pa.table({"id": [7]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 4
+
+
+def test_unmanaged_tables_keep_lance_versions(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "plain"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=ns, table_id=table_id, mode="append")
+    assert ns.describe_table({"id": table_id}).managed_versioning is False
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2]
+    assert _snapshots(ns, table_id) == []  # nothing recorded in the catalog
+    with pytest.raises(UnsupportedOperationError):
+        ns.create_table_version({"id": table_id, "version": 3, "manifest_path": "x/_versions/3.manifest-1"})
+    with pytest.raises(InvalidInputError):
+        ns.register_table({"id": [*db, "again"], "location": "/x", "properties": {"table_version_management": "true"}})
