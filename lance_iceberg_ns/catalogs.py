@@ -156,6 +156,17 @@ class BridgeRestCatalog(RestCatalog):
             body = self._get_through_session(url, params)
         return _summary_from_load_table_json(body)
 
+    def load_table_refs(self, identifier: tuple[str, ...]) -> Any:
+        """pyiceberg's ``Table`` for ``loadTable`` with ``snapshots=refs``: the current state and the
+        snapshots that branches and tags reference, without the history (cheap for long ones)."""
+        return self.table_from_summary(identifier, self.load_table_summary(identifier, refs_only=True))
+
+    def table_from_summary(self, identifier: tuple[str, ...], summary: TableSummary) -> Any:
+        """pyiceberg's ``Table`` from the answer a summary was read from, with no new request."""
+        from pyiceberg.catalog.rest import TableResponse
+
+        return self._response_to_table(tuple(identifier), TableResponse.model_validate_json(summary.body))
+
     def supports_credentials_endpoint(self) -> bool:
         """Whether the server advertised ``GET .../tables/{table}/credentials``."""
         return Capability.V1_LOAD_CREDENTIALS in self._supported_endpoints
@@ -231,6 +242,7 @@ class TableSummary:
     properties: dict[str, str]
     config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold vended secrets
     storage_credentials: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    body: bytes = field(default=b"", repr=False, compare=False)  # the answer, for table_from_summary
 
 
 def _summary_from_load_table_json(body: bytes) -> TableSummary:
@@ -241,6 +253,7 @@ def _summary_from_load_table_json(body: bytes) -> TableSummary:
         properties=dict(metadata.get("properties") or {}),
         config=dict(answer.get("config") or {}),
         storage_credentials=list(answer.get("storage-credentials") or []),
+        body=body,
     )
 
 

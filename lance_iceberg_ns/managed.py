@@ -129,17 +129,25 @@ def _table_version(snapshot: Snapshot, final_names: set[str]) -> TableVersion:
     )
 
 
-def _final_manifests(location: str, storage_options: Mapping[str, str]) -> set[str]:
+def _final_manifests(location: str, storage_options: Mapping[str, str], snapshots: Sequence[Snapshot]) -> set[str]:
+    """Which of the snapshots' manifests have been finalized: a look at each for a few, one
+    listing of ``_versions/`` for more."""
     filesystem, root = filesystem_for(location, storage_options)
-    selector = pafs.FileSelector(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}", allow_not_found=True)
-    return {info.base_name for info in filesystem.get_file_info(selector) if info.base_name.endswith(".manifest")}
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    names = [final_manifest_name(_summary(s).get(MANIFEST_KEY, "")) for s in snapshots]
+    if len(names) <= 4:
+        infos = filesystem.get_file_info([f"{directory}/{name}" for name in names])
+    else:
+        infos = filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    return {info.base_name for info in infos if info.type == pafs.FileType.File}
 
 
 def managed_versions(table: Table, storage_options: Mapping[str, str]) -> list[TableVersion]:
-    """Every Lance version of a managed table, oldest first, from one loaded table and one
-    listing of ``_versions/``."""
-    finals = _final_manifests(table.metadata.location, storage_options)
-    return [_table_version(snapshot, finals) for snapshot in _lineage(table)]
+    """Every Lance version the loaded table holds, oldest first (only the latest when it was
+    loaded with ``snapshots=refs``)."""
+    lineage = _lineage(table)
+    finals = _final_manifests(table.metadata.location, storage_options, lineage)
+    return [_table_version(snapshot, finals) for snapshot in lineage]
 
 
 def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
@@ -150,7 +158,7 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     if not wanted:
         raise TableVersionNotFoundError(f"Version {version} not found for table {'.'.join(table.name())}")
     snapshot = wanted[0]
-    finals = _final_manifests(table.metadata.location, storage_options)
+    finals = _final_manifests(table.metadata.location, storage_options, [snapshot])
     recorded = _summary(snapshot).get(MANIFEST_KEY, "")
     final_name = final_manifest_name(recorded)
     if final_name not in finals and _finalize_abandoned(table.metadata.location, storage_options, recorded):

@@ -112,6 +112,12 @@ logger = logging.getLogger(__name__)
 Request = TypeVar("Request")
 
 
+RECENT_TABLE_SECONDS = 2.0  # how long a table loaded for the latest version serves the next commit
+# How long a describe_table answer also answers the request for the latest version that pylance
+# sends right after it (as fresh as if that request had been sent a moment earlier).
+DESCRIBED_JUST_NOW_SECONDS = 0.5
+
+
 def companion_table_schema() -> Schema:
     """The schema of every companion table: one nullable string column ``dummy``."""
     return Schema(NestedField(field_id=1, name="dummy", field_type=StringType(), required=False))
@@ -175,6 +181,7 @@ class IcebergLanceNamespace(LanceNamespace):
         )
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self._recent_tables: dict[tuple[str, ...], tuple[float, Any]] = {}
 
     @classmethod
     def from_pyiceberg_catalog(cls, name: str, **properties: str) -> IcebergLanceNamespace:
@@ -261,7 +268,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     def _load_lance_table(self, table: TableId) -> TableSummary:
         """Load a companion table; a plain Iceberg table under that name is ``InvalidInputError``."""
-        loaded = self._catalog(table.warehouse).load_table_summary(table.iceberg_identifier)
+        loaded = self._catalog(table.warehouse).load_table_summary(table.iceberg_identifier, refs_only=True)
         is_lance = is_lance_table(loaded.properties)
         self._table_types.remember((table.warehouse, table.iceberg_identifier), is_lance)
         if not is_lance:
@@ -498,6 +505,10 @@ class IcebergLanceNamespace(LanceNamespace):
             storage_options=self._storage_options(vended),
             managed_versioning=managed.is_managed(loaded.properties),
         )
+        if response.managed_versioning:  # pylance asks for the latest version next: answer from this
+            self._remember_current(
+                table, self._catalog(table.warehouse).table_from_summary(table.iceberg_identifier, loaded)
+            )
         if request.with_table_uri:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
@@ -616,28 +627,77 @@ class IcebergLanceNamespace(LanceNamespace):
         vended = self._vended_storage_options(table, loaded) if self._settings.vend_credentials else None
         return loaded, self._storage_options(vended)
 
-    def _managed_table(self, table: TableId) -> Any:
-        """The companion table, loaded whole (snapshots and all), of a table with managed versions."""
-        loaded = self._catalog(table.warehouse).load_table(table.iceberg_identifier)
+    def _versioned_table(self, table: TableId, branch: str | None, history: bool) -> tuple[Any, dict[str, str]]:
+        """The companion table as pyiceberg loads it (with every snapshot when ``history``, else
+        only the current ones: one cheap request), and the storage options for its files."""
+        if branch:
+            raise UnsupportedOperationError("Branches are not supported here")
+        catalog = self._catalog(table.warehouse)
+        loaded = (
+            catalog.load_table(table.iceberg_identifier)
+            if history
+            else catalog.load_table_refs(table.iceberg_identifier)
+        )
         if not is_lance_table(loaded.properties):
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
-        if not managed.is_managed(loaded.properties):
+        if self._settings.vend_credentials:
+            return loaded, self._dataset_location(table, None)[1]
+        return loaded, self._storage_options()
+
+    def _managed_table(self, table: TableId, history: bool = False) -> Any:
+        """The companion table of a table with managed versions (see ``_versioned_table``)."""
+        loaded, _options = self._versioned_table(table, None, history)
+        self._require_managed(table, loaded.properties)
+        return loaded
+
+    @staticmethod
+    def _require_managed(table: TableId, properties: Mapping[str, str]) -> None:
+        if not managed.is_managed(properties):
             raise UnsupportedOperationError(
                 f"The versions of {table} are Lance's own; the catalog manages them only for tables declared "
                 f"with {managed.MANAGED_PROPERTY}=true"
             )
-        return loaded
+
+    def _remember_current(self, table: TableId, loaded: Any) -> None:
+        """Keep the table just loaded for the commit pylance makes right after asking for the latest
+        version; a stale copy only makes that commit's compare-and-swap fail, and pylance retry."""
+        with self._executor_lock:
+            self._recent_tables[(table.warehouse, *table.iceberg_identifier)] = (time.monotonic(), loaded)
+
+    def _forget_current(self, table: TableId) -> None:
+        with self._executor_lock:
+            self._recent_tables.pop((table.warehouse, *table.iceberg_identifier), None)
+
+    def _recently_loaded(self, table: TableId, max_age: float) -> Any | None:
+        with self._executor_lock:
+            remembered = self._recent_tables.get((table.warehouse, *table.iceberg_identifier))
+        if remembered is None or time.monotonic() - remembered[0] >= max_age:
+            return None
+        return remembered[1]
+
+    def _current_for_commit(self, table: TableId, version: int) -> Any:
+        loaded = self._recently_loaded(table, RECENT_TABLE_SECONDS)
+        if loaded is not None and managed.latest_version(loaded) == version - 1:
+            return loaded
+        return self._managed_table(table)
 
     @_operation(ListTableVersionsRequest)
     def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
         """A page of a Lance table's versions (oldest first, or newest with ``descending``).
         Raises TableNotFoundError; a table with no data yet is InvalidInputError."""
         table = parse_table_id(request.id)
-        loaded, options = self._dataset_location(table, request.branch)
-        if managed.is_managed(loaded.properties):
-            found = managed.managed_versions(self._managed_table(table), options)
+        latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
+        just_described = self._recently_loaded(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
+        if just_described is not None and not request.branch:
+            loaded, options = just_described, self._storage_options()
         else:
-            found = versions.table_versions(loaded.location, options)
+            loaded, options = self._versioned_table(table, request.branch, history=not latest_only)
+            if latest_only and managed.is_managed(loaded.properties):
+                self._remember_current(table, loaded)
+        if managed.is_managed(loaded.properties):
+            found = managed.managed_versions(loaded, options)
+        else:
+            found = versions.table_versions(loaded.metadata.location, options)
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
         return ListTableVersionsResponse(versions=page, page_token=token)
 
@@ -646,13 +706,15 @@ class IcebergLanceNamespace(LanceNamespace):
         """One version of a Lance table (the latest when none is given).
         Raises TableNotFoundError, TableVersionNotFoundError."""
         table = parse_table_id(request.id)
-        loaded, options = self._dataset_location(table, request.branch)
+        loaded, options = self._versioned_table(table, request.branch, history=False)
         if managed.is_managed(loaded.properties):
-            version = managed.describe_managed_version(self._managed_table(table), options, request.version)
+            if request.version is not None and request.version != managed.latest_version(loaded):
+                loaded, options = self._versioned_table(table, request.branch, history=True)
+            version = managed.describe_managed_version(loaded, options, request.version)
         elif request.version is None:
-            version = versions.table_versions(loaded.location, options)[-1]
+            version = versions.table_versions(loaded.metadata.location, options)[-1]
         else:
-            version = versions.describe_version(loaded.location, options, request.version)
+            version = versions.describe_version(loaded.metadata.location, options, request.version)
         return DescribeTableVersionResponse(version=version)
 
     @_operation(RestoreTableRequest)
@@ -678,7 +740,8 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         if request.branch:
             raise UnsupportedOperationError("Branches are not supported here")
-        commit = managed.plan_version(self._managed_table(table), request)
+        commit = managed.plan_version(self._current_for_commit(table, request.version), request)
+        self._forget_current(table)  # whatever happens next, the remembered state is past
         try:
             self._catalog(table.warehouse).commit_transaction(
                 [(commit.identifier, commit.requirements, commit.updates)]
@@ -707,6 +770,7 @@ class IcebergLanceNamespace(LanceNamespace):
                 if entry.branch:
                     raise UnsupportedOperationError("Branches are not supported here")
                 commits.append(managed.plan_version(self._managed_table(table), entry))
+                self._forget_current(table)
             self._catalog(tables[0].warehouse).commit_transaction(
                 [(c.identifier, c.requirements, c.updates) for c in commits]
             )
@@ -723,7 +787,7 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         if request.branch:
             raise UnsupportedOperationError("Branches are not supported here")
-        loaded = self._managed_table(table)
+        loaded = self._managed_table(table, history=True)
         latest = managed.latest_version(loaded)
         wanted = sorted(  # ranges are [start, end); an end of -1 reaches the latest version
             {

@@ -48,9 +48,11 @@ import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.Transaction;
 import org.apache.iceberg.Transactions;
 import org.apache.iceberg.rest.requests.CommitTransactionRequest;
+import org.apache.iceberg.rest.responses.LoadTableResponse;
 import org.apache.iceberg.rest.requests.CreateNamespaceRequest;
 import org.apache.iceberg.rest.requests.CreateTableRequest;
 import org.apache.iceberg.rest.requests.RegisterTableRequest;
@@ -625,7 +627,17 @@ public class LocalRestCatalog {
     if (matches(parts, "namespaces", "*", "tables", "*")) {
       switch (method) {
         case "GET":
-          return tableReply(CatalogHandlers.loadTable(catalog, table), exchange);
+          LoadTableResponse loaded = CatalogHandlers.loadTable(catalog, table);
+          if ("refs".equals(query.get("snapshots"))) { // only the snapshots that branches and tags reference
+            loaded =
+                LoadTableResponse.builder()
+                    .withTableMetadata(
+                        TableMetadata.buildFrom(loaded.tableMetadata()).suppressHistoricalSnapshots().build())
+                    .addAllConfig(loaded.config())
+                    .addAllCredentials(loaded.credentials())
+                    .build();
+          }
+          return tableReply(loaded, exchange);
         case "HEAD":
           CatalogHandlers.tableExists(catalog, table);
           return NO_CONTENT;

@@ -1,0 +1,65 @@
+"""Appends per second through pylance to a table whose versions the catalog manages, against an
+unmanaged table (Lance's own commits), from one run on the local catalog.
+
+Both tables get the same one-row appends, alternating in rounds so that both see the same machine
+state; each figure is appends per second over all rounds, and the ratio is the managed cost per
+commit against the unmanaged one (target: at most 2x).
+
+    .venv/bin/python bench/managed_commits.py [--appends 200] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.testing import local_catalog
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--appends", type=int, default=200, help="appends per table")
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    per_round = max(1, args.appends // args.rounds)
+    with (
+        tempfile.TemporaryDirectory() as work,
+        local_catalog(Path(work) / "catalog", prefix_style="defaults") as catalog,
+    ):
+        properties = {"endpoint": catalog.endpoint, "root": str(Path(work) / "lance")}
+        tables = {
+            "unmanaged": (IcebergLanceNamespace(**properties), ["bench_wh", "db", "unmanaged"]),
+            "managed": (
+                IcebergLanceNamespace(**properties, table_version_management="true"),
+                ["bench_wh", "db", "managed"],
+            ),
+        }
+        tables["unmanaged"][0].create_namespace({"id": ["bench_wh", "db"]})
+        row = pa.table({"id": [1], "value": [0.5]})
+        for ns, table_id in tables.values():
+            lance.write_dataset(row, namespace_client=ns, table_id=table_id)
+        seconds = dict.fromkeys(tables, 0.0)
+        for _round in range(args.rounds):
+            for name, (ns, table_id) in tables.items():
+                started = time.perf_counter()
+                for _ in range(per_round):
+                    lance.write_dataset(row, namespace_client=ns, table_id=table_id, mode="append")
+                seconds[name] += time.perf_counter() - started
+        total = per_round * args.rounds
+        for name, (ns, table_id) in tables.items():
+            assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == total + 1
+    print(f"{total} one-row appends per table through pylance, local catalog, alternating rounds")
+    for name in tables:
+        print(f"{name:<12}{total / seconds[name]:>10.1f} appends/s{seconds[name] / total * 1000:>10.2f} ms/commit")
+    ratio = seconds["managed"] / seconds["unmanaged"]
+    print(f"managed / unmanaged cost per commit: {ratio:.2f}x (target <= 2.0x)")
+
+
+if __name__ == "__main__":
+    main()
