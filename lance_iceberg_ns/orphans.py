@@ -1,4 +1,5 @@
-"""Orphan data files: files under a table's ``data/`` that no version of the table references.
+"""Orphan files: files under a table's ``data/`` that no version of the table references, and
+manifest copies under ``_versions/`` that nothing reads.
 
 Distributed writes leave them behind when a task attempt fails or a speculative attempt loses:
 the attempt wrote its fragments, but only the fragments the driver collected were committed. They
@@ -11,6 +12,7 @@ references.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,9 +23,12 @@ from lance_namespace import DescribeTableRequest
 
 from lance_iceberg_ns.datasets import filesystem_for, open_dataset
 from lance_iceberg_ns.lifecycle import parse_duration
+from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
 
 DATA_DIRECTORY = "data"
+_COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest#\d+$")
 DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
 
 
@@ -46,33 +51,46 @@ def _referenced_data_files(dataset: lance.LanceDataset) -> set[str]:
     return referenced
 
 
+def _leftover_manifests(listed: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
+    """Manifest copies under ``_versions/`` that nothing reads: staged manifests whose final copy
+    exists (pylance keeps them when the catalog manages the versions), and the temporary files of
+    interrupted copies (``<name>.manifest#<n>``)."""
+    names = {info.base_name for info in listed}
+    leftovers = []
+    for info in listed:
+        final = final_manifest_name(info.base_name)
+        if (final != info.base_name and final in names) or _COPY_IN_PROGRESS.match(info.base_name):
+            leftovers.append(info)
+    return leftovers
+
+
 def find_orphan_files(
     location: str, storage_options: Mapping[str, str], older_than: str | float = DEFAULT_MARGIN, dry_run: bool = True
 ) -> OrphanFiles:
-    """The data files of the dataset at ``location`` that no version references and that were last
-    written more than ``older_than`` ago (a duration such as ``"3d"`` or seconds); deleted unless
-    ``dry_run``."""
+    """The files of the dataset at ``location`` that nothing needs and that were last written more
+    than ``older_than`` ago (a duration such as ``"3d"`` or seconds): data files no version
+    references, and leftover manifest copies. Deleted unless ``dry_run``."""
     margin = older_than if isinstance(older_than, (int, float)) else parse_duration(older_than)
     filesystem, root = filesystem_for(location, storage_options)
-    data_root = f"{root.rstrip('/')}/{DATA_DIRECTORY}"
-    listed = filesystem.get_file_info(pafs.FileSelector(data_root, allow_not_found=True, recursive=False))
+    root = root.rstrip("/")
+    data = filesystem.get_file_info(pafs.FileSelector(f"{root}/{DATA_DIRECTORY}", allow_not_found=True))
+    manifests = filesystem.get_file_info(pafs.FileSelector(f"{root}/{VERSIONS_DIRECTORY}", allow_not_found=True))
     referenced = _referenced_data_files(open_dataset(location, dict(storage_options)))
+    candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
+    candidates += [(VERSIONS_DIRECTORY, info) for info in _leftover_manifests(manifests)]
     cutoff = time.time() - margin
     orphans = [
-        info
-        for info in listed
-        if info.type == pafs.FileType.File
-        and info.base_name not in referenced
-        and info.mtime is not None
-        and info.mtime.timestamp() < cutoff
+        (directory, info)
+        for directory, info in candidates
+        if info.type == pafs.FileType.File and info.mtime is not None and info.mtime.timestamp() < cutoff
     ]
     if not dry_run:
-        for info in orphans:
+        for _directory, info in orphans:
             filesystem.delete_file(info.path)
     return OrphanFiles(
         location,
-        sorted(f"{DATA_DIRECTORY}/{info.base_name}" for info in orphans),
-        sum(info.size or 0 for info in orphans),
+        sorted(f"{directory}/{info.base_name}" for directory, info in orphans),
+        sum(info.size or 0 for _directory, info in orphans),
         dry_run,
     )
 

@@ -22,6 +22,7 @@ from lance_namespace.errors import (
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.atomic import write_together
 from lance_iceberg_ns.managed import VERSION_KEY
+from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import version_of_manifest
 
 
@@ -71,6 +72,15 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
         managed_ns.describe_table_version({"id": table_id, "version": 7})
     location = managed_ns.describe_table({"id": table_id}).location
     assert _final_versions(location) == [1, 2, 3]
+
+    # the staged copies pylance keeps are orphans once final: removed, and every version still reads
+    staged = find_orphan_files(location, {}, older_than=0, dry_run=True).files
+    assert len(staged) == 3 and all(name.startswith("_versions/") and "-" in name for name in staged)
+    assert remove_orphan_files(managed_ns, table_id, older_than=0).files == staged
+    assert find_orphan_files(location, {}, older_than=0).files == []
+    for version, rows in ((1, 2), (2, 3), (3, 1)):
+        assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=version).count_rows() == rows
+    assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
 
 
 def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
