@@ -52,7 +52,7 @@ def main() -> None:
                     lance.write_dataset(row, namespace_client=ns, table_id=table_id, mode="append")
                 seconds[name] += time.perf_counter() - started
         total = per_round * args.rounds
-        for name, (ns, table_id) in tables.items():
+        for ns, table_id in tables.values():
             assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == total + 1
     print(f"{total} one-row appends per table through pylance, local catalog, alternating rounds")
     for name in tables:
