@@ -68,3 +68,18 @@ def test_operations_page_lists_every_implemented_operation() -> None:
     page = (DOCS / "operations.md").read_text()
     missing = [name for name in implemented if f"`{name}`" not in page]
     assert len(implemented) >= 16 and not missing, f"docs/operations.md does not document {missing}"
+
+
+def test_benchmark_summary_parses_every_saved_output() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    assert spec is not None and spec.loader is not None
+    run_all = importlib.util.module_from_spec(spec)
+    sys.modules["run_all"] = run_all  # dataclasses look their module up
+    spec.loader.exec_module(run_all)
+    rows = []
+    for name, parse in run_all.BENCHMARKS.items():
+        rows += parse((ROOT / "bench" / "results" / f"{name}.txt").read_text())
+    assert len(rows) == 10 and all(row.target for row in rows)
+    assert "targets met" in run_all.table(rows)

@@ -16,7 +16,12 @@ RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 def render_results(results: Path = RESULTS) -> str:
     sections = []
+    summary = results / "summary.txt"
+    if summary.exists():
+        sections.append(f"### Summary (`bench/run_all.py`)\n\n```text\n{summary.read_text().rstrip()}\n```\n")
     for path in sorted(results.glob("*.txt")):
+        if path == summary:
+            continue
         text = path.read_text().rstrip()
         sections.append(f"### `bench/{path.stem}.py`\n\n```text\n{text}\n```\n")
     return "\n".join(sections) or "No benchmark output saved yet: run the benchmarks (see above).\n"
