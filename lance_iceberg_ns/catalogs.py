@@ -106,9 +106,10 @@ class BridgeRestCatalog(RestCatalog):
         timeouts), headers and auth header, without requests' per-call machinery: about half a
         millisecond a call, more than the catalog's own work for a small answer.
 
-        Returns the body of a 200 answer. ``None`` means "use the session", which the caller does
-        for every other answer (so errors, redirects and token refresh on 401 stay pyiceberg's)
-        and whenever a proxy, cookie, or another adapter (SigV4 signing) is in play.
+        Returns the body of a 200 answer, and raises pyiceberg's error for an error answer (from
+        this one answer: the request is not made twice). ``None`` means "use the session", which
+        the caller does for 401/419 (pyiceberg refreshes the token and retries), redirects, and
+        whenever a proxy, cookie, or another adapter (SigV4 signing) is in play.
         """
         session = self._session
         adapter = session.get_adapter(url)
@@ -137,7 +138,18 @@ class BridgeRestCatalog(RestCatalog):
             )
         except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
             raise requests.ConnectionError(str(exc)) from exc
-        return response.data if response.status == 200 else None
+        if response.status == 200:
+            return bytes(response.data)
+        if response.status in (401, 419) or 300 <= response.status < 400:
+            return None
+        answer = requests.Response()
+        answer.status_code, answer._content, answer.url = response.status, response.data, url
+        answer.headers = requests.structures.CaseInsensitiveDict(response.headers)
+        try:
+            answer.raise_for_status()
+        except HTTPError as exc:
+            _handle_non_200_response(exc, {404: NoSuchTableError})
+        return None
 
     def load_table_summary(self, identifier: tuple[str, ...], refs_only: bool = False) -> TableSummary:
         """``loadTable``, keeping only the location and properties.

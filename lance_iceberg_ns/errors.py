@@ -47,6 +47,7 @@ _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...]
     (iceberg.BadRequestError, InvalidInputError),
     (requests.ConnectionError, ServiceUnavailableError),
     (requests.Timeout, ServiceUnavailableError),
+    (requests.exceptions.ChunkedEncodingError, ServiceUnavailableError),  # the answer broke off
     (NotImplementedError, UnsupportedOperationError),
 )
 
@@ -67,7 +68,9 @@ _BY_STATUS: dict[int, type[LanceNamespaceError]] = {
     404: NamespaceNotFoundError,
     419: UnauthenticatedError,
     429: ThrottlingError,
+    502: ServiceUnavailableError,  # a gateway could not reach the catalog
     503: ServiceUnavailableError,
+    504: ServiceUnavailableError,  # a gateway gave up waiting for it
 }
 
 

@@ -15,11 +15,13 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+import requests
 from lance_namespace import (
     BatchCreateTableVersionsRequest,
     BatchCreateTableVersionsResponse,
@@ -112,6 +114,16 @@ logger = logging.getLogger(__name__)
 Request = TypeVar("Request")
 
 
+# The property that tells, after a lost answer, whether a create landed (see _create_companion).
+CREATE_ID = "lance-iceberg-ns.create-id"
+# Failures after which a create may or may not have landed.
+LOST_ANSWER = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    iceberg.CommitStateUnknownException,
+    iceberg.ServerError,
+)
 RECENT_TABLE_SECONDS = 2.0  # how long a table loaded for the latest version serves the next commit
 # How long a describe_table answer also answers the request for the latest version that pylance
 # sends right after it (as fresh as if that request had been sent a moment earlier).
@@ -274,6 +286,49 @@ class IcebergLanceNamespace(LanceNamespace):
         if not is_lance:
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
         return loaded
+
+    def _create_companion(self, table: TableId, location: str, properties: dict[str, str]) -> Any:
+        """Create the companion table, safely retried when the answer is lost.
+
+        A create is not idempotent: if its answer is lost (a reset, a timeout, a 5xx from a
+        gateway) the table may exist or not, and a plain retry would report TableAlreadyExists for
+        the table it made itself. Every create therefore carries a one-off ``CREATE_ID``; after a
+        lost answer the table is looked up, and it is ours if it carries that id.
+        """
+        catalog = self._catalog(table.warehouse)
+        create_id = uuid.uuid4().hex
+        properties = {**properties, CREATE_ID: create_id}
+        answer_lost = False
+        for attempt in range(self._settings.max_retries + 1):
+            try:
+                created = catalog.create_table(
+                    table.iceberg_identifier, schema=companion_table_schema(), location=location, properties=properties
+                )
+                break
+            except iceberg.TableAlreadyExistsError:
+                if answer_lost and self._created_by(catalog, table, create_id):
+                    created = catalog.load_table(table.iceberg_identifier)
+                    break
+                raise
+            except LOST_ANSWER as exc:
+                answer_lost = True
+                logger.debug("create %s: answer lost (%s); checking whether it landed", table, type(exc).__name__)
+                if self._created_by(catalog, table, create_id):
+                    created = catalog.load_table(table.iceberg_identifier)
+                    break
+                if attempt == self._settings.max_retries:
+                    raise
+                time.sleep(0.1 * 2**attempt)
+        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        return created
+
+    @staticmethod
+    def _created_by(catalog: BridgeRestCatalog, table: TableId, create_id: str) -> bool:
+        try:
+            summary = catalog.load_table_summary(table.iceberg_identifier, refs_only=True)
+        except iceberg.NoSuchTableError:
+            return False
+        return summary.properties.get(CREATE_ID) == create_id
 
     def _storage_options(self, vended: Mapping[str, str] | None = None) -> dict[str, str]:
         """Static ``storage.*`` options, with vended values winning."""
@@ -469,10 +524,7 @@ class IcebergLanceNamespace(LanceNamespace):
         properties = self._catalog_table_properties(request.properties)
         if self._settings.table_version_management:
             properties.setdefault(managed.MANAGED_PROPERTY, "true")
-        created = catalog.create_table(
-            table.iceberg_identifier, schema=companion_table_schema(), location=location, properties=properties
-        )
-        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        created = self._create_companion(table, location, properties)
         vended = None
         if request.vend_credentials or self._settings.vend_credentials:
             # pyiceberg has merged the answer's config and best-matching storage credential
@@ -586,13 +638,7 @@ class IcebergLanceNamespace(LanceNamespace):
                 catalog.drop_table(table.iceberg_identifier, purge_requested=False)
             except iceberg.NoSuchTableError:
                 pass
-        created = catalog.create_table(
-            table.iceberg_identifier,
-            schema=companion_table_schema(),
-            location=request.location,
-            properties=self._catalog_table_properties(request.properties),
-        )
-        self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
+        created = self._create_companion(table, request.location, self._catalog_table_properties(request.properties))
         return RegisterTableResponse(location=created.metadata.location, properties=dict(created.metadata.properties))
 
     @_operation(RenameTableRequest)

@@ -11,6 +11,7 @@ import com.sun.net.httpserver.HttpServer;
 import java.io.File;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
@@ -116,6 +117,20 @@ public class LocalRestCatalog {
     this.knownWarehouses = knownWarehouses;
     for (String warehouse : knownWarehouses) {
       warehouseByPrefix.put(prefixOf(warehouse), warehouse);
+    }
+    rememberWarehousesOnDisk();
+  }
+
+  /** The warehouses of an earlier run on the same data directory: a restart keeps their prefixes. */
+  private void rememberWarehousesOnDisk() {
+    File[] names = dataDir.resolve("catalogs").toFile().listFiles((dir, name) -> name.endsWith(".warehouse"));
+    for (File file : names == null ? new File[0] : names) {
+      try {
+        String warehouse = Files.readString(file.toPath(), StandardCharsets.UTF_8);
+        warehouseByPrefix.put(prefixOf(warehouse), warehouse);
+      } catch (IOException e) {
+        throw new UncheckedIOException(e);
+      }
     }
   }
 
@@ -421,6 +436,12 @@ public class LocalRestCatalog {
 
   private JdbcCatalog openCatalog(String name) {
     String key = prefixOf(name);
+    try {
+      Files.createDirectories(dataDir.resolve("catalogs"));
+      Files.writeString(dataDir.resolve("catalogs").resolve(key + ".warehouse"), name, StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
     Path warehouseDir = dataDir.resolve("warehouses").resolve(key);
     Map<String, String> properties = new HashMap<>();
     properties.put("uri", "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(key + ".db"));
