@@ -158,6 +158,13 @@ class Settings:
             raise InvalidInputError("Property 'endpoint' is required (the Iceberg REST catalog URL)")
         if not endpoint.startswith(("http://", "https://")):
             raise InvalidInputError("Property 'endpoint' must start with http:// or https://")
+        try:
+            parsed = urlsplit(endpoint)
+            host, _port = parsed.hostname, parsed.port  # .port raises on a port that is not a number
+        except ValueError:
+            host = None
+        if not host:
+            raise InvalidInputError("Property 'endpoint' must be a URL with a host (and a numeric port, if any)")
         storage_options: dict[str, str] = {}
         catalog_properties: dict[str, str] = {}
         for key, value in properties.items():

@@ -129,6 +129,9 @@ def import_directory(
     if target_namespace is None or not target_namespace.path:
         raise InvalidInputError("Import into a namespace inside a warehouse: [warehouse, namespace, ...]")
     ns.namespace_exists({"id": target_namespace.parts})
+    local = root[len("file://") :] if root.startswith("file://") else root
+    if "://" not in local and not os.path.isdir(local):
+        raise InvalidInputError(f"No directory at {root}")
     options = dict(storage_options or {})
     directory = _open_directory(root, options)
     found = list(_walk(directory, []))

@@ -15,6 +15,8 @@ from lance_namespace.errors import InvalidInputError
 
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+MAX_PART_BYTES = 255  # a directory name on common file systems and object-store key segments
+MAX_PARTS = 32
 
 
 def _check_part(part: object, kind: str) -> str:
@@ -26,6 +28,8 @@ def _check_part(part: object, kind: str) -> str:
         raise InvalidInputError(f"Identifier part {part!r} contains a control character")
     if part != part.strip():
         raise InvalidInputError(f"Identifier part {part!r} has leading or trailing whitespace")
+    if len(part.encode()) > MAX_PART_BYTES:
+        raise InvalidInputError(f"Identifier part {part[:40]!r}... is longer than {MAX_PART_BYTES} bytes")
     return part
 
 
@@ -34,7 +38,20 @@ def _parts(raw: Sequence[str] | None, kind: str) -> tuple[str, ...]:
         return ()
     if isinstance(raw, str):
         raise InvalidInputError(f"A {kind} identifier is a list of strings, not the string {raw!r}")
+    if len(raw) > MAX_PARTS:
+        raise InvalidInputError(f"A {kind} identifier has at most {MAX_PARTS} parts, got {len(raw)}")
     return tuple(_check_part(part, kind) for part in raw)
+
+
+def check_location(location: str) -> str:
+    """An explicit table location, taken as given except for what could make it mean another
+    place than it says: ``..`` or ``.`` segments and control characters."""
+    path = location.split("://", 1)[-1]
+    if any(segment in (".", "..") for segment in path.split("/")):
+        raise InvalidInputError(f"A table location must not contain '.' or '..' segments: {location!r}")
+    if _CONTROL_CHARACTERS.search(location):
+        raise InvalidInputError("A table location must not contain control characters")
+    return location
 
 
 @dataclass(frozen=True)

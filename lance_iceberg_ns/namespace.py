@@ -87,6 +87,7 @@ from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
     NamespaceId,
     TableId,
+    check_location,
     default_table_location,
     parse_namespace_id,
     parse_table_id,
@@ -508,7 +509,9 @@ class IcebergLanceNamespace(LanceNamespace):
         tombstones = self._tombstones(table) if self._settings.soft_delete else []
         if tombstones:
             return self._revive_as_declared(table, request, tombstones[0])
-        location = request.location or default_table_location(self._settings.root, table)
+        location = (
+            check_location(request.location) if request.location else default_table_location(self._settings.root, table)
+        )
         catalog = self._catalog(table.warehouse)
         if (
             self._settings.soft_delete
@@ -624,6 +627,7 @@ class IcebergLanceNamespace(LanceNamespace):
             raise InvalidInputError(f"Unknown register_table mode {request.mode!r}")
         if not request.location:
             raise InvalidInputError("register_table needs the location of an existing Lance dataset")
+        check_location(request.location)
         if managed.is_managed(request.properties):
             raise InvalidInputError(
                 f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
