@@ -123,3 +123,42 @@ def s3_endpoint() -> Iterator[str]:
     requests.put(f"{endpoint}/lake", timeout=30).raise_for_status()
     yield endpoint
     server.stop()
+
+
+SECRET_MARK = "SECRET"  # every secret the tests configure (tokens, client secrets, keys) carries it
+QUIET_LOGGERS = ("py4j", "asyncio", "filelock", "matplotlib")  # too chatty at DEBUG, and secret-free
+
+
+class _LogCapture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.leaks: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" {record.exc_info[1]!r}"
+        if SECRET_MARK in text:
+            self.leaks.append(f"{record.name}: {text[:300]}")
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_debug_logs() -> Iterator[None]:
+    """Every test runs with DEBUG logging on (the bridge, pyiceberg, requests, urllib3, the
+    server) and fails if a configured secret shows up in any record."""
+    root = logging.getLogger()
+    capture = _LogCapture()
+    previous = root.level
+    quiet = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    root.addHandler(capture)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.removeHandler(capture)
+        root.setLevel(previous)
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
+    assert not capture.leaks, capture.leaks[:5]
