@@ -209,7 +209,9 @@ def test_purge_racing_undrop_has_exactly_one_winner_and_never_loses_revived_data
         if undrop_won:
             assert ns.table_status(table_id).state == "exists"
             assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 3  # data survived
-            assert purged == 0
+            # the purge found the tombstone gone (0), or, when the undrop had finished before it
+            # looked, a live table it must not touch
+            assert purged == 0 or isinstance(purged, InvalidTableStateError), purged
         else:
             assert isinstance(undropped, TableNotFoundError)
             assert ns.table_status(table_id).state == "not_found" and not os.path.exists(location)
