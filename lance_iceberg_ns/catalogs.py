@@ -203,15 +203,16 @@ class BridgeRestCatalog(RestCatalog):
         else:
             super()._refresh_token()
 
-    def commit_transaction(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> None:
-        """One atomic commit of changes to several tables (identifier, requirements, updates) through
-        the Iceberg REST ``transactions/commit`` endpoint, which pyiceberg does not call itself.
-        Raises CommitFailedException when a requirement fails: then no table changed."""
+    def commit_changes(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> None:
+        """Commit changes (identifier, requirements, updates) to one or several tables atomically:
+        one table through its own update endpoint (pyiceberg's request, without parsing the new
+        metadata it answers), several through the Iceberg REST ``transactions/commit`` endpoint,
+        which pyiceberg does not call itself. Raises CommitFailedException when a requirement
+        fails: then no table changed."""
         from pyiceberg.catalog.rest import TableIdentifier
         from pyiceberg.table import CommitTableRequest
 
-        self._check_endpoint(COMMIT_TRANSACTION)
-        table_changes = [
+        requests_json = [
             CommitTableRequest(
                 identifier=TableIdentifier.model_validate({"namespace": list(identifier[:-1]), "name": identifier[-1]}),
                 requirements=requirements,
@@ -219,8 +220,15 @@ class BridgeRestCatalog(RestCatalog):
             ).model_dump_json()
             for identifier, requirements, updates in changes
         ]
-        body = '{"table-changes": [' + ", ".join(table_changes) + "]}"
-        response = self._session.post(self.url("transactions/commit", prefixed=True), data=body.encode())
+        if len(changes) == 1:
+            self._check_endpoint(Capability.V1_UPDATE_TABLE)
+            url = self.url(Endpoints.update_table, prefixed=True, **self._split_identifier_for_path(changes[0][0]))
+            body = requests_json[0]
+        else:
+            self._check_endpoint(COMMIT_TRANSACTION)
+            url = self.url("transactions/commit", prefixed=True)
+            body = '{"table-changes": [' + ", ".join(requests_json) + "]}"
+        response = self._session.post(url, data=body.encode())
         try:
             response.raise_for_status()
         except HTTPError as exc:

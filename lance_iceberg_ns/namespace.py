@@ -793,9 +793,7 @@ class IcebergLanceNamespace(LanceNamespace):
         commit = managed.plan_version(self._current_for_commit(table, request.version), request)
         self._forget_current(table)  # whatever happens next, the remembered state is past
         try:
-            self._catalog(table.warehouse).commit_transaction(
-                [(commit.identifier, commit.requirements, commit.updates)]
-            )
+            self._catalog(table.warehouse).commit_changes([(commit.identifier, commit.requirements, commit.updates)])
         except BaseException:
             commit.discard()
             raise
@@ -821,7 +819,7 @@ class IcebergLanceNamespace(LanceNamespace):
                     raise UnsupportedOperationError("Branches are not supported here")
                 commits.append(managed.plan_version(self._managed_table(table), entry))
                 self._forget_current(table)
-            self._catalog(tables[0].warehouse).commit_transaction(
+            self._catalog(tables[0].warehouse).commit_changes(
                 [(c.identifier, c.requirements, c.updates) for c in commits]
             )
         except BaseException:
@@ -848,7 +846,7 @@ class IcebergLanceNamespace(LanceNamespace):
         )
         requirements, updates, count = managed.plan_removal(loaded, wanted)
         if updates:
-            self._catalog(table.warehouse).commit_transaction([(tuple(loaded.name()), requirements, updates)])
+            self._catalog(table.warehouse).commit_changes([(tuple(loaded.name()), requirements, updates)])
         return BatchDeleteTableVersionsResponse(deleted_count=count)
 
     # --- soft delete: undrop, purge, status (see lance_iceberg_ns.lifecycle) -------------------
