@@ -131,6 +131,11 @@ RECENT_TABLE_SECONDS = 2.0  # how long a table loaded for the latest version ser
 DESCRIBED_JUST_NOW_SECONDS = 0.5
 
 
+def _shown(properties: Mapping[str, str]) -> dict[str, str]:
+    """A companion table's properties as answered: without the bridge's own bookkeeping."""
+    return {key: value for key, value in properties.items() if key != CREATE_ID}
+
+
 def companion_table_schema() -> Schema:
     """The schema of every companion table: one nullable string column ``dummy``."""
     return Schema(NestedField(field_id=1, name="dummy", field_type=StringType(), required=False))
@@ -534,7 +539,7 @@ class IcebergLanceNamespace(LanceNamespace):
             vended = lance_storage_options(dict(created.io.properties))
         return DeclareTableResponse(
             location=created.metadata.location,
-            properties=dict(created.metadata.properties),
+            properties=_shown(created.metadata.properties),
             storage_options=self._storage_options(vended),
             managed_versioning=managed.is_managed(created.metadata.properties),
         )
@@ -556,7 +561,7 @@ class IcebergLanceNamespace(LanceNamespace):
             vended = self._vended_storage_options(table, loaded)
         response = DescribeTableResponse(
             location=location,
-            properties=dict(loaded.properties),
+            properties=_shown(loaded.properties),
             storage_options=self._storage_options(vended),
             managed_versioning=managed.is_managed(loaded.properties),
         )
@@ -598,14 +603,14 @@ class IcebergLanceNamespace(LanceNamespace):
         location = loaded.location
         if self._settings.soft_delete:
             self._move_to_trash(table)
-            return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.properties))
+            return DropTableResponse(id=table.parts, location=location, properties=_shown(loaded.properties))
         has_data = datasets.dataset_exists(location, self._storage_options())
         # Without Lance data the server may purge its own metadata files; with it, Lance's drop
         # below removes everything under the location, Iceberg's metadata included.
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=not has_data)
         self._table_types.forget((table.warehouse, table.iceberg_identifier))
         datasets.delete_dataset(location, self._storage_options())
-        return DropTableResponse(id=table.parts, location=location, properties=dict(loaded.properties))
+        return DropTableResponse(id=table.parts, location=location, properties=_shown(loaded.properties))
 
     @_operation(DeregisterTableRequest)
     def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
@@ -615,7 +620,7 @@ class IcebergLanceNamespace(LanceNamespace):
         loaded = self._load_lance_table(table)
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
         self._table_types.forget((table.warehouse, table.iceberg_identifier))
-        return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=dict(loaded.properties))
+        return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
     @_operation(RegisterTableRequest)
     def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
@@ -643,7 +648,7 @@ class IcebergLanceNamespace(LanceNamespace):
             except iceberg.NoSuchTableError:
                 pass
         created = self._create_companion(table, request.location, self._catalog_table_properties(request.properties))
-        return RegisterTableResponse(location=created.metadata.location, properties=dict(created.metadata.properties))
+        return RegisterTableResponse(location=created.metadata.location, properties=_shown(created.metadata.properties))
 
     @_operation(RenameTableRequest)
     def rename_table(self, request: RenameTableRequest) -> RenameTableResponse:
@@ -895,7 +900,7 @@ class IcebergLanceNamespace(LanceNamespace):
             vended = self._vended_storage_options(table, revived)
         return DeclareTableResponse(
             location=revived.location,
-            properties=dict(revived.properties),
+            properties=_shown(revived.properties),
             storage_options=self._storage_options(vended),
             managed_versioning=managed.is_managed(revived.properties),
         )
