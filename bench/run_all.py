@@ -39,6 +39,10 @@ def _number(pattern: str, text: str) -> list[str]:
     return list(match.groups())
 
 
+def _at_most(figure: str, ours: str, baseline: str, ratio: str, target: float, unit: str = "x") -> Row:
+    return Row(figure, ours, baseline, float(ratio), f"<= {target:g}{unit}", float(ratio) <= target)
+
+
 def list_tables(text: str) -> list[Row]:
     rows = []
     targets = {"list cold, new process": 3.0, "list cold, new object": 3.0, "list warm": 10.0}
@@ -69,16 +73,7 @@ def rest_server(text: str) -> list[Row]:
     (in_process,) = _number(r"^in-process bridge\s+([\d.]+)", text)
     (served,) = _number(r"^REST server over the bridge\s+([\d.]+)", text)
     (added,) = _number(r"the server adds ([\d.]+) ms at p50", text)
-    return [
-        Row(
-            "REST server: added p50 latency (ms)",
-            f"{served} ms",
-            f"{in_process} ms",
-            float(added),
-            "<= 3 ms",
-            float(added) <= 3.0,
-        )
-    ]
+    return [_at_most("REST server: added p50 latency (ms)", f"{served} ms", f"{in_process} ms", added, 3, " ms")]
 
 
 def spark_pipeline(text: str) -> list[Row]:
@@ -88,14 +83,7 @@ def spark_pipeline(text: str) -> list[Row]:
         (parquet,) = _number(rf"^{kind}: (?:Spark -> Parquet|Parquet -> Spark)\s+([\d.]+)", text)
         (ratio,) = _number(rf"^Lance {kind} / Parquet {kind}:\s+([\d.]+)", text)
         rows.append(
-            Row(
-                f"Spark {kind}, Lance vs Parquet (time ratio)",
-                f"{ours} s",
-                f"{parquet} s",
-                float(ratio),
-                f"<= {target:g}x",
-                float(ratio) <= target,
-            )
+            _at_most(f"Spark {kind}, Lance vs Parquet (time ratio)", f"{ours} s", f"{parquet} s", ratio, target)
         )
     return rows
 
@@ -104,16 +92,7 @@ def managed_commits(text: str) -> list[Row]:
     (unmanaged,) = _number(r"^unmanaged\s+[\d.]+ appends/s\s+([\d.]+) ms/commit", text)
     (managed,) = _number(r"^managed\s+[\d.]+ appends/s\s+([\d.]+) ms/commit", text)
     (ratio,) = _number(r"cost per commit: ([\d.]+)x", text)
-    return [
-        Row(
-            "managed vs unmanaged commit (cost ratio)",
-            f"{managed} ms",
-            f"{unmanaged} ms",
-            float(ratio),
-            "<= 2x",
-            float(ratio) <= 2.0,
-        )
-    ]
+    return [_at_most("managed vs unmanaged commit (cost ratio)", f"{managed} ms", f"{unmanaged} ms", ratio, 2)]
 
 
 BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {

@@ -59,6 +59,15 @@ def _table(ns: IcebergLanceNamespace, db: list[str], name: str = "events") -> li
     return table_id
 
 
+def _events_under_fire(ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str], *faults: Fault) -> list[str]:
+    """A table whose loadTable requests (and only those) meet ``faults``, in order."""
+    table_id = _table(ns, db)
+    proxy.seen.clear()
+    proxy.only_paths_with = "/tables/events"
+    proxy.inject(*faults)
+    return table_id
+
+
 def _requests_for(proxy: FaultProxy, fragment: str) -> list[str]:
     return [seen.fault for seen in proxy.seen if fragment in seen.path]
 
@@ -67,10 +76,7 @@ def _requests_for(proxy: FaultProxy, fragment: str) -> list[str]:
 def test_retryable_statuses_on_reads_are_retried_then_succeed(
     faulty_ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str], status: int
 ) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.seen.clear()
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(Fault("status", status), Fault("status", status))
+    table_id = _events_under_fire(faulty_ns, proxy, db, Fault("status", status), Fault("status", status))
     assert faulty_ns.describe_table({"id": table_id}).location
     assert _requests_for(proxy, "/tables/events") == ["status", "status", "pass"]
 
@@ -92,10 +98,7 @@ def test_retries_are_bounded_and_end_in_a_typed_error(
     error: type[LanceNamespaceError],
     code: int,
 ) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.seen.clear()
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(*[Fault("status", status)] * 10)
+    table_id = _events_under_fire(faulty_ns, proxy, db, *[Fault("status", status)] * 10)
     with pytest.raises(error) as raised:
         faulty_ns.describe_table({"id": table_id})
     assert raised.value.code == ErrorCode(code)
@@ -104,19 +107,14 @@ def test_retries_are_bounded_and_end_in_a_typed_error(
 
 
 def test_retry_after_is_honoured(faulty_ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str]) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(Fault("status", 503, retry_after="1"))
+    table_id = _events_under_fire(faulty_ns, proxy, db, Fault("status", 503, retry_after="1"))
     started = time.monotonic()
     faulty_ns.describe_table({"id": table_id})
     assert time.monotonic() - started >= 0.95
 
 
 def test_a_500_is_internal_and_not_retried(faulty_ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str]) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.seen.clear()
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(Fault("status", 500))
+    table_id = _events_under_fire(faulty_ns, proxy, db, Fault("status", 500))
     with pytest.raises(InternalError):
         faulty_ns.describe_table({"id": table_id})
     assert faulty_ns.describe_table({"id": table_id}).location  # the next call is fine
@@ -126,10 +124,7 @@ def test_a_500_is_internal_and_not_retried(faulty_ns: IcebergLanceNamespace, pro
 def test_broken_answers_to_reads_are_retried(
     faulty_ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str], kind: str
 ) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.seen.clear()
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(Fault(kind))
+    table_id = _events_under_fire(faulty_ns, proxy, db, Fault(kind))
     assert faulty_ns.describe_table({"id": table_id}).location
     assert _requests_for(proxy, "/tables/events")[0] == kind
 
@@ -137,9 +132,7 @@ def test_broken_answers_to_reads_are_retried(
 def test_an_answer_held_past_the_read_timeout_is_a_bounded_failure(
     faulty_ns: IcebergLanceNamespace, proxy: FaultProxy, db: list[str]
 ) -> None:
-    table_id = _table(faulty_ns, db)
-    proxy.only_paths_with = "/tables/events"
-    proxy.inject(*[Fault("delay", seconds=2.5)] * 6)
+    table_id = _events_under_fire(faulty_ns, proxy, db, *[Fault("delay", seconds=2.5)] * 6)
     started = time.monotonic()
     with pytest.raises(ServiceUnavailableError):
         faulty_ns.describe_table({"id": table_id})
