@@ -83,6 +83,10 @@ class CliState:
             )
         return IcebergLanceNamespace(**properties)
 
+    def call(self, operation: str, identifier: str, **fields: Any) -> Any:
+        """One namespace operation on the object an identifier names, with its other fields."""
+        return getattr(self.namespace(), operation)({"id": self.identifier(identifier), **fields})
+
     def identifier(self, text: str) -> list[str]:
         return [] if text == "" else text.split(self.delimiter)
 
@@ -211,7 +215,7 @@ def namespaces_create(namespace_id: str, settings: tuple[str, ...], exist_ok: bo
 def namespaces_describe(namespace_id: str) -> None:
     """A namespace's properties."""
     state = _state()
-    response = state.namespace().describe_namespace({"id": state.identifier(namespace_id)})
+    response = state.call("describe_namespace", namespace_id)
     _emit(response.to_dict(), lambda: _fields(sorted((response.properties or {}).items())))
 
 
@@ -221,7 +225,7 @@ def namespaces_describe(namespace_id: str) -> None:
 def namespaces_drop(namespace_id: str) -> None:
     """Drop an empty namespace."""
     state = _state()
-    state.namespace().drop_namespace({"id": state.identifier(namespace_id)})
+    state.call("drop_namespace", namespace_id)
     _emit({"dropped": namespace_id}, lambda: click.echo(f"dropped {namespace_id}"))
 
 
@@ -251,9 +255,7 @@ def tables_list(namespace_id: str, include_declared: bool) -> None:
 def tables_describe(table_id: str, version: int | None) -> None:
     """A table's location, version, schema and properties."""
     state = _state()
-    response = state.namespace().describe_table(
-        {"id": state.identifier(table_id), "version": version, "load_detailed_metadata": True}
-    )
+    response = state.call("describe_table", table_id, version=version, load_detailed_metadata=True)
     data = response.to_dict()
     data.pop("storage_options", None)  # may hold vended keys: not for a terminal
 
@@ -274,7 +276,7 @@ def tables_describe(table_id: str, version: int | None) -> None:
 def tables_declare(table_id: str, location: str | None) -> None:
     """Reserve a table name and location before any data is written."""
     state = _state()
-    response = state.namespace().declare_table({"id": state.identifier(table_id), "location": location})
+    response = state.call("declare_table", table_id, location=location)
     _emit({"location": response.location}, lambda: click.echo(f"declared {table_id} at {response.location}"))
 
 
@@ -285,7 +287,7 @@ def tables_declare(table_id: str, location: str | None) -> None:
 def tables_register(table_id: str, location: str) -> None:
     """Register the existing Lance dataset at LOCATION as a table."""
     state = _state()
-    response = state.namespace().register_table({"id": state.identifier(table_id), "location": location})
+    response = state.call("register_table", table_id, location=location)
     _emit({"location": response.location}, lambda: click.echo(f"registered {table_id} at {location}"))
 
 
@@ -295,7 +297,7 @@ def tables_register(table_id: str, location: str) -> None:
 def tables_deregister(table_id: str) -> None:
     """Remove a table from the catalog, keeping its data."""
     state = _state()
-    response = state.namespace().deregister_table({"id": state.identifier(table_id)})
+    response = state.call("deregister_table", table_id)
     _emit(
         {"location": response.location},
         lambda: click.echo(f"deregistered {table_id} (data kept at {response.location})"),
@@ -308,7 +310,7 @@ def tables_deregister(table_id: str) -> None:
 def tables_drop(table_id: str) -> None:
     """Drop a table (a soft delete unless the bridge has soft_delete=false)."""
     state = _state()
-    response = state.namespace().drop_table({"id": state.identifier(table_id)})
+    response = state.call("drop_table", table_id)
     _emit({"location": response.location}, lambda: click.echo(f"dropped {table_id}"))
 
 

@@ -168,13 +168,20 @@ needs_spark4 = pytest.mark.skipif(
 )
 
 
-@needs_spark4
-def test_spark4_data_source_writes_and_reads_format_lance(
-    spark: SparkSession, properties: dict[str, str], db: list[str]
-) -> None:
+@pytest.fixture
+def lance_format(spark: SparkSession) -> SparkSession:
+    """The session with ``format("lance")`` registered."""
     from lance_iceberg_ns.spark_source import register_lance_data_source
 
     register_lance_data_source(spark)
+    return spark
+
+
+@needs_spark4
+def test_spark4_data_source_writes_and_reads_format_lance(
+    lance_format: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    spark = lance_format
     table = ".".join([*db, "via_source"])
     source = spark.sql(ALL_TYPES.format(rows=200)).drop("tags")
 
@@ -196,11 +203,9 @@ def test_spark4_data_source_writes_and_reads_format_lance(
 
 @needs_spark4
 def test_spark4_data_source_failed_write_commits_nothing(
-    spark: SparkSession, properties: dict[str, str], db: list[str]
+    lance_format: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:
-    from lance_iceberg_ns.spark_source import register_lance_data_source
-
-    register_lance_data_source(spark)
+    spark = lance_format
     table = ".".join([*db, "aborted"])
     options = {**properties, "table": table}
     spark.range(10).write.format("lance").options(**options).mode("append").save()
