@@ -3,8 +3,9 @@ against a single-process pylance write/read of the same data, from one run.
 
 10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the wall
 time of one full write or one full read (a count over every column, so every value is decoded).
-The first figure is the floor under any Python writer: Spark handing the rows to Python workers as
-Arrow through ``mapInArrow`` with nothing written; Spark's Parquet writer, in the JVM, never pays it.
+Every path is taken once on a small slice first, unmeasured. The first figure is the floor under
+any Python writer: Spark handing the rows to Python workers as Arrow through ``mapInArrow`` with
+nothing written; Spark's Parquet writer, in the JVM, never pays it.
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/spark_pipeline.py [--rows 10000000]
@@ -70,8 +71,17 @@ def main() -> None:
         def rows_seen(batches):  # type: ignore[no-untyped-def]
             yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
 
-        # Start the Python workers first, so that no figure pays for their start.
+        def count_all(df) -> None:  # type: ignore[no-untyped-def]
+            df.select(F.sum("id"), F.sum("value"), F.max(F.length("key"))).collect()
+
+        # Start the Python workers, and take every path once on a small slice, so that no figure
+        # pays for starting workers or for compiling its code path the first time.
         spark.range(0, 16, numPartitions=8).mapInArrow(rows_seen, "rows long").collect()
+        warm_up = source.limit(100_000)
+        write_lance(warm_up, properties, ["bench_wh", "db", "warm_up"])
+        warm_up.write.mode("overwrite").parquet(str(Path(work) / "warm_up"))
+        count_all(read_lance(spark, properties, ["bench_wh", "db", "warm_up"]))
+        count_all(spark.read.parquet(str(Path(work) / "warm_up")))
         # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing written.
         figures = {
             "floor: Spark -> Python, no write": timed(lambda: source.mapInArrow(rows_seen, "rows long").collect()),
@@ -86,9 +96,6 @@ def main() -> None:
             }
         )
         figures["write: pylance, one process"] = timed(lambda: lance.write_dataset(arrow_table, single_path))
-
-        def count_all(df) -> None:  # type: ignore[no-untyped-def]
-            df.select(F.sum("id"), F.sum("value"), F.max(F.length("key"))).collect()
 
         figures["read: Lance (catalog) -> Spark"] = timed(lambda: count_all(read_lance(spark, properties, table)))
         figures["read: Parquet -> Spark"] = timed(lambda: count_all(spark.read.parquet(parquet_path)))

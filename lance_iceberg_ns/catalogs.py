@@ -101,15 +101,23 @@ class BridgeRestCatalog(RestCatalog):
         session.mount("https://", adapter)
         return session
 
-    def _get_if_ok(self, url: str, params: dict[str, str]) -> bytes | None:
-        """GET through the session's own adapter (its connection pool, TLS settings, retries and
+    def _send_if_ok(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str],
+        errors: dict[int, type[Exception]],
+        body: bytes | None = None,
+    ) -> bytes | None:
+        """Send through the session's own adapter (its connection pool, TLS settings, retries and
         timeouts), headers and auth header, without requests' per-call machinery: about half a
         millisecond a call, more than the catalog's own work for a small answer.
 
-        Returns the body of a 200 answer, and raises pyiceberg's error for an error answer (from
-        this one answer: the request is not made twice). ``None`` means "use the session", which
-        the caller does for 401/419 (pyiceberg refreshes the token and retries), redirects, and
-        whenever a proxy, cookie, or another adapter (SigV4 signing) is in play.
+        Returns the body of a 2xx answer, and raises pyiceberg's error for an error answer (from
+        this one answer: the request is not made twice; ``errors`` maps statuses to pyiceberg's
+        exceptions as its own calls do). ``None`` means "use the session", which the caller does
+        for 401/419 (pyiceberg refreshes the token and retries), redirects, and whenever a proxy, a
+        cookie, or another adapter (SigV4 signing) is in play.
         """
         session = self._session
         adapter = session.get_adapter(url)
@@ -128,8 +136,9 @@ class BridgeRestCatalog(RestCatalog):
         try:
             pool = adapter.poolmanager.connection_from_host(**host, pool_kwargs=pool_kwargs)
             response = pool.urlopen(
-                "GET",
+                method,
                 request.path_url,
+                body=body,
                 headers=headers,
                 retries=adapter.max_retries,
                 timeout=adapter.urllib3_timeout,
@@ -138,7 +147,7 @@ class BridgeRestCatalog(RestCatalog):
             )
         except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
             raise requests.ConnectionError(str(exc)) from exc
-        if response.status == 200:
+        if 200 <= response.status < 300:
             return bytes(response.data)
         if response.status in (401, 419) or 300 <= response.status < 400:
             return None
@@ -148,7 +157,7 @@ class BridgeRestCatalog(RestCatalog):
         try:
             answer.raise_for_status()
         except HTTPError as exc:
-            _handle_non_200_response(exc, {404: NoSuchTableError})
+            _handle_non_200_response(exc, errors)
         return None
 
     def load_table_summary(self, identifier: tuple[str, ...], refs_only: bool = False) -> TableSummary:
@@ -163,7 +172,7 @@ class BridgeRestCatalog(RestCatalog):
         self._check_endpoint(Capability.V1_LOAD_TABLE)
         url = self.url(Endpoints.load_table, prefixed=True, **self._split_identifier_for_path(identifier))
         params = {"snapshots": "refs"} if refs_only else {}
-        body = self._get_if_ok(url, params)
+        body = self._send_if_ok("GET", url, params, {404: NoSuchTableError})
         if body is None:
             body = self._get_through_session(url, params)
         return _summary_from_load_table_json(body)
@@ -228,19 +237,19 @@ class BridgeRestCatalog(RestCatalog):
             self._check_endpoint(COMMIT_TRANSACTION)
             url = self.url("transactions/commit", prefixed=True)
             body = '{"table-changes": [' + ", ".join(requests_json) + "]}"
+        errors: dict[int, type[Exception]] = {
+            409: iceberg.CommitFailedException,
+            500: iceberg.CommitStateUnknownException,
+            502: iceberg.CommitStateUnknownException,
+            504: iceberg.CommitStateUnknownException,
+        }
+        if self._send_if_ok("POST", url, {}, errors, body.encode()) is not None:
+            return
         response = self._session.post(url, data=body.encode())
         try:
             response.raise_for_status()
         except HTTPError as exc:
-            _handle_non_200_response(
-                exc,
-                {
-                    409: iceberg.CommitFailedException,
-                    500: iceberg.CommitStateUnknownException,
-                    502: iceberg.CommitStateUnknownException,
-                    504: iceberg.CommitStateUnknownException,
-                },
-            )
+            _handle_non_200_response(exc, errors)
 
     @retry(**_RETRY_ARGS)  # type: ignore[call-overload]  # pyiceberg's: refresh the token, retry once on 401/419
     def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:

@@ -26,6 +26,9 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         (default ``7d``; ``30s``, ``15m``, ``12h``, ``2w`` or seconds).
 ``table_version_management``  Tables declared by this namespace have their Lance versions
                         managed by the catalog (default false; see ``lance_iceberg_ns.managed``).
+``commit_cache_seconds``  After this process commits a version of a managed table, how long the
+                        state it committed answers ``describe_table`` and the latest-version request
+                        without asking the catalog (default 2; 0 always asks).
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
@@ -65,6 +68,7 @@ KNOWN_KEYS = {
     "soft_delete",
     "soft_delete_ttl",
     "table_version_management",
+    "commit_cache_seconds",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -147,6 +151,7 @@ class Settings:
     soft_delete: bool = True
     soft_delete_ttl_seconds: float = 7 * 86400
     table_version_management: bool = False
+    commit_cache_seconds: int = 2
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -191,6 +196,7 @@ class Settings:
             soft_delete=_bool_setting(properties, "soft_delete", True),
             soft_delete_ttl_seconds=parse_duration(str(properties.get("soft_delete_ttl") or "7d")),
             table_version_management=_bool_setting(properties, "table_version_management", False),
+            commit_cache_seconds=_int_setting(properties, "commit_cache_seconds", 2, 0),
             storage_options=storage_options,
             catalog_properties=catalog_properties,
         )

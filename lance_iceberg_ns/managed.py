@@ -34,6 +34,7 @@ from lance_namespace.errors import ConcurrentModificationError, InvalidInputErro
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import (
@@ -43,6 +44,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
     TableRequirement,
     TableUpdate,
+    update_table_metadata,
 )
 
 from lance_iceberg_ns.datasets import filesystem_for
@@ -56,6 +58,12 @@ SIZE_KEY = "lance.manifest-size"
 ETAG_KEY = "lance.e-tag"
 NAMING_KEY = "lance.naming-scheme"
 METADATA_PREFIX = "lance.metadata."
+# Every Lance version is a catalog commit, and every commit writes a metadata file as large as the
+# history: without these, the files would pile up quadratically. Declared tables get them by default.
+METADATA_RETENTION = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
 # A staged manifest older than this, with no final copy, was left by a writer that died.
 ABANDONED_AFTER_SECONDS = 60.0
 _STAGED = re.compile(r"^(?P<final>.+\.manifest)-[0-9a-fA-F-]+$")
@@ -253,6 +261,21 @@ def plan_version(table: Table, request: Any) -> VersionCommit:
     return VersionCommit(
         tuple(table.name()), requirements, updates, manifest_list, table.io, _table_version(snapshot, set())
     )
+
+
+def committed(table: Table, commit: VersionCommit) -> Table:
+    """The table as ``commit`` left it, computed here rather than read back: pyiceberg applies the
+    commit's updates to the state it was planned on. It keeps what the next commit and the latest
+    version need (the snapshots a ref points at, as ``snapshots=refs`` answers) and no logs, so a
+    run of commits neither grows it nor copies the history each time."""
+    metadata = update_table_metadata(_current_state(table.metadata), commit.updates)
+    return Table(table.name(), _current_state(metadata), table.metadata_location, table.io, table.catalog)
+
+
+def _current_state(metadata: TableMetadata) -> TableMetadata:
+    current = {ref.snapshot_id for ref in metadata.refs.values()}
+    snapshots = [snapshot for snapshot in metadata.snapshots if snapshot.snapshot_id in current]
+    return metadata.model_copy(update={"snapshots": snapshots, "snapshot_log": [], "metadata_log": []})
 
 
 def plan_removal(

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
@@ -131,6 +132,15 @@ RECENT_TABLE_SECONDS = 2.0  # how long a table loaded for the latest version ser
 DESCRIBED_JUST_NOW_SECONDS = 0.5
 
 
+@dataclass(frozen=True)
+class _Remembered:
+    """A managed table's state kept for pylance's next request (see ``_remember_current``)."""
+
+    at: float  # time.monotonic()
+    table: Any  # pyiceberg's Table
+    committed_here: bool  # this process committed it (else it was loaded)
+
+
 def _shown(properties: Mapping[str, str]) -> dict[str, str]:
     """A companion table's properties as answered: without the bridge's own bookkeeping."""
     return {key: value for key, value in properties.items() if key != CREATE_ID}
@@ -199,7 +209,7 @@ class IcebergLanceNamespace(LanceNamespace):
         )
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
-        self._recent_tables: dict[tuple[str, ...], tuple[float, Any]] = {}
+        self._recent_tables: dict[tuple[str, ...], _Remembered] = {}
 
     @classmethod
     def from_pyiceberg_catalog(cls, name: str, **properties: str) -> IcebergLanceNamespace:
@@ -532,6 +542,8 @@ class IcebergLanceNamespace(LanceNamespace):
         properties = self._catalog_table_properties(request.properties)
         if self._settings.table_version_management:
             properties.setdefault(managed.MANAGED_PROPERTY, "true")
+        if managed.is_managed(properties):
+            properties = {**managed.METADATA_RETENTION, **properties}
         created = self._create_companion(table, location, properties)
         vended = None
         if request.vend_credentials or self._settings.vend_credentials:
@@ -554,21 +566,24 @@ class IcebergLanceNamespace(LanceNamespace):
             raise UnsupportedOperationError("Branches are not supported by describe_table here")
         if request.version is not None and request.tag:
             raise InvalidInputError("Give either a version or a tag, not both")
-        loaded = self._load_lance_table(table)
-        location = loaded.location
-        vended = None
-        if request.vend_credentials or self._settings.vend_credentials:
-            vended = self._vended_storage_options(table, loaded)
+        vending = bool(request.vend_credentials or self._settings.vend_credentials)
+        committed = None if vending else self._recently_loaded(table, 0, committed_here_only=True)
+        if committed is not None:  # this process committed the table's latest version a moment ago
+            location, properties, vended = committed.metadata.location, committed.properties, None
+        else:
+            loaded = self._load_lance_table(table)
+            location, properties = loaded.location, loaded.properties
+            vended = self._vended_storage_options(table, loaded) if vending else None
+            if managed.is_managed(properties):  # pylance asks for the latest version next: answer from this
+                self._remember_current(
+                    table, self._catalog(table.warehouse).table_from_summary(table.iceberg_identifier, loaded)
+                )
         response = DescribeTableResponse(
             location=location,
-            properties=_shown(loaded.properties),
+            properties=_shown(properties),
             storage_options=self._storage_options(vended),
-            managed_versioning=managed.is_managed(loaded.properties),
+            managed_versioning=managed.is_managed(properties),
         )
-        if response.managed_versioning:  # pylance asks for the latest version next: answer from this
-            self._remember_current(
-                table, self._catalog(table.warehouse).table_from_summary(table.iceberg_identifier, loaded)
-            )
         if request.with_table_uri:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
@@ -608,7 +623,7 @@ class IcebergLanceNamespace(LanceNamespace):
         # Without Lance data the server may purge its own metadata files; with it, Lance's drop
         # below removes everything under the location, Iceberg's metadata included.
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=not has_data)
-        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        self._forget_table(table)
         datasets.delete_dataset(location, self._storage_options())
         return DropTableResponse(id=table.parts, location=location, properties=_shown(loaded.properties))
 
@@ -619,7 +634,7 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
-        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        self._forget_table(table)
         return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
     @_operation(RegisterTableRequest)
@@ -645,6 +660,7 @@ class IcebergLanceNamespace(LanceNamespace):
             try:
                 self._load_lance_table(table)
                 catalog.drop_table(table.iceberg_identifier, purge_requested=False)
+                self._forget_table(table)
             except iceberg.NoSuchTableError:
                 pass
         created = self._create_companion(table, request.location, self._catalog_table_properties(request.properties))
@@ -667,7 +683,7 @@ class IcebergLanceNamespace(LanceNamespace):
         target = parse_table_id([*target_namespace.parts, request.new_table_name])
         self._load_lance_table(source)
         self._catalog(source.warehouse).rename_table(source.iceberg_identifier, target.iceberg_identifier)
-        self._table_types.forget((source.warehouse, source.iceberg_identifier))
+        self._forget_table(source)
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
 
@@ -713,22 +729,33 @@ class IcebergLanceNamespace(LanceNamespace):
                 f"with {managed.MANAGED_PROPERTY}=true"
             )
 
-    def _remember_current(self, table: TableId, loaded: Any) -> None:
-        """Keep the table just loaded for the commit pylance makes right after asking for the latest
-        version; a stale copy only makes that commit's compare-and-swap fail, and pylance retry."""
+    def _remember_current(self, table: TableId, loaded: Any, committed_here: bool = False) -> None:
+        """Keep the table just loaded (or just committed by this process) for the commit pylance
+        makes next; a stale copy only makes that commit's compare-and-swap fail, and pylance retry."""
         with self._executor_lock:
-            self._recent_tables[(table.warehouse, *table.iceberg_identifier)] = (time.monotonic(), loaded)
+            self._recent_tables[(table.warehouse, *table.iceberg_identifier)] = _Remembered(
+                time.monotonic(), loaded, committed_here
+            )
 
     def _forget_current(self, table: TableId) -> None:
         with self._executor_lock:
             self._recent_tables.pop((table.warehouse, *table.iceberg_identifier), None)
 
-    def _recently_loaded(self, table: TableId, max_age: float) -> Any | None:
+    def _forget_table(self, table: TableId) -> None:
+        """Forget what is remembered of a name whose table this process just dropped or moved."""
+        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        self._forget_current(table)
+
+    def _recently_loaded(self, table: TableId, max_age: float, committed_here_only: bool = False) -> Any | None:
+        """The remembered table if younger than ``max_age`` or, when this process committed it,
+        than ``commit_cache_seconds``."""
         with self._executor_lock:
             remembered = self._recent_tables.get((table.warehouse, *table.iceberg_identifier))
-        if remembered is None or time.monotonic() - remembered[0] >= max_age:
+        if remembered is None or (committed_here_only and not remembered.committed_here):
             return None
-        return remembered[1]
+        if remembered.committed_here:
+            max_age = max(max_age, self._settings.commit_cache_seconds)
+        return remembered.table if time.monotonic() - remembered.at < max_age else None
 
     def _current_for_commit(self, table: TableId, version: int) -> Any:
         loaded = self._recently_loaded(table, RECENT_TABLE_SECONDS)
@@ -795,13 +822,16 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         if request.branch:
             raise UnsupportedOperationError("Branches are not supported here")
-        commit = managed.plan_version(self._current_for_commit(table, request.version), request)
+        current = self._current_for_commit(table, request.version)
+        commit = managed.plan_version(current, request)
         self._forget_current(table)  # whatever happens next, the remembered state is past
         try:
             self._catalog(table.warehouse).commit_changes([(commit.identifier, commit.requirements, commit.updates)])
         except BaseException:
             commit.discard()
             raise
+        if self._settings.commit_cache_seconds:  # the next write's describe and latest version
+            self._remember_current(table, managed.committed(current, commit), committed_here=True)
         return CreateTableVersionResponse(version=commit.version)
 
     @_operation(BatchCreateTableVersionsRequest)
@@ -873,7 +903,7 @@ class IcebergLanceNamespace(LanceNamespace):
             catalog.create_namespace(trash, {"comment": "soft-deleted Lance tables (lance-iceberg-ns)"})
         tombstone = Tombstone.new(table.name)
         catalog.rename_table(table.iceberg_identifier, (*trash, tombstone.name))
-        self._table_types.forget((table.warehouse, table.iceberg_identifier))
+        self._forget_table(table)
         return tombstone
 
     def _restore(self, table: TableId, tombstone: Tombstone) -> None:

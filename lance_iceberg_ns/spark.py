@@ -13,8 +13,11 @@ failed or speculative task attempts are never part of the table
 from __future__ import annotations
 
 import functools
+import heapq
 import inspect
 import json
+import math
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +31,12 @@ from lance_namespace.errors import InvalidInputError
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 WRITE_MODES = ("create", "append", "overwrite")
+# A read task holds at most this many bytes of fragments: Spark's spark.sql.files.maxPartitionBytes.
+MAX_TASK_BYTES = 128 * 1024 * 1024
+# Batches handed to Spark: large ones cost Spark much less per row than Lance's default of 8192
+# rows; wide rows (vectors) get fewer rows, so that a batch stays near READ_BATCH_BYTES.
+MAX_READ_BATCH_ROWS = 128 * 1024
+READ_BATCH_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -280,7 +289,8 @@ class TableRead:
     location: str
     storage_options: dict[str, str]
     version: int
-    fragment_ids: list[int]
+    tasks: list[list[int]]  # the fragment ids each read task reads
+    batch_rows: int
     columns: list[str] | None
     filter: str | None
     output_schema_bytes: bytes
@@ -293,17 +303,26 @@ class TableRead:
         columns: Sequence[str] | None = None,
         filter: str | None = None,
         version: int | None = None,
+        parallelism: int | None = None,
     ) -> TableRead:
+        """``parallelism``: the tasks the cluster runs at once (Spark's default parallelism;
+        the driver's CPU count when not given)."""
         described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
         location, options = described.location, dict(described.storage_options or {})
         assert location is not None
         dataset = lance.dataset(location, version=version, storage_options=options or None)
         schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
+        fragments = dataset.get_fragments()
+        sizes = {fragment.fragment_id: _fragment_bytes(fragment) for fragment in fragments}
         return cls(
             location,
             options,
             dataset.version,
-            [fragment.fragment_id for fragment in dataset.get_fragments()],
+            read_tasks(sizes, parallelism or os.cpu_count() or 1),
+            read_batch_rows(
+                sum(size or 0 for size in sizes.values()),
+                sum(fragment.physical_rows for fragment in fragments if sizes[fragment.fragment_id] is not None),
+            ),
             list(columns) if columns is not None else None,
             filter,
             _spark_friendly(schema).serialize().to_pybytes(),
@@ -318,15 +337,47 @@ class TableRead:
 
         return from_arrow_schema(self.output_schema, prefer_timestamp_ntz=False)
 
-    def read_fragment(self, fragment_id: int) -> Iterator[pa.RecordBatch]:
-        """On an executor: one fragment, at the pinned version, projected and filtered by Lance."""
+    def read_task(self, task: int) -> Iterator[pa.RecordBatch]:
+        """On an executor: the task's fragments, at the pinned version, projected and filtered by Lance."""
         target = self.output_schema
         dataset = lance.dataset(self.location, version=self.version, storage_options=self.storage_options or None)
-        fragment = dataset.get_fragment(fragment_id)
-        if fragment is None:  # cannot happen at a pinned version; say so if it does
-            raise RuntimeError(f"Fragment {fragment_id} is missing from version {self.version} of {self.location}")
-        for data in fragment.to_batches(columns=self.columns, filter=self.filter):
-            yield _cast_columns(data, target)
+        for fragment_id in self.tasks[task]:
+            fragment = dataset.get_fragment(fragment_id)
+            if fragment is None:  # cannot happen at a pinned version; say so if it does
+                raise RuntimeError(f"Fragment {fragment_id} is missing from version {self.version} of {self.location}")
+            for data in fragment.to_batches(columns=self.columns, filter=self.filter, batch_size=self.batch_rows):
+                yield _cast_columns(data, target)
+
+
+def _fragment_bytes(fragment: Any) -> int | None:
+    """A fragment's size from its metadata (files written by older Lance versions do not say)."""
+    sizes = [data_file.file_size_bytes for data_file in fragment.data_files()]
+    return None if None in sizes else sum(size for size in sizes if size is not None)
+
+
+def read_batch_rows(stored_bytes: int, rows: int) -> int:
+    """Rows per batch for a table whose ``rows`` take ``stored_bytes`` on storage."""
+    if not stored_bytes or not rows:
+        return MAX_READ_BATCH_ROWS
+    return max(1024, min(MAX_READ_BATCH_ROWS, READ_BATCH_BYTES * rows // stored_bytes))
+
+
+def read_tasks(sizes: Mapping[int, int | None], parallelism: int) -> list[list[int]]:
+    """Fragments grouped into read tasks, as Spark sizes a file source's tasks: enough tasks to
+    keep ``parallelism`` cores busy, and more when a task would exceed ``MAX_TASK_BYTES``. Each
+    fragment goes, largest first, to the task holding the fewest bytes, so tasks come out even
+    (a fragment is not split). A fragment of unknown size counts as the average known one."""
+    known = [size for size in sizes.values() if size is not None]
+    average = sum(known) // len(known) if known else 1
+    weights = {fragment_id: average if size is None else size for fragment_id, size in sizes.items()}
+    count = min(len(weights), max(parallelism, math.ceil(sum(weights.values()) / MAX_TASK_BYTES)))
+    tasks: list[list[int]] = [[] for _ in range(count)]
+    least_loaded = [(0, index) for index in range(count)]
+    for fragment_id, weight in sorted(weights.items(), key=lambda item: (-item[1], item[0])):
+        load, index = heapq.heappop(least_loaded)
+        tasks[index].append(fragment_id)
+        heapq.heappush(least_loaded, (load + weight, index))
+    return tasks
 
 
 def read_lance(
@@ -339,13 +390,21 @@ def read_lance(
 ) -> Any:
     """A Spark DataFrame over a Lance table of the catalog, at one pinned version (the latest, or
     ``version``); ``columns`` and ``filter`` (a SQL predicate) are pushed into Lance."""
-    plan = TableRead.plan(as_namespace(namespace), table_id, columns, filter, version)
+    plan = TableRead.plan(as_namespace(namespace), table_id, columns, filter, version, _parallelism(spark))
 
-    def read_fragments(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read_tasks_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column("id").to_pylist():
-                yield from plan.read_fragment(plan.fragment_ids[index])
+                yield from plan.read_task(index)
 
-    # One task per fragment, without a shuffle: task i reads the plan's i-th fragment.
-    count = len(plan.fragment_ids)
-    return spark.range(0, count, numPartitions=max(1, count)).mapInArrow(read_fragments, plan.spark_schema())
+    # Spark task i reads the plan's task i, without a shuffle.
+    count = len(plan.tasks)
+    return spark.range(0, count, numPartitions=max(1, count)).mapInArrow(read_tasks_of, plan.spark_schema())
+
+
+def _parallelism(spark: Any) -> int | None:
+    """Spark's default parallelism (None on Spark Connect, which does not expose it)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext on the client
+        return None

@@ -8,8 +8,10 @@
 Options: ``table`` (the identifier, parts joined by ``delimiter``, default ``.``), every bridge
 property (``endpoint``, ``root``, ``credential``, ``storage.*``...), and ``vector_columns``
 (``name:dimension,...``) and ``max_rows_per_file`` for writes, ``columns`` (comma-separated),
-``filter`` and ``version`` for reads. Writes: executors write fragments, the driver commits once in
-``commit`` (nothing in ``abort``); ``append`` creates a missing table, ``overwrite`` replaces one.
+``filter``, ``version`` and ``parallelism`` (how many tasks the cluster runs at once, which
+sizes the read tasks; default: the driver's CPU count) for reads. Writes: executors write
+fragments, the driver commits once in ``commit`` (nothing in ``abort``); ``append`` creates a
+missing table, ``overwrite`` replaces one.
 """
 
 from __future__ import annotations
@@ -41,7 +43,17 @@ from pyspark.sql.types import StructType
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
 from lance_iceberg_ns.spark import TableRead, TableWrite
 
-_SOURCE_OPTIONS = {"table", "delimiter", "vector_columns", "max_rows_per_file", "columns", "filter", "version", "path"}
+_SOURCE_OPTIONS = {
+    "table",
+    "delimiter",
+    "vector_columns",
+    "max_rows_per_file",
+    "columns",
+    "filter",
+    "version",
+    "parallelism",
+    "path",
+}
 
 
 def _table_id(options: Mapping[str, str]) -> list[str]:
@@ -95,10 +107,10 @@ class LanceReader(DataSourceReader):  # type: ignore[misc]
         self.plan = plan
 
     def partitions(self) -> list[InputPartition]:
-        return [InputPartition(fragment_id) for fragment_id in self.plan.fragment_ids]
+        return [InputPartition(task) for task in range(len(self.plan.tasks))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        yield from self.plan.read_fragment(partition.value)
+        yield from self.plan.read_task(partition.value)
 
 
 class LanceDataSource(DataSource):  # type: ignore[misc]
@@ -111,12 +123,14 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
     def _read_plan(self) -> TableRead:
         columns = self.options.get("columns")
         version = self.options.get("version")
+        parallelism = self.options.get("parallelism")
         return TableRead.plan(
             _bridge(self.options),
             _table_id(self.options),
             [c.strip() for c in columns.split(",")] if columns else None,
             self.options.get("filter"),
             int(version) if version else None,
+            int(parallelism) if parallelism else None,
         )
 
     def schema(self) -> Any:

@@ -15,6 +15,7 @@ import pytest
 from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
+    TableNotFoundError,
     TableVersionNotFoundError,
     UnsupportedOperationError,
 )
@@ -224,3 +225,83 @@ def test_unmanaged_tables_keep_lance_versions(ns: IcebergLanceNamespace, db: lis
         ns.create_table_version({"id": table_id, "version": 3, "manifest_path": "x/_versions/3.manifest-1"})
     with pytest.raises(InvalidInputError):
         ns.register_table({"id": [*db, "again"], "location": "/x", "properties": {"table_version_management": "true"}})
+
+
+def _count_loads(monkeypatch: pytest.MonkeyPatch, ns: IcebergLanceNamespace, warehouse: str) -> list[int]:
+    """A counter of the ``loadTable`` requests the namespace's catalog client sends from now on."""
+    catalog = ns._catalog(warehouse)
+    loads = [0]
+    load = catalog.load_table_summary
+
+    def counted(*args: object, **kwargs: object) -> object:
+        loads[0] += 1
+        return load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog, "load_table_summary", counted)
+    return loads
+
+
+def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_table(
+    managed_ns: IcebergLanceNamespace, endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    loads = _count_loads(monkeypatch, managed_ns, db[0])
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert loads[0] == 0  # describe and the latest version answered from the version it committed
+
+    # another writer (its own namespace object remembers nothing of this one's commits)
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as other:
+        lance.write_dataset(pa.table({"id": [3]}), namespace_client=other, table_id=table_id, mode="append")
+    # what this writer remembers is now stale: its compare-and-swap fails and pylance retries on top
+    lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert loads[0] >= 1
+    assert sorted(lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()) == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2", "3", "4"]
+    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
+
+
+def test_commit_cache_seconds_zero_always_asks_the_catalog(
+    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table_id = [*db, "events"]
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=str(lance_root), table_version_management="true", commit_cache_seconds="0"
+    ) as ns:
+        lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
+        loads = _count_loads(monkeypatch, ns, db[0])
+        lance.write_dataset(pa.table({"id": [2]}), namespace_client=ns, table_id=table_id, mode="append")
+        assert loads[0] >= 1
+        assert ns.list_table_versions({"id": table_id}).versions[-1].version == 2
+
+
+def test_a_dropped_or_renamed_table_is_not_answered_from_its_last_commit(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id, renamed = [*db, "events"], [*db, "renamed"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    managed_ns.rename_table({"id": table_id, "new_table_name": "renamed"})
+    with pytest.raises(TableNotFoundError):
+        managed_ns.describe_table({"id": table_id})
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=renamed, mode="append")
+    managed_ns.drop_table({"id": renamed})
+    with pytest.raises(TableNotFoundError):
+        managed_ns.describe_table({"id": renamed})
+
+
+def test_managed_tables_keep_a_bounded_number_of_metadata_files(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
+    for i in range(1, 30):
+        lance.write_dataset(pa.table({"id": [i]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    location = managed_ns.describe_table({"id": table_id}).location
+    metadata_files = [n for n in os.listdir(os.path.join(location, "metadata")) if n.endswith(".metadata.json")]
+    assert len(metadata_files) <= 21  # the current one and at most 20 previous (every commit writes one)
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == [str(v) for v in range(1, 31)]

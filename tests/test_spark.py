@@ -125,6 +125,20 @@ def test_a_pinned_read_is_not_moved_by_a_concurrent_commit(
     assert read_lance(spark, properties, table).count() == 20
 
 
+def test_reads_group_fragments_into_even_tasks_for_the_cores(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    table = [*db, "many"]
+    source = spark.range(0, 6000, numPartitions=6)
+    write_lance(source, properties, table, max_rows_per_file=500)  # 12 fragments of 500 rows
+    location = IcebergLanceNamespace(**properties).describe_table({"id": table}).location
+    assert len(lance.dataset(location).get_fragments()) == 12
+    read = read_lance(spark, properties, table)
+    assert read.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
+    assert read.rdd.glom().map(len).collect() == [3000, 3000]  # even tasks
+    assert _same(read, source)
+
+
 def test_projection_and_filter_pushdown_match_sparks_own(
     spark: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:

@@ -101,3 +101,29 @@ def test_relocation_rewrites_only_utf8_constants() -> None:
     assert PARQUET_JACKSON not in relocated
     assert b"\x05" + b"\x00" * 8 in relocated  # the two-slot constant is copied as it was
     assert relocated.endswith(b"TAIL")  # everything after the pool is untouched
+
+
+def test_read_tasks_are_even_sized_for_the_cores_and_capped_in_bytes() -> None:
+    from lance_iceberg_ns.spark import MAX_TASK_BYTES, read_tasks
+
+    # the shape a Spark write leaves: per task one 1M-row fragment and one of the remainder
+    sizes = {i: (19_000_000 if i % 2 == 0 else 2_400_000) for i in range(16)}
+    tasks = read_tasks(sizes, parallelism=2)
+    assert sorted(fragment for task in tasks for fragment in task) == list(range(16))
+    loads = [sum(sizes[f] for f in task) for task in tasks]
+    assert len(tasks) == 2 and max(loads) - min(loads) <= 2_400_000
+    assert len(read_tasks(sizes, parallelism=64)) == 16  # never more tasks than fragments
+    big = {i: MAX_TASK_BYTES // 2 for i in range(10)}
+    assert len(read_tasks(big, parallelism=2)) == 5  # at most MAX_TASK_BYTES a task
+    unknown = {0: None, 1: 100, 2: 300}  # an unknown size counts as the average known one
+    assert sorted(map(sorted, read_tasks(unknown, parallelism=2))) == [[0, 1], [2]]
+    assert read_tasks({}, parallelism=2) == []
+
+
+def test_read_batches_are_large_but_wide_rows_get_fewer() -> None:
+    from lance_iceberg_ns.spark import MAX_READ_BATCH_ROWS, READ_BATCH_BYTES, read_batch_rows
+
+    assert read_batch_rows(175_000_000, 10_000_000) == MAX_READ_BATCH_ROWS  # narrow rows
+    assert read_batch_rows(6_144 * 100_000, 100_000) == READ_BATCH_BYTES // 6_144  # 1536-float vectors
+    assert read_batch_rows(10**12, 10) == 1024  # never tiny
+    assert read_batch_rows(0, 0) == MAX_READ_BATCH_ROWS  # sizes unknown
