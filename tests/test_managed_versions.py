@@ -242,16 +242,19 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch, ns: IcebergLanceNamespace, war
 
 
 def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_table(
-    managed_ns: IcebergLanceNamespace, endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table_id = [*db, "events"]
+    properties = {"endpoint": endpoint, "root": str(lance_root), "table_version_management": "true"}
+    # a generous commit_cache_seconds: a slow machine must not turn the first assertion into luck
+    managed_ns = IcebergLanceNamespace(**properties, commit_cache_seconds="300")
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
     loads = _count_loads(monkeypatch, managed_ns, db[0])
     lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     assert loads[0] == 0  # describe and the latest version answered from the version it committed
 
     # another writer (its own namespace object remembers nothing of this one's commits)
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as other:
+    with IcebergLanceNamespace(**properties) as other:
         lance.write_dataset(pa.table({"id": [3]}), namespace_client=other, table_id=table_id, mode="append")
     # what this writer remembers is now stale: its compare-and-swap fails and pylance retries on top
     lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
@@ -264,6 +267,7 @@ def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_ta
     ]
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2", "3", "4"]
     assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
+    managed_ns.close()
 
 
 def test_commit_cache_seconds_zero_always_asks_the_catalog(
