@@ -23,10 +23,9 @@ import pyarrow.fs as pafs
 from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry, DescribeTableRequest
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
-from lance_iceberg_ns.datasets import filesystem_for
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
 
 
 class StagingNamespace(IcebergLanceNamespace):

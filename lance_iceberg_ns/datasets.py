@@ -13,6 +13,7 @@ from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
 
 ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
+VERSIONS_DIRECTORY = "_versions"  # Lance's manifests: a dataset exists while they do
 
 # Lance (object_store) storage option → pyarrow S3FileSystem argument.
 _S3_ARGUMENTS = {
@@ -71,7 +72,7 @@ def open_dataset(
 
 def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
     """True when ``location`` holds a readable Lance dataset."""
-    if is_local(location) and not os.path.isdir(os.path.join(local_path(location), "_versions")):
+    if is_local(location) and not os.path.isdir(os.path.join(local_path(location), VERSIONS_DIRECTORY)):
         return False  # cheap answer without opening anything
     try:
         lance.dataset(location, storage_options=storage_options or None)
@@ -90,12 +91,15 @@ def delete_dataset(location: str, storage_options: dict[str, str]) -> None:
 def delete_lance_files(location: str, storage_options: dict[str, str]) -> None:
     """Delete a dataset's Lance files, leaving Iceberg's ``metadata/`` directory to the catalog
     (which deletes its own files on a purge), so that a table declared anew at the same location
-    meanwhile keeps its metadata. Object stores: Lance's own drop of the whole location."""
+    meanwhile keeps its metadata. The manifests go last: until the data files are gone the dataset
+    still exists, so a declare racing the deletion is refused rather than given a location whose
+    new files this deletion would then remove. Object stores: Lance's own drop of the location."""
     if not is_local(location):
         delete_dataset(location, storage_options)
         return
     root = local_path(location)
-    for entry in os.listdir(root) if os.path.isdir(root) else []:
+    entries = os.listdir(root) if os.path.isdir(root) else []
+    for entry in sorted(entries, key=lambda name: name == VERSIONS_DIRECTORY):  # _versions last
         if entry == ICEBERG_METADATA_DIRECTORY:
             continue
         path = os.path.join(root, entry)

@@ -47,8 +47,7 @@ from pyiceberg.table.update import (
     update_table_metadata,
 )
 
-from lance_iceberg_ns.datasets import filesystem_for
-from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 
 MANAGED_PROPERTY = "table_version_management"
 MAIN_BRANCH = "main"

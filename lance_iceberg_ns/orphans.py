@@ -21,11 +21,10 @@ import lance
 import pyarrow.fs as pafs
 from lance_namespace import DescribeTableRequest
 
-from lance_iceberg_ns.datasets import filesystem_for, open_dataset
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
 from lance_iceberg_ns.lifecycle import parse_duration
 from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.versions import VERSIONS_DIRECTORY
 
 DATA_DIRECTORY = "data"
 _COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest#\d+$")

@@ -18,9 +18,8 @@ import pyarrow.fs as pafs
 from lance_namespace import LanceNamespace, TableVersion
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 
-from lance_iceberg_ns.datasets import filesystem_for, open_dataset
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
 
-VERSIONS_DIRECTORY = "_versions"
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -245,10 +246,36 @@ def test_purge_racing_recreate_has_exactly_one_winner_and_never_loses_revived_da
         if isinstance(declared, Exception):  # the re-create aborted cleanly
             assert isinstance(declared, ConcurrentModificationError), declared
             assert ns.table_status(table_id).state == "not_found"
-        else:  # it came after the purge: a fresh declaration, whole and usable
-            _write(ns, table_id, [7, 8], mode="create")
+        else:  # it came after the purge: a fresh declaration, whole and usable (pylance writes
+            # the first data of a declared table with append or overwrite)
+            _write(ns, table_id, [7, 8], mode="overwrite")
             assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
     assert sum(wins.values()) == ITERATIONS
+
+
+def test_a_purge_deletes_the_manifests_last(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until its data files are gone the dataset still exists, so a declare racing the purge is
+    refused instead of getting a location whose new files the purge would then delete."""
+    table_id = [*db, "ordered"]
+    location = _write(ns, table_id, [1, 2])
+    ns.drop_table(DropTableRequest(id=table_id))
+    removed: list[str] = []
+    rmtree = shutil.rmtree
+
+    def recording_rmtree(path: str, *args: object, **kwargs: object) -> None:
+        if os.path.isdir(os.path.join(location, "_versions")):  # the dataset still exists
+            assert ns.table_status(table_id).state == "not_found"
+            with pytest.raises(ConcurrentModificationError):  # ... so a declare is refused
+                ns.declare_table({"id": table_id})
+        removed.append(os.path.basename(path))
+        rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+    assert ns.purge_table(table_id) == 1
+    assert removed[-1] == "_versions" and "data" in removed
+    assert not os.path.exists(location)
 
 
 def test_durations() -> None:
