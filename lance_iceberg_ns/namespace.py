@@ -559,7 +559,8 @@ class IcebergLanceNamespace(LanceNamespace):
     @_operation(DescribeTableRequest)
     def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:
         """Location, properties and storage options of a Lance table; with
-        ``load_detailed_metadata`` (or a version or tag) also its version and schema.
+        ``load_detailed_metadata`` (or a version or tag) also its version and schema. For a managed
+        table this process committed to less than ``commit_cache_seconds`` ago, from that commit.
         Raises TableNotFoundError, TableVersionNotFoundError; a plain Iceberg table is InvalidInputError."""
         table = parse_table_id(request.id)
         if request.branch:
