@@ -126,13 +126,26 @@ def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--debug", is_flag=True, default=None, help="log at DEBUG and show tracebacks"),
         click.option("--delimiter", help="what joins identifier parts (default '.')"),
     ]
+    already = len(getattr(function, "__click_params__", []))  # the command's own, decorated first
     for option in reversed(options):
         function = option(function)
-    for param in getattr(function, "__click_params__", []):
+    for param in function.__click_params__[already:]:  # type: ignore[attr-defined]
         param.expose_value = False
         param.callback = _remember
         param.is_eager = True
     return function
+
+
+def _command(group: click.Group, name: str, argument: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """A command of ``group`` on one object, named by ARGUMENT (its identifier), that takes the
+    common options too; the options and arguments decorated below it follow ARGUMENT."""
+
+    def decorate(function: Callable[..., Any]) -> click.Command:
+        command = group.command(name)(click.argument(argument)(common_options(function)))
+        command.params.sort(key=lambda param: param.callback is _remember)  # common options last in help
+        return command
+
+    return decorate
 
 
 def _emit(data: Any, human: Callable[[], None]) -> None:
@@ -183,9 +196,7 @@ def namespaces() -> None:
     """Namespaces: [warehouse, namespace...]."""
 
 
-@namespaces.command("list")
-@click.argument("parent")
-@common_options
+@_command(namespaces, "list", "parent")
 def namespaces_list(parent: str) -> None:
     """The child namespaces of PARENT (a warehouse or a namespace)."""
     state = _state()
@@ -195,11 +206,9 @@ def namespaces_list(parent: str) -> None:
     _emit({"namespaces": names}, lambda: _table(("namespace",), ([state.name([*parent_id, n])] for n in names)))
 
 
-@namespaces.command("create")
-@click.argument("namespace_id")
+@_command(namespaces, "create", "namespace_id")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="a namespace property (repeatable)")
 @click.option("--exist-ok", is_flag=True, help="succeed when it already exists")
-@common_options
 def namespaces_create(namespace_id: str, settings: tuple[str, ...], exist_ok: bool) -> None:
     """Create a namespace."""
     state = _state()
@@ -209,9 +218,7 @@ def namespaces_create(namespace_id: str, settings: tuple[str, ...], exist_ok: bo
     _emit(response.to_dict(), lambda: click.echo(f"created {namespace_id}"))
 
 
-@namespaces.command("describe")
-@click.argument("namespace_id")
-@common_options
+@_command(namespaces, "describe", "namespace_id")
 def namespaces_describe(namespace_id: str) -> None:
     """A namespace's properties."""
     state = _state()
@@ -219,9 +226,7 @@ def namespaces_describe(namespace_id: str) -> None:
     _emit(response.to_dict(), lambda: _fields(sorted((response.properties or {}).items())))
 
 
-@namespaces.command("drop")
-@click.argument("namespace_id")
-@common_options
+@_command(namespaces, "drop", "namespace_id")
 def namespaces_drop(namespace_id: str) -> None:
     """Drop an empty namespace."""
     state = _state()
@@ -234,10 +239,8 @@ def tables() -> None:
     """Lance tables: [warehouse, namespace..., table]."""
 
 
-@tables.command("list")
-@click.argument("namespace_id")
+@_command(tables, "list", "namespace_id")
 @click.option("--include-declared/--exclude-declared", default=True, help="list declared tables without data")
-@common_options
 def tables_list(namespace_id: str, include_declared: bool) -> None:
     """The Lance tables of a namespace."""
     state = _state()
@@ -248,10 +251,8 @@ def tables_list(namespace_id: str, include_declared: bool) -> None:
     _emit({"tables": names}, lambda: _table(("table",), ([state.name([*parent, n])] for n in names)))
 
 
-@tables.command("describe")
-@click.argument("table_id")
+@_command(tables, "describe", "table_id")
 @click.option("--version", type=int, help="at this version")
-@common_options
 def tables_describe(table_id: str, version: int | None) -> None:
     """A table's location, version, schema and properties."""
     state = _state()
@@ -269,10 +270,8 @@ def tables_describe(table_id: str, version: int | None) -> None:
     _emit(data, human)
 
 
-@tables.command("declare")
-@click.argument("table_id")
+@_command(tables, "declare", "table_id")
 @click.option("--location", help="where its data will be (default: under the root)")
-@common_options
 def tables_declare(table_id: str, location: str | None) -> None:
     """Reserve a table name and location before any data is written."""
     state = _state()
@@ -280,10 +279,8 @@ def tables_declare(table_id: str, location: str | None) -> None:
     _emit({"location": response.location}, lambda: click.echo(f"declared {table_id} at {response.location}"))
 
 
-@tables.command("register")
-@click.argument("table_id")
+@_command(tables, "register", "table_id")
 @click.argument("location")
-@common_options
 def tables_register(table_id: str, location: str) -> None:
     """Register the existing Lance dataset at LOCATION as a table."""
     state = _state()
@@ -291,9 +288,7 @@ def tables_register(table_id: str, location: str) -> None:
     _emit({"location": response.location}, lambda: click.echo(f"registered {table_id} at {location}"))
 
 
-@tables.command("deregister")
-@click.argument("table_id")
-@common_options
+@_command(tables, "deregister", "table_id")
 def tables_deregister(table_id: str) -> None:
     """Remove a table from the catalog, keeping its data."""
     state = _state()
@@ -304,9 +299,7 @@ def tables_deregister(table_id: str) -> None:
     )
 
 
-@tables.command("drop")
-@click.argument("table_id")
-@common_options
+@_command(tables, "drop", "table_id")
 def tables_drop(table_id: str) -> None:
     """Drop a table (a soft delete unless the bridge has soft_delete=false)."""
     state = _state()
@@ -314,11 +307,9 @@ def tables_drop(table_id: str) -> None:
     _emit({"location": response.location}, lambda: click.echo(f"dropped {table_id}"))
 
 
-@tables.command("rename")
-@click.argument("table_id")
+@_command(tables, "rename", "table_id")
 @click.argument("new_name")
 @click.option("--namespace", "new_namespace", help="move it to this namespace of the same warehouse")
-@common_options
 def tables_rename(table_id: str, new_name: str, new_namespace: str | None) -> None:
     """Rename a table (its data stays where it is)."""
     state = _state()
@@ -329,11 +320,9 @@ def tables_rename(table_id: str, new_name: str, new_namespace: str | None) -> No
     _emit({"renamed": table_id, "to": new_name}, lambda: click.echo(f"renamed {table_id} to {new_name}"))
 
 
-@tables.command("versions")
-@click.argument("table_id")
+@_command(tables, "versions", "table_id")
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many, newest first")
 @click.option("--ascending", is_flag=True, help="oldest first")
-@common_options
 def tables_versions(table_id: str, limit: int | None, ascending: bool) -> None:
     """A table's versions (newest first)."""
     state = _state()
@@ -357,10 +346,8 @@ def tables_versions(table_id: str, limit: int | None, ascending: bool) -> None:
     )
 
 
-@tables.command("restore")
-@click.argument("table_id")
+@_command(tables, "restore", "table_id")
 @click.argument("version", type=int)
-@common_options
 def tables_restore(table_id: str, version: int) -> None:
     """Make VERSION the latest again, as a new version."""
     state = _state()
@@ -373,9 +360,7 @@ def tables_restore(table_id: str, version: int) -> None:
     )
 
 
-@tables.command("status")
-@click.argument("table_id")
-@common_options
+@_command(tables, "status", "table_id")
 def tables_status(table_id: str) -> None:
     """exists, soft_deleted (since when) or not_found."""
     state = _state()
@@ -387,9 +372,7 @@ def tables_status(table_id: str) -> None:
     )
 
 
-@tables.command("undrop")
-@click.argument("table_id")
-@common_options
+@_command(tables, "undrop", "table_id")
 def tables_undrop(table_id: str) -> None:
     """Bring back a soft-deleted table."""
     state = _state()
@@ -405,10 +388,8 @@ def _cutoff(older_than: str | None) -> datetime | None:
     return datetime.now(timezone.utc) - timedelta(seconds=parse_duration(older_than))
 
 
-@tables.command("purge")
-@click.argument("target")
+@_command(tables, "purge", "target")
 @click.option("--older-than", help="purge every table of the namespace TARGET soft-deleted this long ago (7d, 12h)")
-@common_options
 def tables_purge(target: str, older_than: str | None) -> None:
     """Reclaim a soft-deleted table's storage, or every expired one of a namespace."""
     state = _state()
@@ -427,10 +408,8 @@ def tables_purge(target: str, older_than: str | None) -> None:
         )
 
 
-@tables.command("purgable")
-@click.argument("namespace_id")
+@_command(tables, "purgable", "namespace_id")
 @click.option("--older-than", help="only tables soft-deleted this long ago")
-@common_options
 def tables_purgable(namespace_id: str, older_than: str | None) -> None:
     """The soft-deleted tables of a namespace."""
     state = _state()
@@ -442,11 +421,9 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
     )
 
 
-@tables.command("remove-orphans")
-@click.argument("table_id")
+@_command(tables, "remove-orphans", "table_id")
 @click.option("--older-than", default="3d", show_default=True, help="only files last written this long ago")
 @click.option("--dry-run", is_flag=True, help="list them, delete nothing")
-@common_options
 def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
     """Delete data files no version references (left by failed or speculative task attempts)."""
     from lance_iceberg_ns.orphans import remove_orphan_files
@@ -460,12 +437,10 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
     )
 
 
-@cli.command("import-directory")
-@click.argument("directory")
+@_command(cli, "import-directory", "directory")
 @click.option("--into", "into", required=True, help="the target namespace: WAREHOUSE.NAMESPACE")
 @click.option("--dry-run", is_flag=True, help="say what would be registered, register nothing")
 @click.option("--storage", multiple=True, metavar="KEY=VALUE", help="storage option for the directory (repeatable)")
-@common_options
 def import_directory_command(directory: str, into: str, dry_run: bool, storage: tuple[str, ...]) -> None:
     """Register every Lance table of the directory namespace at DIRECTORY (V1 *.lance directories and
     V2 __manifest tables) at its existing location. Safe to re-run."""
