@@ -269,6 +269,7 @@ class TableSummary:
 
     location: str
     properties: dict[str, str]
+    table_uuid: str | None = None  # the catalog's id of the table: it survives renames
     config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold vended secrets
     storage_credentials: list[dict[str, Any]] = field(default_factory=list, repr=False)
     body: bytes = field(default=b"", repr=False, compare=False)  # the answer, for table_from_summary
@@ -280,6 +281,7 @@ def _summary_from_load_table_json(body: bytes) -> TableSummary:
     return TableSummary(
         location=metadata["location"],
         properties=dict(metadata.get("properties") or {}),
+        table_uuid=metadata.get("table-uuid"),
         config=dict(answer.get("config") or {}),
         storage_credentials=list(answer.get("storage-credentials") or []),
         body=body,

@@ -511,9 +511,19 @@ def local_catalog_command(
 @click.option("--auth-token", "auth_tokens", multiple=True, help="a bearer token clients must present (repeatable)")
 @click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
 @click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
+@click.option(
+    "--share-static-credentials",
+    is_flag=True,
+    help="also hand clients the secret storage.* options configured here (trusted setups only)",
+)
 @common_options
 def serve_command(
-    host: str, port: int, auth_tokens: tuple[str, ...], forward_bearer_token: bool, access_log: bool
+    host: str,
+    port: int,
+    auth_tokens: tuple[str, ...],
+    forward_bearer_token: bool,
+    access_log: bool,
+    share_static_credentials: bool,
 ) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
     import uvicorn
@@ -524,7 +534,12 @@ def serve_command(
     ns = state.namespace()  # validates the settings before the server starts
     properties = dict(ns.properties)
     ns.close()
-    app = create_app(properties=properties, auth_tokens=auth_tokens, forward_bearer_token=forward_bearer_token)
+    app = create_app(
+        properties=properties,
+        auth_tokens=auth_tokens,
+        forward_bearer_token=forward_bearer_token,
+        share_static_credentials=share_static_credentials,
+    )
     endpoint = ns.settings.redact(ns.settings.endpoint)
     click.echo(f"Lance REST Namespace on http://{host}:{port} over the Iceberg catalog at {endpoint}")
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)

@@ -32,6 +32,14 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
+``allowed_locations``   Comma-separated locations (paths or URIs) where tables may live besides
+                        ``root``: declare and register refuse anything outside them with
+                        PermissionDenied, and the bridge reads, writes and deletes nothing outside
+                        them (see ``lance_iceberg_ns.locations``).
+``share_static_credentials``  Answer ``describe_table`` and ``declare_table`` with the secret
+                        static ``storage.*`` options too (default true in process; the REST server
+                        sets it false unless its operator opts in, so clients only ever get the
+                        catalog's vended credentials).
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ KNOWN_KEYS = {
     "soft_delete_ttl",
     "table_version_management",
     "commit_cache_seconds",
+    "allowed_locations",
+    "share_static_credentials",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -121,6 +131,13 @@ def _bool_setting(properties: Mapping[str, Any], key: str, default: bool) -> boo
     raise InvalidInputError(f"Property '{key}' must be true or false, got {raw!r}")
 
 
+def _list_setting(properties: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    raw = properties.get(key)
+    if isinstance(raw, list | tuple):
+        return tuple(str(item).strip() for item in raw if str(item).strip())
+    return tuple(item.strip() for item in str(raw or "").split(",") if item.strip())
+
+
 def _absolute_root(raw: str | None) -> str:
     if not raw:
         return os.getcwd()
@@ -152,6 +169,8 @@ class Settings:
     soft_delete_ttl_seconds: float = 7 * 86400
     table_version_management: bool = False
     commit_cache_seconds: int = 2
+    allowed_locations: tuple[str, ...] = ()
+    share_static_credentials: bool = True
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -197,6 +216,8 @@ class Settings:
             soft_delete_ttl_seconds=parse_duration(str(properties.get("soft_delete_ttl") or "7d")),
             table_version_management=_bool_setting(properties, "table_version_management", False),
             commit_cache_seconds=_int_setting(properties, "commit_cache_seconds", 2, 0),
+            allowed_locations=_list_setting(properties, "allowed_locations"),
+            share_static_credentials=_bool_setting(properties, "share_static_credentials", True),
             storage_options=storage_options,
             catalog_properties=catalog_properties,
         )

@@ -81,44 +81,35 @@ def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
         return False
 
 
-def delete_dataset(location: str, storage_options: dict[str, str]) -> None:
-    """Delete the dataset at ``location`` and everything under it, if it is a dataset root."""
-    if dataset_exists(location, storage_options):
-        lance.LanceDataset.drop(location, storage_options or None, ignore_not_found=True)
-    remove_empty_directories(location)
+# What a table's location holds of its own: Lance's directories, then its manifests (a dataset
+# exists while they do: deleted last, a declare racing the deletion is refused rather than given a
+# location whose new files this deletion would remove), the catalog's metadata, the owner's marker.
+LANCE_ENTRIES = ("data", "_deletions", "_indices", "_transactions", "_refs", "tree")
+OWNED_ENTRIES = (*LANCE_ENTRIES, VERSIONS_DIRECTORY, ICEBERG_METADATA_DIRECTORY)
 
 
-def delete_lance_files(location: str, storage_options: dict[str, str]) -> None:
-    """Delete a dataset's Lance files, leaving Iceberg's ``metadata/`` directory to the catalog
-    (which deletes its own files on a purge), so that a table declared anew at the same location
-    meanwhile keeps its metadata. The manifests go last: until the data files are gone the dataset
-    still exists, so a declare racing the deletion is refused rather than given a location whose
-    new files this deletion would then remove. Object stores: Lance's own drop of the location."""
+def delete_owned_files(location: str, storage_options: dict[str, str], marker: str) -> None:
+    """Delete what a table's location holds of its own (``OWNED_ENTRIES``, then ``marker``), and
+    the location itself once empty. Anything else under it is left alone, and symbolic links are
+    removed as links, never followed. The caller has proved that the entry owns the location."""
     if not is_local(location):
-        delete_dataset(location, storage_options)
+        filesystem, root = filesystem_for(location, storage_options)
+        for entry in OWNED_ENTRIES:
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_dir(f"{root.rstrip('/')}/{entry}")
+        with contextlib.suppress(FileNotFoundError):
+            filesystem.delete_file(f"{root.rstrip('/')}/{marker}")
         return
     root = local_path(location)
-    entries = os.listdir(root) if os.path.isdir(root) else []
-    for entry in sorted(entries, key=lambda name: name == VERSIONS_DIRECTORY):  # _versions last
-        if entry == ICEBERG_METADATA_DIRECTORY:
-            continue
+    for entry in (*OWNED_ENTRIES, marker):
         path = os.path.join(root, entry)
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(path, ignore_errors=True)  # removes links inside as links
         else:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 os.remove(path)
-    remove_empty_directories(location)
-
-
-def remove_empty_directories(location: str) -> None:
-    """Remove ``location`` when only empty directories remain under it (local paths only)."""
-    if not is_local(location):
-        return
-    root = local_path(location)
-    for folder, _subfolders, _files in os.walk(root, topdown=False):
-        with contextlib.suppress(OSError):  # fails, harmlessly, on a folder that still holds something
-            os.rmdir(folder)
+    with contextlib.suppress(OSError):  # only when nothing else is left
+        os.rmdir(root)
 
 
 def arrow_schema_json(dataset: lance.LanceDataset) -> JsonArrowSchema:

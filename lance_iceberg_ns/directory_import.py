@@ -25,9 +25,10 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, NamespaceNotFoundError, TableNotFoundError
 
-from lance_iceberg_ns.datasets import dataset_exists, table_uri
+from lance_iceberg_ns.datasets import dataset_exists
 from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
 
 DEREGISTERED_MARKER = ".lance-deregistered"  # a V1 table deregistered from the directory namespace
@@ -149,10 +150,11 @@ def import_directory(
         target = [*target_namespace.parts, *source]
         record(ImportedTable(source, target, location, SKIPPED, "deregistered in the directory namespace"))
     created_namespaces: set[tuple[str, ...]] = set()
-    for source in found:
-        target = [*target_namespace.parts, *source]
-        location = directory.describe_table(DescribeTableRequest(id=source)).location  # type: ignore[attr-defined]
-        record(_import_one(ns, source, target, location, options, dry_run, created_namespaces))
+    with ns.allowing(root) as importing:  # the source directory is an allowed location for this run
+        for source in found:
+            target = [*target_namespace.parts, *source]
+            location = directory.describe_table(DescribeTableRequest(id=source)).location  # type: ignore[attr-defined]
+            record(_import_one(importing, source, target, location, options, dry_run, created_namespaces))
     return summary
 
 
@@ -177,7 +179,7 @@ def _import_one(
     except InvalidInputError as exc:  # a plain Iceberg table holds the name
         return ImportedTable(source, target, location, CONFLICT, str(exc))
     if existing is not None:
-        if table_uri(existing) == table_uri(location):
+        if normalize_location(existing) == normalize_location(location):
             return ImportedTable(source, target, location, ALREADY_REGISTERED)
         return ImportedTable(source, target, location, CONFLICT, f"the name is taken by the table at {existing}")
     if dry_run:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -63,11 +63,12 @@ from lance_namespace import (
     TableExistsRequest,
 )
 from lance_namespace.errors import (
-    ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
+    PermissionDeniedError,
+    TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
@@ -75,7 +76,7 @@ from pyiceberg import exceptions as iceberg
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType
 
-from lance_iceberg_ns import datasets, managed, sources, versions
+from lance_iceberg_ns import datasets, managed, ownership, sources, versions
 from lance_iceberg_ns.catalogs import (
     BridgeRestCatalog,
     TableSummary,
@@ -88,8 +89,6 @@ from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
     NamespaceId,
     TableId,
-    check_location,
-    default_table_location,
     parse_namespace_id,
     parse_table_id,
 )
@@ -110,14 +109,17 @@ from lance_iceberg_ns.listing import (
     shared_table_types,
     take_page,
 )
+from lance_iceberg_ns.locations import LocationPolicy, check_requested_properties, is_local, normalize_location
 
 logger = logging.getLogger(__name__)
 
 Request = TypeVar("Request")
 
 
-# The property that tells, after a lost answer, whether a create landed (see _create_companion).
-CREATE_ID = "lance-iceberg-ns.create-id"
+BOOKKEEPING_PREFIX = "lance-iceberg-ns."
+# The property that tells, after a lost answer, whether a create landed (see _create_companion);
+# the location's ownership marker names it too, until the catalog's table UUID is known.
+CREATE_ID = BOOKKEEPING_PREFIX + "create-id"
 # Failures after which a create may or may not have landed.
 LOST_ANSWER = (
     requests.ConnectionError,
@@ -126,6 +128,7 @@ LOST_ANSWER = (
     iceberg.CommitStateUnknownException,
     iceberg.ServerError,
 )
+TRASH_COMMENT = "soft-deleted Lance tables (lance-iceberg-ns)"
 RECENT_TABLE_SECONDS = 2.0  # how long a table loaded for the latest version serves the next commit
 # How long a describe_table answer also answers the request for the latest version that pylance
 # sends right after it (as fresh as if that request had been sent a moment earlier).
@@ -203,6 +206,7 @@ class IcebergLanceNamespace(LanceNamespace):
         self._properties = dict(properties)
         self._settings = Settings.from_properties(self._properties)
         self._catalogs = acquire_warehouse_catalogs(self._settings)
+        self._locations = LocationPolicy.of(self._settings.root, self._settings.allowed_locations)
         self._closed = False
         self._table_types = shared_table_types(
             self._settings.endpoint, self._settings.principal(), self._settings.table_type_cache_seconds
@@ -267,6 +271,12 @@ class IcebergLanceNamespace(LanceNamespace):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def allowing(self, *locations: str) -> IcebergLanceNamespace:
+        """A namespace like this one that also allows tables at ``locations`` (an import's source,
+        for that run); close it when done."""
+        allowed = ",".join([*self._locations.allowed, *locations])
+        return IcebergLanceNamespace(**{**self._properties, "allowed_locations": allowed})
+
     @property
     def settings(self) -> Settings:
         return self._settings
@@ -303,7 +313,7 @@ class IcebergLanceNamespace(LanceNamespace):
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
         return loaded
 
-    def _create_companion(self, table: TableId, location: str, properties: dict[str, str]) -> Any:
+    def _create_companion(self, table: TableId, location: str, properties: dict[str, str], create_id: str) -> Any:
         """Create the companion table, safely retried when the answer is lost.
 
         A create is not idempotent: if its answer is lost (a reset, a timeout, a 5xx from a
@@ -312,7 +322,6 @@ class IcebergLanceNamespace(LanceNamespace):
         lost answer the table is looked up, and it is ours if it carries that id.
         """
         catalog = self._catalog(table.warehouse)
-        create_id = uuid.uuid4().hex
         properties = {**properties, CREATE_ID: create_id}
         answer_lost = False
         for attempt in range(self._settings.max_retries + 1):
@@ -347,8 +356,16 @@ class IcebergLanceNamespace(LanceNamespace):
         return summary.properties.get(CREATE_ID) == create_id
 
     def _storage_options(self, vended: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Static ``storage.*`` options, with vended values winning."""
+        """Static ``storage.*`` options, with vended values winning: what the bridge itself uses."""
         return {**self._settings.storage_options, **(vended or {})}
+
+    def _answered_storage_options(self, vended: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The storage options a caller is given: without the secret static ones unless
+        ``share_static_credentials`` (a REST server's clients get vended credentials, or none)."""
+        static = self._settings.storage_options
+        if not self._settings.share_static_credentials:
+            static = {key: value for key, value in static.items() if not looks_secret(key)}
+        return {**static, **(vended or {})}
 
     def _vended_storage_options(self, table: TableId, loaded: TableSummary) -> dict[str, str]:
         """Lance storage options from the catalog's vended credentials for a table: through the
@@ -361,7 +378,11 @@ class IcebergLanceNamespace(LanceNamespace):
         return vended_storage_options(loaded.config, storage_credentials, loaded.location)
 
     def _catalog_table_properties(self, requested: Mapping[str, str] | None) -> dict[str, str]:
-        """Request properties as stored on the companion table: never a secret, always the type."""
+        """Request properties as stored on the companion table: never a secret, always the type.
+        Raises InvalidInputError for properties that would move the catalog's or the bridge's files."""
+        check_requested_properties(dict(requested or {}))
+        if any(key.startswith(BOOKKEEPING_PREFIX) for key in requested or {}):
+            raise InvalidInputError(f"Properties starting with {BOOKKEEPING_PREFIX!r} are the bridge's own")
         properties = {}
         for key, value in (requested or {}).items():
             if looks_secret(key):
@@ -379,6 +400,103 @@ class IcebergLanceNamespace(LanceNamespace):
                 "warehouses themselves are managed by the catalog server"
             )
         return namespace
+
+    # --- locations and ownership (see lance_iceberg_ns.locations, lance_iceberg_ns.ownership) -------
+
+    def _create_owned(self, table: TableId, location: str, properties: dict[str, str]) -> Any:
+        """Create the companion table at ``location`` (normalized and confined), which it then
+        owns. A local location is claimed before the entry is made (a refused claim creates
+        nothing) and the claim stamped with the entry's UUID after; an object store, which the
+        bridge may reach only with the credentials the catalog vends for the new table, is claimed
+        right after, and a refused claim drops the entry again."""
+        create_id = uuid.uuid4().hex
+        top = self._locations.base_of(location) or location
+        claimed = None
+        if is_local(location):
+            owner = ownership.Owner(create_id, None, str(table))
+            claimed = ownership.claim(location, top, owner, self._storage_options())
+        try:
+            created = self._create_companion(table, location, properties, create_id)
+        except BaseException:
+            if claimed is not None:
+                claimed.undo()
+            raise
+        owner = ownership.Owner(create_id, str(created.metadata.table_uuid), str(table))
+        options = self._storage_options(lance_storage_options(dict(created.io.properties)))
+        if claimed is not None:
+            ownership.stamp(location, owner, options)
+            return created
+        try:
+            ownership.claim(location, top, owner, options)
+        except BaseException:
+            self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
+            self._forget_table(table)
+            raise
+        return created
+
+    def _replace_owned(self, table: TableId, replaced: TableSummary, location: str, properties: dict[str, str]) -> Any:
+        """Register ``location`` under a name that ``replaced`` holds: the old entry steps aside into
+        the trash namespace (not as a tombstone) while the new one is made, comes back if that
+        fails, and is deregistered once it worked."""
+        catalog = self._catalog(table.warehouse)
+        if normalize_location(replaced.location) == location:  # the same data, a new entry
+            self._owned_location(replaced)
+            self._release(replaced)
+        aside = (*trash_path(table.namespace.path), f"{table.name}~replaced~{uuid.uuid4().hex[:12]}")
+        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
+            catalog.create_namespace(trash_path(table.namespace.path), {"comment": TRASH_COMMENT})
+        catalog.rename_table(table.iceberg_identifier, aside)
+        self._forget_table(table)
+        try:
+            created = self._create_owned(table, location, properties)
+        except BaseException:
+            catalog.rename_table(aside, table.iceberg_identifier)
+            if normalize_location(replaced.location) == location:
+                self._reclaim(replaced, location)
+            raise
+        catalog.drop_table(aside, purge_requested=False)
+        if normalize_location(replaced.location) != location:
+            self._release(replaced)
+        return created
+
+    def _reclaim(self, entry: TableSummary, location: str) -> None:
+        owner = ownership.Owner(entry.properties.get(CREATE_ID, ""), entry.table_uuid, "")
+        ownership.stamp(location, owner, self._entry_storage_options(entry))
+
+    def _entry_storage_options(self, entry: TableSummary) -> dict[str, str]:
+        """What the bridge reaches an entry's files with: its static options, and the credentials
+        the catalog vended in the entry's loadTable answer, if any (no extra request)."""
+        return self._storage_options(vended_storage_options(entry.config, entry.storage_credentials, entry.location))
+
+    def _owned_location(self, entry: TableSummary) -> str:
+        """The entry's location, once shown to be its own: confined, and named by its marker.
+        Raises PermissionDeniedError, saying why, otherwise."""
+        location = self._locations.confine(entry.location)
+        claim_id = entry.properties.get(CREATE_ID)
+        ownership.prove(location, entry.table_uuid, claim_id, self._entry_storage_options(entry))
+        return location
+
+    def _release(self, entry: TableSummary) -> None:
+        """Give up the entry's claim on its location (its data then belongs to no entry)."""
+        try:
+            location = self._locations.confine(entry.location)
+        except PermissionDeniedError:  # never ours to mark
+            return
+        claim_id = entry.properties.get(CREATE_ID)
+        ownership.release(location, entry.table_uuid, claim_id, self._entry_storage_options(entry))
+
+    def _require_no_unowned_dataset(self, location: str) -> None:
+        """A declare makes a new table: over a dataset that no entry owns it would adopt data that
+        ``register_table`` is for (an owned one is refused by the claim)."""
+        options = self._storage_options()
+        if ownership.read_owner(location, options) is None and datasets.dataset_exists(location, options):
+            raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
+
+    def _existing_lance_table(self, table: TableId) -> TableSummary | None:
+        try:
+            return self._load_lance_table(table)
+        except iceberg.NoSuchTableError:
+            return None
 
     # --- namespaces ---------------------------------------------------------------------------
 
@@ -517,34 +635,24 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(DeclareTableRequest)
     def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
-        """Register a companion table for a Lance table that is about to be written. A name that
-        belongs to a soft-deleted table revives it (its location and history; write to it with
-        overwrite). Raises TableAlreadyExistsError, NamespaceNotFoundError."""
+        """Register a companion table for a Lance table that is about to be written, at a location
+        of its own: a new one under the root (``LocationPolicy.default_location``), or the requested
+        one, which must lie under the root or an allowed location and hold no dataset. A name whose
+        table was renamed or soft-deleted makes a new, independent table. Raises
+        TableAlreadyExistsError, NamespaceNotFoundError, PermissionDeniedError (a location outside,
+        or overlapping another table's)."""
         table = parse_table_id(request.id)
-        tombstones = self._tombstones(table) if self._settings.soft_delete else []
-        if tombstones:
-            return self._revive_as_declared(table, request, tombstones[0])
-        location = (
-            check_location(request.location) if request.location else default_table_location(self._settings.root, table)
-        )
-        catalog = self._catalog(table.warehouse)
-        if (
-            self._settings.soft_delete
-            and datasets.dataset_exists(location, self._storage_options())
-            and not catalog.table_exists(table.iceberg_identifier)  # a live table: let create say 409
-        ):
-            # Data with no table for it: a purge still deleting it (it lost the table to the purge
-            # a moment ago), or a deregistered table. Declaring over it would mix the two.
-            raise ConcurrentModificationError(
-                f"A Lance dataset is at {location} with no table for it (being purged, or deregistered): "
-                "register it with register_table, or declare again once the purge is done"
-            )
         properties = self._catalog_table_properties(request.properties)
         if self._settings.table_version_management:
             properties.setdefault(managed.MANAGED_PROPERTY, "true")
         if managed.is_managed(properties):
             properties = {**managed.METADATA_RETENTION, **properties}
-        created = self._create_companion(table, location, properties)
+        if request.location:
+            location = self._locations.confine(request.location)
+            self._require_no_unowned_dataset(location)
+        else:
+            location = self._locations.default_location(table.parts)
+        created = self._create_owned(table, location, properties)
         vended = None
         if request.vend_credentials or self._settings.vend_credentials:
             # pyiceberg has merged the answer's config and best-matching storage credential
@@ -552,7 +660,7 @@ class IcebergLanceNamespace(LanceNamespace):
         return DeclareTableResponse(
             location=created.metadata.location,
             properties=_shown(created.metadata.properties),
-            storage_options=self._storage_options(vended),
+            storage_options=self._answered_storage_options(vended),
             managed_versioning=managed.is_managed(created.metadata.properties),
         )
 
@@ -582,21 +690,23 @@ class IcebergLanceNamespace(LanceNamespace):
         response = DescribeTableResponse(
             location=location,
             properties=_shown(properties),
-            storage_options=self._storage_options(vended),
+            storage_options=self._answered_storage_options(vended),
             managed_versioning=managed.is_managed(properties),
         )
         if request.with_table_uri:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
-            dataset = datasets.open_dataset(location, response.storage_options or {}, wanted_version)
+            location = self._locations.confine(location)
+            dataset = datasets.open_dataset(location, self._storage_options(vended), wanted_version)
             response.version = dataset.version
             response.var_schema = datasets.arrow_schema_json(dataset)
             response.table = table.name
             response.namespace = table.namespace.parts
             response.is_only_declared = False
         elif request.check_declared:
-            response.is_only_declared = not datasets.dataset_exists(location, response.storage_options or {})
+            location = self._locations.confine(location)
+            response.is_only_declared = not datasets.dataset_exists(location, self._storage_options(vended))
         return response
 
     @_operation(TableExistsRequest)
@@ -606,65 +716,66 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         if request.version is not None:
-            datasets.open_dataset(loaded.location, self._storage_options(), request.version)
+            datasets.open_dataset(self._locations.confine(loaded.location), self._storage_options(), request.version)
 
     @_operation(DropTableRequest)
     def drop_table(self, request: DropTableRequest) -> DropTableResponse:
         """Soft-delete the table (see ``lance_iceberg_ns.lifecycle``): it is no longer listed or
         found, its data stays until purged, ``undrop_table`` brings it back. With
-        ``soft_delete=false``: remove the catalog entry, then the Lance data at its location.
-        Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
+        ``soft_delete=false``: once the entry has shown that it owns its location, remove the
+        catalog entry, then the dataset's own files. Raises TableNotFoundError,
+        PermissionDeniedError (ownership not shown: nothing changed); a plain Iceberg table is
+        InvalidInputError."""
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
-        location = loaded.location
         if self._settings.soft_delete:
             self._move_to_trash(table)
-            return DropTableResponse(id=table.parts, location=location, properties=_shown(loaded.properties))
-        has_data = datasets.dataset_exists(location, self._storage_options())
-        # Without Lance data the server may purge its own metadata files; with it, Lance's drop
-        # below removes everything under the location, Iceberg's metadata included.
-        self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=not has_data)
-        self._forget_table(table)
-        datasets.delete_dataset(location, self._storage_options())
-        return DropTableResponse(id=table.parts, location=location, properties=_shown(loaded.properties))
+        else:
+            location = self._owned_location(loaded)
+            self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
+            self._forget_table(table)
+            datasets.delete_owned_files(location, self._entry_storage_options(loaded), ownership.MARKER)
+        return DropTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
     @_operation(DeregisterTableRequest)
     def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
-        """Remove the catalog entry and keep the Lance data.
-        Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
+        """Remove the catalog entry and keep the Lance data, which then belongs to no entry (and can
+        be registered again). Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
         self._forget_table(table)
+        self._release(loaded)
         return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
     @_operation(RegisterTableRequest)
     def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
-        """Register an existing Lance dataset under a table id. A location without a dataset is
-        InvalidInputError; an existing table is TableAlreadyExistsError unless mode is Overwrite."""
+        """Register an existing Lance dataset, under the root or an allowed location and owned by no
+        other entry, under a table id. A location without a dataset is InvalidInputError, one
+        outside or owned is PermissionDeniedError; an existing table is TableAlreadyExistsError
+        unless mode is Overwrite, which replaces the entry only once the new one is made."""
         table = parse_table_id(request.id)
         mode = _mode(request.mode, "create")
         if mode not in ("create", "overwrite"):
             raise InvalidInputError(f"Unknown register_table mode {request.mode!r}")
         if not request.location:
             raise InvalidInputError("register_table needs the location of an existing Lance dataset")
-        check_location(request.location)
-        if managed.is_managed(request.properties):
+        properties = self._catalog_table_properties(request.properties)
+        if managed.is_managed(properties):
             raise InvalidInputError(
                 f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
                 "a registered dataset keeps Lance's own versions"
             )
-        if not datasets.dataset_exists(request.location, self._storage_options()):
-            raise InvalidInputError(f"No Lance dataset at {request.location}")
-        catalog = self._catalog(table.warehouse)
-        if mode == "overwrite":
-            try:
-                self._load_lance_table(table)
-                catalog.drop_table(table.iceberg_identifier, purge_requested=False)
-                self._forget_table(table)
-            except iceberg.NoSuchTableError:
-                pass
-        created = self._create_companion(table, request.location, self._catalog_table_properties(request.properties))
+        location = self._locations.confine(request.location)
+        if not datasets.dataset_exists(location, self._storage_options()):
+            raise InvalidInputError(f"No Lance dataset at {location}")
+        replaced = self._existing_lance_table(table)
+        if replaced is not None and mode != "overwrite":
+            raise TableAlreadyExistsError(f"Table {table} already exists")
+        if replaced is None:
+            created = self._create_owned(table, location, properties)
+        else:
+            created = self._replace_owned(table, replaced, location, properties)
         return RegisterTableResponse(location=created.metadata.location, properties=_shown(created.metadata.properties))
 
     @_operation(RenameTableRequest)
@@ -696,6 +807,7 @@ class IcebergLanceNamespace(LanceNamespace):
         if branch:
             raise UnsupportedOperationError("Branches are not supported here")
         loaded = self._load_lance_table(table)
+        self._locations.confine(loaded.location)
         vended = self._vended_storage_options(table, loaded) if self._settings.vend_credentials else None
         return loaded, self._storage_options(vended)
 
@@ -712,6 +824,7 @@ class IcebergLanceNamespace(LanceNamespace):
         )
         if not is_lance_table(loaded.properties):
             raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
+        self._locations.confine(loaded.metadata.location)
         if self._settings.vend_credentials:
             return loaded, self._dataset_location(table, None)[1]
         return loaded, self._storage_options()
@@ -809,6 +922,7 @@ class IcebergLanceNamespace(LanceNamespace):
         loaded, options = self._dataset_location(table, request.branch)
         if request.version is None:
             raise InvalidInputError("restore_table needs the version to restore")
+        self._owned_location(loaded)  # it writes a new version: only into data the entry owns
         if managed.is_managed(loaded.properties):
             versions.restore_through_namespace(self, table.parts, request.version)
         else:
@@ -901,7 +1015,7 @@ class IcebergLanceNamespace(LanceNamespace):
         catalog = self._catalog(table.warehouse)
         trash = trash_path(table.namespace.path)
         with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
-            catalog.create_namespace(trash, {"comment": "soft-deleted Lance tables (lance-iceberg-ns)"})
+            catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
         tombstone = Tombstone.new(table.name)
         catalog.rename_table(table.iceberg_identifier, (*trash, tombstone.name))
         self._forget_table(table)
@@ -915,26 +1029,6 @@ class IcebergLanceNamespace(LanceNamespace):
         except iceberg.NoSuchTableError:
             raise TableNotFoundError(f"Table {table} was purged before it could be restored") from None
         self._table_types.remember((table.warehouse, table.iceberg_identifier), True)
-
-    def _revive_as_declared(
-        self, table: TableId, request: DeclareTableRequest, tombstone: Tombstone
-    ) -> DeclareTableResponse:
-        try:
-            self._restore(table, tombstone)
-        except TableNotFoundError:  # a purge won the race for the tombstone: abort, do not guess
-            raise ConcurrentModificationError(
-                f"Table {table} was purged while being re-created; declare it again"
-            ) from None
-        revived = self._load_lance_table(table)
-        vended = None
-        if request.vend_credentials or self._settings.vend_credentials:
-            vended = self._vended_storage_options(table, revived)
-        return DeclareTableResponse(
-            location=revived.location,
-            properties=_shown(revived.properties),
-            storage_options=self._storage_options(vended),
-            managed_versioning=managed.is_managed(revived.properties),
-        )
 
     def _drop_empty_trash(self, catalog: BridgeRestCatalog, namespace: NamespaceId) -> None:
         held = catalog.list_tables(trash_path(namespace.path))
@@ -971,44 +1065,52 @@ class IcebergLanceNamespace(LanceNamespace):
             return sum(self._purge_tombstone(table, tombstone) for tombstone in tombstones)
 
     def _purge_tombstone(self, table: TableId, tombstone: Tombstone) -> bool:
-        """Drop the tombstone (the race's arbiter), then, only if that drop won, the data."""
+        """Once the tombstone has shown that it owns its location, drop it (the race's arbiter),
+        then, only if that drop won, delete the dataset's own files. Raises PermissionDeniedError
+        (nothing deleted) when ownership cannot be shown."""
         catalog = self._catalog(table.warehouse)
         identifier = (*trash_path(table.namespace.path), tombstone.name)
         try:
-            location = catalog.load_table_summary(identifier).location
-            # the server deletes its own metadata files of the tombstone (and no other's)
-            catalog.drop_table(identifier, purge_requested=True)
+            tombstone_entry = catalog.load_table_summary(identifier)
+            location = self._owned_location(tombstone_entry)
+            catalog.drop_table(identifier, purge_requested=False)
         except iceberg.NoSuchTableError:
             return False  # restored or purged by someone else first
-        try:  # a live table of that name at the same location (revived) keeps its data
-            if catalog.load_table_summary(table.iceberg_identifier).location == location:
-                return True
-        except iceberg.NoSuchTableError:
-            pass
-        datasets.delete_lance_files(location, self._storage_options())
+        datasets.delete_owned_files(location, self._entry_storage_options(tombstone_entry), ownership.MARKER)
         return True
 
     def list_purgable_tables(
         self, namespace_id: list[str], deleted_before: datetime | None = None
     ) -> list[PurgableTable]:
-        """Soft-deleted tables of a namespace (deleted before ``deleted_before``, if given), oldest
-        first: one listing, no per-table request."""
-        namespace = self._require_namespace_level(namespace_id, "list purgable tables of")
+        """Soft-deleted tables of a namespace or a whole warehouse and every namespace beneath it
+        (deleted before ``deleted_before``, if given), oldest first. Costs one listing per
+        namespace, and one more per namespace holding soft-deleted tables; no per-table request."""
+        namespace = parse_namespace_id(namespace_id)
+        if namespace is None:
+            raise InvalidInputError("Give the warehouse or namespace whose soft-deleted tables to list")
         cutoff_ms = None if deleted_before is None else int(deleted_before.timestamp() * 1000)
+        found = []
         with translated_errors(f"list_purgable_tables {namespace}", self._settings.redact):
-            try:
-                names = [
-                    ident[-1] for ident in self._catalog(namespace.warehouse).list_tables(trash_path(namespace.path))
+            for holder, names in self._trash_contents(namespace):
+                found += [
+                    PurgableTable(id=[*holder.parts, t.table_name], deleted_at=t.deleted_at, tombstone=t.name)
+                    for t in tombstones_of(names)
+                    if cutoff_ms is None or t.deleted_at_ms < cutoff_ms
                 ]
-            except iceberg.NoSuchNamespaceError:
-                if not self._catalog(namespace.warehouse).namespace_exists(namespace.path):
-                    raise
-                names = []
-        found = [t for t in tombstones_of(names) if cutoff_ms is None or t.deleted_at_ms < cutoff_ms]
-        return [
-            PurgableTable(id=[*namespace.parts, t.table_name], deleted_at=t.deleted_at, tombstone=t.name)
-            for t in sorted(found, key=lambda t: t.deleted_at_ms)
-        ]
+        return sorted(found, key=lambda purgable: purgable.deleted_at)
+
+    def _trash_contents(self, namespace: NamespaceId) -> Iterator[tuple[NamespaceId, list[str]]]:
+        """(namespace, names in its trash) for ``namespace`` and every namespace beneath it."""
+        catalog = self._catalog(namespace.warehouse)
+        pending = [namespace.path]
+        while pending:
+            path = pending.pop()
+            for child in sorted(ident[-1] for ident in catalog.list_namespaces(path)):
+                if child == TRASH_NAMESPACE:
+                    names = [ident[-1] for ident in catalog.list_tables(trash_path(path))]
+                    yield NamespaceId(namespace.warehouse, path), names
+                else:
+                    pending.append((*path, child))
 
     def purge_tables(
         self,
@@ -1018,8 +1120,10 @@ class IcebergLanceNamespace(LanceNamespace):
         deleted_before: datetime | None = None,
     ) -> list[list[str]]:
         """Purge the given tables, or (``ids=None``) every soft-deleted table of ``namespace_id``
-        deleted before ``deleted_before`` (default: now minus ``soft_delete_ttl``). Returns the ids
-        of what was purged."""
+        (a namespace or a whole warehouse, and everything beneath it) deleted before
+        ``deleted_before`` (default: now minus ``soft_delete_ttl``). Returns the ids of what was
+        purged; a tombstone that cannot show it owns its location is left whole, with a warning
+        saying why."""
         if ids is not None:
             return [table_id for table_id in ids if self.purge_table(table_id)]
         if namespace_id is None:
@@ -1030,9 +1134,12 @@ class IcebergLanceNamespace(LanceNamespace):
         for purgable in self.list_purgable_tables(namespace_id, deleted_before):
             table = parse_table_id(purgable.id)
             tombstone = Tombstone.parse(purgable.tombstone)
-            with translated_errors(f"purge_tables {table}", self._settings.redact):
-                if tombstone is not None and self._purge_tombstone(table, tombstone):
-                    purged.append(purgable.id)
+            try:
+                with translated_errors(f"purge_tables {table}", self._settings.redact):
+                    if tombstone is not None and self._purge_tombstone(table, tombstone):
+                        purged.append(purgable.id)
+            except PermissionDeniedError as refused:
+                logger.warning("Not purging %s (%s): %s", table, purgable.tombstone, refused)
         return purged
 
     def table_status(self, table_id: list[str]) -> TableStatus:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from pathlib import Path
+
 import lance
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
@@ -27,3 +31,33 @@ def create_plain_iceberg_table(endpoint: str, warehouse: str, identifier: tuple[
 
 def write_lance(location: str, rows: int = 3) -> lance.LanceDataset:
     return lance.write_dataset(pa.table({"id": list(range(rows))}), location)
+
+
+def files_under(path: Path) -> dict[str, str]:
+    """Every file under ``path`` (links as links) with a digest of its bytes: to show that nothing
+    there changed, byte for byte."""
+    found = {}
+    for folder, subfolders, names in os.walk(path):
+        for name in names + [d for d in subfolders if os.path.islink(os.path.join(folder, d))]:
+            full = os.path.join(folder, name)
+            relative = os.path.relpath(full, path)
+            if os.path.islink(full):
+                found[relative] = "link:" + os.readlink(full)
+            else:
+                with open(full, "rb") as handle:
+                    found[relative] = hashlib.sha256(handle.read()).hexdigest()
+    return found
+
+
+def catalog_state(endpoint: str, warehouse: str) -> list[tuple[tuple[str, ...], str, str]]:
+    """Every table of a warehouse (trash included) as another client sees it: id, location, uuid."""
+    catalog = other_client(endpoint, warehouse)
+    state, pending = [], [()]
+    while pending:
+        parent = pending.pop()
+        for child in catalog.list_namespaces(parent):
+            pending.append(child)
+            for identifier in catalog.list_tables(child):
+                metadata = catalog.load_table(identifier).metadata
+                state.append((tuple(identifier), metadata.location, str(metadata.table_uuid)))
+    return sorted(state)

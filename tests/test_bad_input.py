@@ -19,6 +19,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     LanceNamespaceError,
     NamespaceNotFoundError,
+    PermissionDeniedError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
@@ -57,7 +58,7 @@ def populated(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
     return db
 
 
-def _api_cases(db: list[str], warehouse: str) -> list[tuple[str, str, Any, type[LanceNamespaceError]]]:
+def _api_cases(db: list[str], warehouse: str, root: Path) -> list[tuple[str, str, Any, type[LanceNamespaceError]]]:
     table = [*db, "events"]
     long_name = "x" * 300
     return [
@@ -77,7 +78,7 @@ def _api_cases(db: list[str], warehouse: str) -> list[tuple[str, str, Any, type[
         ("id as a string", "declare_table", {"id": ".".join(table)}, InvalidInputError),
         ("id of integers", "declare_table", {"id": [1, 2, 3]}, InvalidInputError),
         ("request not a mapping", "declare_table", 42, InvalidInputError),
-        ("location with ..", "declare_table", {"id": [*db, "t2"], "location": "/tmp/a/../b"}, InvalidInputError),
+        ("location with ..", "declare_table", {"id": [*db, "t2"], "location": "/tmp/a/../b"}, PermissionDeniedError),
         ("location with NUL", "declare_table", {"id": [*db, "t3"], "location": "/tmp/a\x00"}, InvalidInputError),
         ("namespace with ..", "create_namespace", {"id": [warehouse, ".."]}, InvalidInputError),
         ("namespace huge", "create_namespace", {"id": [warehouse, long_name]}, InvalidInputError),
@@ -85,7 +86,13 @@ def _api_cases(db: list[str], warehouse: str) -> list[tuple[str, str, Any, type[
         ("namespace properties type", "create_namespace", {"id": [*db, "c2"], "properties": "a=b"}, InvalidInputError),
         ("cascade drop", "drop_namespace", {"id": db, "behavior": "cascade"}, InvalidInputError),
         ("missing parent", "create_namespace", {"id": [warehouse, "nope", "child"]}, NamespaceNotFoundError),
-        ("register nothing", "register_table", {"id": [*db, "r1"], "location": "/nonexistent/x"}, InvalidInputError),
+        (
+            "register outside",
+            "register_table",
+            {"id": [*db, "r1"], "location": "/nonexistent/x"},
+            PermissionDeniedError,
+        ),
+        ("register nothing", "register_table", {"id": [*db, "r1"], "location": f"{root}/none"}, InvalidInputError),
         ("register no location", "register_table", {"id": [*db, "r2"]}, InvalidInputError),
         ("register mode", "register_table", {"id": [*db, "r3"], "location": "/x", "mode": "bogus"}, InvalidInputError),
         (
@@ -126,7 +133,7 @@ def test_api_bad_inputs_are_typed_and_change_nothing(
 ) -> None:
     before = _state(endpoint, warehouse, lance_root)
     wrong = []
-    for name, operation, request, expected in _api_cases(populated, warehouse):
+    for name, operation, request, expected in _api_cases(populated, warehouse, lance_root):
         try:
             getattr(ns, operation)(request)
             wrong.append(f"{name}: no error")
@@ -202,8 +209,8 @@ def test_rest_server_bad_inputs_are_4xx_with_the_code_and_change_nothing(
         (
             "bad location",
             lambda: requests.post(f"{base}/v1/table/{ns_path}$t/declare", json={"location": "/a/../b"}),
-            400,
-            13,
+            403,
+            15,
         ),
         ("missing table", lambda: requests.post(f"{base}/v1/table/{ns_path}$nope/describe", json={}), 404, 4),
         (
@@ -241,7 +248,8 @@ def test_cli_bad_inputs_exit_with_their_kind_and_change_nothing(
         ("dot-dot id", ["tables", "describe", f"{namespace}..t"], 2),
         ("bad property", ["-p", "max_retries=abc", "tables", "list", namespace], 2),
         ("bad endpoint", ["--endpoint", "ftp://x", "tables", "list", namespace], 2),
-        ("register nothing", ["tables", "register", f"{namespace}.r", str(tmp_path / "none")], 2),
+        ("register nothing", ["tables", "register", f"{namespace}.r", str(lance_root / "none")], 2),
+        ("register outside", ["tables", "register", f"{namespace}.r", str(tmp_path / "none")], 6),
         ("bad duration", ["tables", "purge", namespace, "--older-than", "soon"], 2),
         ("limit zero", ["tables", "versions", table, "--limit", "0"], 2),
         ("missing directory", ["import-directory", str(tmp_path / "none"), "--into", namespace], 2),

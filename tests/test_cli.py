@@ -87,8 +87,8 @@ def test_table_commands_and_versions(cli: Cli, ns: IcebergLanceNamespace, db: li
     assert lance.dataset(namespace_client=ns, table_id=[*db, "events"]).to_table()["id"].to_pylist() == [0]
 
     declared = cli.json("tables", "declare", ".".join([*db, "later"]))
-    assert declared["location"].endswith("/later")
-    other = tmp_path / "elsewhere.lance"
+    assert declared["location"].rsplit("/", 1)[1].startswith("later-")
+    other = Path(ns.settings.root) / "elsewhere.lance"
     lance.write_dataset(pa.table({"x": [1]}), str(other))
     assert cli("tables", "register", ".".join([*db, "outside"]), str(other)).returncode == 0
     assert cli("tables", "rename", ".".join([*db, "outside"]), "moved").stdout.startswith("renamed")
@@ -110,7 +110,7 @@ def test_soft_delete_lifecycle_commands(cli: Cli, ns: IcebergLanceNamespace, db:
     assert cli("tables", "purgable", namespace, "--older-than", "1h", "--json").stdout.strip() == "[]"
     assert cli("tables", "undrop", table).returncode == 0
     assert cli("tables", "status", table).stdout == "exists\n"
-    purged = cli("tables", "purge", namespace, "--older-than", "0s")
+    purged = cli("tables", "purge", db[0], "--older-than", "0s")  # the whole warehouse
     assert purged.stdout == f"purged {'.'.join([*db, 'gone'])}\n"
     refused = cli("tables", "purge", table)  # a live table is never purged
     assert refused.returncode == 4 and refused.stderr.startswith("error: InvalidTableState (19):")
@@ -209,10 +209,10 @@ def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
     assert again["summary"] == {"already registered": 3, "skipped": 2}
 
     ns.deregister_table({"id": [*db, "plain"]})
-    lance.write_dataset(pa.table({"b": [9]}), str(tmp_path / "other.lance"))
-    ns.register_table({"id": [*db, "plain"], "location": str(tmp_path / "other.lance")})
+    lance.write_dataset(pa.table({"b": [9]}), str(Path(ns.settings.root) / "other.lance"))
+    ns.register_table({"id": [*db, "plain"], "location": str(Path(ns.settings.root) / "other.lance")})
     conflict = cli("import-directory", str(source), "--into", into)
     assert conflict.returncode == 4 and "the name is taken by the table at" in conflict.stdout
-    assert ns.describe_table({"id": [*db, "plain"]}).location == str(tmp_path / "other.lance")  # left alone
+    assert ns.describe_table({"id": [*db, "plain"]}).location == str(Path(ns.settings.root) / "other.lance")
     missing = cli("import-directory", str(source), "--into", f"{db[0]}.no_such_namespace")
     assert missing.returncode == 3

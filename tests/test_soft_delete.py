@@ -13,9 +13,9 @@ import pyarrow as pa
 import pytest
 from lance_namespace import DescribeTableRequest, DropNamespaceRequest, DropTableRequest, ListTablesRequest
 from lance_namespace.errors import (
-    ConcurrentModificationError,
     InvalidTableStateError,
     NamespaceNotEmptyError,
+    PermissionDeniedError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
@@ -77,16 +77,17 @@ def test_undrop_without_a_soft_deleted_table_or_over_a_live_one(
     assert len(ns.list_purgable_tables(db)) == 1  # the soft-deleted one is still there, untouched
 
 
-def test_recreate_over_a_soft_deleted_table_continues_its_history(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_recreate_over_a_soft_deleted_table_makes_a_new_one_and_keeps_the_old_restorable(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
     table_id = [*db, "t"]
     location = _write(ns, table_id, [1, 2])
     ns.drop_table(DropTableRequest(id=table_id))
-    declared = ns.declare_table({"id": table_id})  # re-create: revives the same lineage
-    assert declared.location == location
+    declared = ns.declare_table({"id": table_id})  # a new table, at a location of its own
+    assert declared.location != location
     _write(ns, table_id, [9], mode="overwrite")
-    dataset = lance.dataset(namespace_client=ns, table_id=table_id)
-    assert dataset.version == 2 and dataset.to_table().column("v").to_pylist() == [9]
-    assert lance.dataset(namespace_client=ns, table_id=table_id, version=1).count_rows() == 2
+    assert lance.dataset(namespace_client=ns, table_id=table_id).to_table().column("v").to_pylist() == [9]
+    assert lance.dataset(location).count_rows() == 2 and ns.list_purgable_tables(db)[0].id == table_id
 
 
 def test_drop_then_purge_deletes_the_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -168,7 +169,7 @@ def test_soft_deleted_tables_cost_listings_nothing(
     assert request_counter.count == without == 1
     request_counter.reset()
     assert len(ns.list_purgable_tables(db)) == 5
-    assert request_counter.count == 1  # one listing of the trash, no per-table request
+    assert request_counter.count == 2  # the child namespaces, then the trash: no per-table request
 
 
 def _race(first: object, second: object) -> list[object]:
@@ -220,44 +221,25 @@ def test_purge_racing_undrop_has_exactly_one_winner_and_never_loses_revived_data
     assert sum(wins.values()) == ITERATIONS
 
 
-def test_purge_racing_recreate_has_exactly_one_winner_and_never_loses_revived_data(
-    ns: IcebergLanceNamespace, db: list[str]
-) -> None:
+def test_purge_racing_a_new_table_of_the_name_never_touches_it(ns: IcebergLanceNamespace, db: list[str]) -> None:
     table_id = [*db, "recreated"]
-    location = _write(ns, table_id, [7, 8])
-    wins = {"purge": 0, "recreate": 0}
-    for _ in range(ITERATIONS):
-        if ns.table_status(table_id).state == "not_found":
-            location = _write(ns, table_id, [7, 8])
+    for _ in range(ITERATIONS // 4):
+        old_location = _write(ns, table_id, [7, 8])
         ns.drop_table(DropTableRequest(id=table_id))
         purged, declared = _race(lambda: ns.purge_table(table_id), lambda: ns.declare_table({"id": table_id}))
-        # the purge lost if it found the tombstone gone (0) or, when the revival had finished before
-        # it looked, a live table it must not touch
-        purge_lost = purged == 0 or isinstance(purged, InvalidTableStateError)
-        revived = not isinstance(declared, Exception) and purge_lost
-        assert (purged == 1) != revived, (purged, declared)  # one winner for the soft-deleted table
-        if revived:  # the same lineage, its data whole
-            assert ns.describe_table(DescribeTableRequest(id=table_id)).location == location
-            assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
-            wins["recreate"] += 1
-            continue
-        wins["purge"] += 1
-        assert not os.path.exists(os.path.join(location, "_versions"))  # the purged data is gone
-        if isinstance(declared, Exception):  # the re-create aborted cleanly
-            assert isinstance(declared, ConcurrentModificationError), declared
-            assert ns.table_status(table_id).state == "not_found"
-        else:  # it came after the purge: a fresh declaration, whole and usable (pylance writes
-            # the first data of a declared table with append or overwrite)
-            _write(ns, table_id, [7, 8], mode="overwrite")
-            assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
-    assert sum(wins.values()) == ITERATIONS
+        assert purged == 1 and not isinstance(declared, Exception), (purged, declared)
+        assert declared.location != old_location and not os.path.exists(old_location)  # type: ignore[union-attr]
+        _write(ns, table_id, [7, 8], mode="overwrite")  # the new table, whole and usable
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
+        ns.drop_table(DropTableRequest(id=table_id))
+        assert ns.purge_table(table_id) == 1
 
 
-def test_a_purge_deletes_the_manifests_last(
+def test_a_purge_deletes_the_manifests_then_the_marker_last(
     ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Until its data files are gone the dataset still exists, so a declare racing the purge is
-    refused instead of getting a location whose new files the purge would then delete."""
+    """Until everything else is gone the location stays owned, so nobody can declare a table there
+    while the purge is still deleting."""
     table_id = [*db, "ordered"]
     location = _write(ns, table_id, [1, 2])
     ns.drop_table(DropTableRequest(id=table_id))
@@ -265,17 +247,16 @@ def test_a_purge_deletes_the_manifests_last(
     rmtree = shutil.rmtree
 
     def recording_rmtree(path: str, *args: object, **kwargs: object) -> None:
-        if os.path.isdir(os.path.join(location, "_versions")):  # the dataset still exists
-            assert ns.table_status(table_id).state == "not_found"
-            with pytest.raises(ConcurrentModificationError):  # ... so a declare is refused
-                ns.declare_table({"id": table_id})
+        assert ns.table_status(table_id).state == "not_found"
+        with pytest.raises(PermissionDeniedError):  # the location is still owned
+            ns.declare_table({"id": [*db, "squatter"], "location": location})
         removed.append(os.path.basename(path))
         rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
     assert ns.purge_table(table_id) == 1
-    assert removed[-1] == "_versions" and "data" in removed
-    assert not os.path.exists(location)
+    assert "data" in removed and removed.index("_versions") > removed.index("data")
+    assert removed[-1] == "metadata" and not os.path.exists(location)
 
 
 def test_durations() -> None:

@@ -188,13 +188,17 @@ def create_app(
     auth_tokens: Sequence[str] = (),
     forward_bearer_token: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    share_static_credentials: bool = False,
 ) -> FastAPI:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
 
     ``auth_tokens``: bearer tokens the server requires (none: open). ``forward_bearer_token``: use
     each caller's bearer token as the Iceberg catalog token (needs ``properties``).
+    ``share_static_credentials``: also answer clients with the secret ``storage.*`` options the
+    bridge is configured with; by default they get the catalog's vended credentials, or none.
     """
+    namespace, properties = _for_clients(namespace, properties, share_static_credentials)
     if forward_bearer_token:
         if properties is None:
             raise ValueError("forward_bearer_token needs the bridge properties")
@@ -238,6 +242,23 @@ def create_app(
     _install_error_handlers(app)
     app.add_middleware(GuardMiddleware, auth_tokens=list(auth_tokens), max_body_bytes=max_body_bytes)
     return app
+
+
+def _for_clients(
+    namespace: LanceNamespace | None, properties: Mapping[str, str] | None, share_static_credentials: bool
+) -> tuple[LanceNamespace | None, Mapping[str, str] | None]:
+    """The bridge (or its properties) as it answers remote clients: sharing the static storage
+    credentials only when the operator said so."""
+    from lance_iceberg_ns import IcebergLanceNamespace
+
+    share = {"share_static_credentials": "true" if share_static_credentials else "false"}
+    if properties is not None:
+        properties = {**properties, **share}
+    if isinstance(namespace, IcebergLanceNamespace) and namespace.settings.share_static_credentials != (
+        share_static_credentials
+    ):
+        namespace = IcebergLanceNamespace(**{**namespace.properties, **share})
+    return namespace, properties
 
 
 def _arrow_body_doc() -> dict[str, Any]:

@@ -1,0 +1,172 @@
+"""Table locations: normalized once, confined to the storage root and the allowed locations.
+
+A location is compared, stored and handed to Lance in one normal form, so that what was checked
+is what gets opened:
+
+* local paths are absolute, without ``.``/``..`` segments, repeated or trailing slashes;
+  ``file://`` URIs are percent-decoded first (Lance decodes them: ``%2e%2e`` is ``..``) and become
+  plain paths;
+* object-store URIs keep their scheme (lower case; ``s3a``/``s3n`` are ``s3``) and bucket (lower
+  case), their path percent-decoded with ``.``/``..`` resolved and no trailing slash.
+
+A table location must lie strictly under the root or one of the allowed locations; anything else
+is ``PermissionDeniedError``. Local locations are also checked after resolving symbolic links, so a
+link under the root cannot lead outside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from lance_namespace.errors import InvalidInputError, PermissionDeniedError
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+TABLE_DIRECTORY_SUFFIX = ".lance"
+
+
+def is_local(location: str) -> bool:
+    """True for a local path (normalized locations carry no ``file://``)."""
+    return "://" not in location
+
+
+def _resolved_segments(path: str, original: str) -> list[str]:
+    """``a/./b/../c`` → ``["a", "c"]``; a ``..`` above the top leaves every allowed place."""
+    segments: list[str] = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not segments:
+                raise PermissionDeniedError(f"The location {original!r} leaves its file system or bucket")
+            segments.pop()
+        else:
+            segments.append(segment)
+    return segments
+
+
+def normalize_location(raw: str) -> str:
+    """The normal form of a location (see the module docstring). Raises ``InvalidInputError`` for
+    what is not a location, ``PermissionDeniedError`` for a path that climbs above its top."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidInputError("A table location must be a non-empty string")
+    if _CONTROL_CHARACTERS.search(raw):
+        raise InvalidInputError("A table location must not contain control characters")
+    match = _SCHEME.match(raw.strip())
+    if match is None:
+        if raw.startswith("file:"):  # file:/abs/path
+            return _local_path(unquote(raw[len("file:") :]), raw)
+        return _local_path(raw, raw)
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if "?" in rest or "#" in rest:
+        raise InvalidInputError(f"A table location must not carry a query or a fragment: {raw!r}")
+    if scheme == "file":
+        host, _, path = rest.partition("/")
+        if host not in ("", "localhost"):
+            raise InvalidInputError(f"A file:// location must be on this host: {raw!r}")
+        return _local_path("/" + unquote(path), raw)
+    bucket, _, path = rest.partition("/")
+    if not bucket:
+        raise InvalidInputError(f"An object-store location needs a bucket: {raw!r}")
+    decoded = unquote(path)
+    if _CONTROL_CHARACTERS.search(decoded):
+        raise InvalidInputError("A table location must not contain control characters")
+    segments = _resolved_segments(decoded, raw)
+    scheme = _SCHEME_ALIASES.get(scheme, scheme)
+    return "/".join([f"{scheme}://{bucket.lower()}", *segments]).rstrip("/")
+
+
+def _local_path(path: str, original: str) -> str:
+    if _CONTROL_CHARACTERS.search(path):
+        raise InvalidInputError("A table location must not contain control characters")
+    if not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path)
+    return "/" + "/".join(_resolved_segments(path, original))
+
+
+def is_inside(location: str, base: str) -> bool:
+    """True when normalized ``location`` lies strictly under normalized ``base``."""
+    return location.startswith(base.rstrip("/") + "/")
+
+
+def overlaps(first: str, second: str) -> bool:
+    """Equal, or one inside the other (both normalized)."""
+    return first == second or is_inside(first, second) or is_inside(second, first)
+
+
+@dataclass(frozen=True)
+class LocationPolicy:
+    """Where this bridge may put, read and delete table data: under ``root`` or an allowed location."""
+
+    root: str
+    allowed: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, root: str, allowed: tuple[str, ...] | list[str] = ()) -> LocationPolicy:
+        return cls(normalize_location(root), tuple(normalize_location(place) for place in allowed if place))
+
+    @property
+    def bases(self) -> tuple[str, ...]:
+        return (self.root, *self.allowed)
+
+    def with_allowed(self, *places: str) -> LocationPolicy:
+        """This policy, also allowing ``places`` (an import's source directory, say)."""
+        return LocationPolicy(self.root, (*self.allowed, *(normalize_location(place) for place in places)))
+
+    def confine(self, raw: str) -> str:
+        """The normal form of ``raw``, if it lies strictly under the root or an allowed location.
+        Raises ``PermissionDeniedError`` otherwise (and ``InvalidInputError`` for a non-location)."""
+        location = normalize_location(raw)
+        base = self.base_of(location)
+        if base is None:
+            raise PermissionDeniedError(
+                f"The location {location!r} is outside the storage root and the allowed locations"
+            )
+        if is_local(location) and not self._really_inside(location, base):
+            raise PermissionDeniedError(f"The location {location!r} leads outside {base!r} through a symbolic link")
+        return location
+
+    def base_of(self, location: str) -> str | None:
+        """The root or allowed location that holds normalized ``location`` (the deepest), if any."""
+        holders = [base for base in self.bases if is_inside(location, base)]
+        return max(holders, key=len) if holders else None
+
+    @staticmethod
+    def _really_inside(location: str, base: str) -> bool:
+        return is_inside(os.path.realpath(location), os.path.realpath(base))
+
+    def default_location(self, parts: list[str]) -> str:
+        """A new location for a table ``[warehouse, ns..., name]``:
+        ``{root}/{warehouse}/{ns...}/{name}-{8 hex}.lance``. The suffix makes it unique, so a name
+        used again after a rename or a drop never meets the old table's data; the ``.lance`` ending
+        keeps it apart from namespace directories, whose names never contain a dot."""
+        *namespace, name = parts
+        return "/".join([self.root, *namespace, f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"])
+
+
+# Iceberg table properties that say where a catalog or engine writes: a client may not set them on a
+# companion table (Polaris refuses them too), or it could send the catalog's files elsewhere.
+RESERVED_LOCATION_PROPERTIES = frozenset(
+    {
+        "location",
+        "write.metadata.path",
+        "write.data.path",
+        "write.object-storage.path",
+        "write.object-storage.enabled",
+        "write.folder-storage.path",
+        "write.location-provider.impl",
+        "write.object-storage.partitioned-paths",
+    }
+)
+
+
+def check_requested_properties(properties: dict[str, str]) -> None:
+    """Raise ``InvalidInputError`` when request properties try to set where data or metadata go."""
+    reserved = sorted(key for key in properties if key.lower() in RESERVED_LOCATION_PROPERTIES)
+    if reserved:
+        raise InvalidInputError(f"These properties decide where files go and cannot be set: {', '.join(reserved)}")

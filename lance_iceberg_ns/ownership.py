@@ -1,0 +1,224 @@
+"""Who owns a table location: an ownership marker at the location names the catalog entry.
+
+Every location the bridge declares or registers gets a small file, ``.lance-iceberg-ns-owner.json``,
+naming the companion table that owns it: the one-off claim id it was created with, and, once
+created, its Iceberg table UUID. The UUID stays with the entry through renames and soft deletes
+(both are catalog renames), so the marker never needs rewriting, and a tombstone carries all a
+purge needs to verify that the data it is about to delete belongs to it.
+
+* **Claiming** writes the marker exclusively (on local file systems with ``O_EXCL``: of two
+  claims of one location exactly one wins), and only then checks the neighbourhood: no marker in a
+  directory above the location (it would be inside another table) nor below it (another table
+  would be inside it). Two overlapping claims racing each other both see the other and both give
+  up, which is safe.
+* **Proving** ownership before a destructive step compares the marker with the entry's UUID. No
+  marker, or another entry's, and the step deletes nothing and says why.
+* **Releasing** (deregister) removes the marker when it names the entry: the data then belongs to
+  nobody, and can be registered again.
+
+On object stores the exclusive write is a check followed by a write (pyarrow has no conditional
+put); the neighbourhood check after the claim still catches overlaps, but two claims of the very
+same location in the same instant could both succeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+from lance_namespace.errors import PermissionDeniedError
+
+from lance_iceberg_ns.datasets import filesystem_for
+from lance_iceberg_ns.locations import is_local
+
+MARKER = ".lance-iceberg-ns-owner.json"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What a marker says: the claim id, the table UUID (once stamped) and the table's id then."""
+
+    claim: str
+    table_uuid: str | None
+    table: str
+
+    def to_json(self) -> bytes:
+        return json.dumps({"claim": self.claim, "table-uuid": self.table_uuid, "table": self.table}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Owner:
+        try:
+            fields = json.loads(data)
+            return cls(str(fields["claim"]), fields.get("table-uuid"), str(fields.get("table", "")))
+        except (ValueError, KeyError, TypeError):
+            return cls("", None, "(unreadable ownership marker)")
+
+    def is_entry(self, table_uuid: str | None, claim: str | None) -> bool:
+        """Whether the marker names this catalog entry (by UUID, or by claim before stamping)."""
+        if self.table_uuid is not None:
+            return self.table_uuid == table_uuid
+        return bool(claim) and self.claim == claim
+
+
+def _marker_path(location: str) -> str:
+    return f"{location.rstrip('/')}/{MARKER}"
+
+
+def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | None:
+    """The marker at ``location``, or ``None`` when there is none."""
+    if is_local(location):
+        try:
+            fd = os.open(_marker_path(location), os.O_RDONLY | os.O_NOFOLLOW)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:  # a symbolic link where the marker should be: nobody's valid claim
+            return Owner("", None, "(a symbolic link in place of the ownership marker)")
+        with os.fdopen(fd, "rb") as handle:
+            return Owner.from_json(handle.read())
+    filesystem, path = filesystem_for(location, storage_options)
+    marker = f"{path.rstrip('/')}/{MARKER}"
+    if filesystem.get_file_info(marker).type == pafs.FileType.NotFound:
+        return None
+    with filesystem.open_input_stream(marker) as stream:
+        return Owner.from_json(stream.read())
+
+
+def _write_marker(location: str, owner: Owner, storage_options: Mapping[str, str], exclusive: bool) -> bool:
+    """Write the marker; with ``exclusive``, only if there is none (False if there was one)."""
+    if is_local(location):
+        os.makedirs(location, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else os.O_TRUNC)
+        try:
+            fd = os.open(_marker_path(location), flags, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(owner.to_json())
+        return True
+    if exclusive and read_owner(location, storage_options) is not None:
+        return False
+    filesystem, path = filesystem_for(location, storage_options)
+    with filesystem.open_output_stream(f"{path.rstrip('/')}/{MARKER}") as stream:
+        stream.write(owner.to_json())
+    return True
+
+
+def _remove_marker(location: str, storage_options: Mapping[str, str]) -> None:
+    if is_local(location):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_marker_path(location))
+        return
+    filesystem, path = filesystem_for(location, storage_options)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        filesystem.delete_file(f"{path.rstrip('/')}/{MARKER}")
+
+
+def _markers_above(location: str, top: str, storage_options: Mapping[str, str]) -> str | None:
+    """The nearest directory strictly between ``top`` and ``location`` that holds a marker."""
+    parent = location.rsplit("/", 1)[0]
+    while len(parent) > len(top.rstrip("/")) and parent.startswith(top.rstrip("/")):
+        if read_owner(parent, storage_options) is not None:
+            return parent
+        parent = parent.rsplit("/", 1)[0]
+    return None
+
+
+def _markers_below(location: str, storage_options: Mapping[str, str]) -> str | None:
+    """A directory strictly under ``location`` that holds a marker (links are not followed)."""
+    if is_local(location):
+        for folder, _subfolders, files in os.walk(location, followlinks=False):
+            if MARKER in files and folder.rstrip("/") != location.rstrip("/"):
+                return folder
+        return None
+    filesystem, path = filesystem_for(location, storage_options)
+    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
+    for info in listed:
+        if info.base_name == MARKER and info.path.rsplit("/", 1)[0] != path.rstrip("/"):
+            return info.path.rsplit("/", 1)[0]
+    return None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim just made, which ``undo`` takes back: the marker, and the directories it made."""
+
+    location: str
+    owner: Owner
+    storage_options: Mapping[str, str]
+    made_from: str | None  # the topmost directory the claim created (local file systems)
+
+    def undo(self) -> None:
+        release(self.location, self.owner.table_uuid, self.owner.claim, self.storage_options)
+        if self.made_from is None:
+            return
+        folder = self.location
+        while len(folder) >= len(self.made_from):
+            try:
+                os.rmdir(folder)
+            except OSError:  # not empty (or gone): someone else's now
+                return
+            folder = folder.rsplit("/", 1)[0]
+
+
+def _first_missing_directory(location: str) -> str | None:
+    if not is_local(location) or os.path.exists(location):
+        return None
+    missing = location
+    while not os.path.exists(missing.rsplit("/", 1)[0] or "/"):
+        missing = missing.rsplit("/", 1)[0]
+    return missing
+
+
+def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, str]) -> Claim:
+    """Claim ``location`` (under ``top``, the root or allowed location holding it) for ``owner``.
+    Raises ``PermissionDeniedError`` when another entry owns it, or a location above or below it;
+    then nothing is left behind."""
+    if is_local(location) and os.path.islink(location):
+        raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
+    made = Claim(location, owner, storage_options, _first_missing_directory(location))
+    if not _write_marker(location, owner, storage_options, exclusive=True):
+        held = read_owner(location, storage_options)
+        raise PermissionDeniedError(
+            f"The location {location!r} is owned by another catalog entry ({held.table if held else 'unknown'})"
+        )
+    conflict = _markers_above(location, top, storage_options)
+    inside = None if conflict else _markers_below(location, storage_options)
+    if conflict or inside:
+        made.undo()
+        where = f"inside the location of another table ({conflict})" if conflict else f"around another table ({inside})"
+        raise PermissionDeniedError(f"The location {location!r} lies {where}; table locations must not overlap")
+    return made
+
+
+def stamp(location: str, owner: Owner, storage_options: Mapping[str, str]) -> None:
+    """Complete a claim with the table UUID the catalog gave the entry."""
+    _write_marker(location, owner, storage_options, exclusive=False)
+
+
+def release(location: str, table_uuid: str | None, claim_id: str | None, storage_options: Mapping[str, str]) -> None:
+    """Remove the marker if it names this entry (a deregistered table's data belongs to nobody)."""
+    held = read_owner(location, storage_options)
+    if held is not None and held.is_entry(table_uuid, claim_id):
+        _remove_marker(location, storage_options)
+
+
+def prove(location: str, table_uuid: str | None, claim_id: str | None, storage_options: Mapping[str, str]) -> None:
+    """Return when the marker at ``location`` names this entry. Raises ``PermissionDeniedError``
+    (saying why) when there is no marker or it names another entry: the caller deletes nothing."""
+    if is_local(location) and os.path.islink(location):
+        raise PermissionDeniedError(f"The location {location!r} is a symbolic link: nothing was deleted or changed")
+    held = read_owner(location, storage_options)
+    if held is None:
+        raise PermissionDeniedError(
+            f"The location {location!r} carries no ownership marker, so this entry cannot show that the data is "
+            "its own: nothing was deleted or changed (deregister the table, then register it again to adopt it)"
+        )
+    if not held.is_entry(table_uuid, claim_id):
+        raise PermissionDeniedError(
+            f"The location {location!r} is owned by another catalog entry ({held.table}): "
+            "nothing was deleted or changed"
+        )

@@ -1,0 +1,328 @@
+"""Every table owns its location, and only its own: ordinary sequences (rename, re-use a name,
+drop, purge, register, restore, symbolic links) never touch another table's data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import lance
+import lancedb
+import pyarrow as pa
+import pytest
+from lance_namespace import DescribeTableRequest, RegisterTableRequest
+from lance_namespace.errors import (
+    InvalidInputError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
+from lance_iceberg_ns.locations import LocationPolicy, normalize_location, overlaps
+from lance_iceberg_ns.ownership import MARKER
+
+from .helpers import catalog_state, files_under, other_client
+
+
+def _write(ns: IcebergLanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
+    return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri
+
+
+def _read(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
+    return lance.dataset(namespace_client=ns, table_id=table_id).to_table().column("v").to_pylist()
+
+
+@pytest.fixture(params=[True, False], ids=["soft_delete", "hard_delete"])
+def any_ns(request: pytest.FixtureRequest, endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+    soft = "true" if request.param else "false"
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete=soft) as namespace:
+        yield namespace
+
+
+# --- locations: normal form and confinement ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "normal"),
+    [
+        ("/data/lance/", "/data/lance"),
+        ("/data//lance/./t", "/data/lance/t"),
+        ("/data/lance/a/../t", "/data/lance/t"),
+        ("file:///data/lance/a/%2e%2e/t", "/data/lance/t"),
+        ("file://localhost/data/%6Cance", "/data/lance"),
+        ("file:/data/lance", "/data/lance"),
+        ("S3A://Bucket/lake//x/./y/", "s3://bucket/lake/x/y"),
+        ("s3://bucket/lake/%2e%2e/other", "s3://bucket/other"),
+        ("gs://b/a%20b", "gs://b/a b"),
+    ],
+)
+def test_locations_are_compared_in_one_normal_form(raw: str, normal: str) -> None:
+    assert normalize_location(raw) == normal
+
+
+@pytest.mark.parametrize(
+    "raw", ["/data/lance/../../..", "file:///%2e%2e/etc", "s3://bucket/%2e%2e/%2e%2e", "s3://bucket/lake/../.."]
+)
+def test_locations_climbing_above_their_top_are_permission_denied(raw: str) -> None:
+    with pytest.raises(PermissionDeniedError):
+        normalize_location(raw)
+
+
+@pytest.mark.parametrize("raw", ["", "s3:///no-bucket", "file://otherhost/x", "s3://b/x?versionId=1", "/a\x00b"])
+def test_what_is_not_a_location_is_invalid_input(raw: str) -> None:
+    with pytest.raises(InvalidInputError):
+        normalize_location(raw)
+
+
+def test_a_location_must_lie_strictly_under_the_root_or_an_allowed_location(tmp_path: Path) -> None:
+    policy = LocationPolicy.of(str(tmp_path / "root"), ["s3://lake/team-a/"])
+    assert policy.confine(f"file://{tmp_path}/root/wh/ns/t") == f"{tmp_path}/root/wh/ns/t"
+    assert policy.confine("s3a://LAKE/team-a/t") == "s3://lake/team-a/t"
+    for outside in (
+        str(tmp_path / "root"),  # the root itself would hold every table
+        str(tmp_path / "root-b" / "t"),  # a sibling sharing the root's name as a prefix
+        f"file://{tmp_path}/root/%2e%2e/victim",
+        "/etc",
+        "s3://lake/team-b/t",
+        "s3://lake/team-a",
+    ):
+        with pytest.raises(PermissionDeniedError):
+            policy.confine(outside)
+    assert overlaps("/a/b", "/a/b/c") and overlaps("/a/b/c", "/a/b") and not overlaps("/a/b", "/a/bc")
+
+
+def test_a_symbolic_link_under_the_root_cannot_lead_outside(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    (tmp_path / "outside").mkdir()
+    os.symlink(tmp_path / "outside", tmp_path / "root" / "escape")
+    with pytest.raises(PermissionDeniedError):
+        LocationPolicy.of(str(tmp_path / "root")).confine(str(tmp_path / "root" / "escape" / "t"))
+
+
+def test_default_locations_are_new_for_every_table(ns: IcebergLanceNamespace, db: list[str], lance_root: Path) -> None:
+    first = ns.declare_table({"id": [*db, "orders"]}).location
+    ns.deregister_table({"id": [*db, "orders"]})
+    second = ns.declare_table({"id": [*db, "orders"]}).location
+    assert first != second
+    for location in (first, second):
+        assert location is not None and location.startswith("/".join([str(lance_root), *db, "orders-"]))
+        assert location.endswith(".lance")
+
+
+# --- ordinary sequences ----------------------------------------------------------------------
+
+
+def test_rename_then_reuse_the_name_makes_an_independent_table(any_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns = any_ns
+    archived_location = _write(ns, [*db, "orders"], [1, 2, 3])
+    ns.rename_table({"id": [*db, "orders"], "new_table_name": "orders_archived"})
+    archived_files = files_under(Path(archived_location))
+
+    new_location = _write(ns, [*db, "orders"], [7])  # pylance's default create mode
+    assert new_location != archived_location
+    assert _read(ns, [*db, "orders"]) == [7]
+    ns.drop_table({"id": [*db, "orders"]})
+    if ns.settings.soft_delete:
+        assert ns.purge_table([*db, "orders"]) == 1
+    assert not os.path.exists(new_location)
+
+    assert _read(ns, [*db, "orders_archived"]) == [1, 2, 3]
+    assert files_under(Path(archived_location)) == archived_files
+
+
+def test_reuse_after_a_soft_delete_leaves_the_dropped_table_restorable_and_purgeable(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    old_location = _write(ns, [*db, "t"], [1, 2])
+    ns.drop_table({"id": [*db, "t"]})
+    old_files = files_under(Path(old_location))
+    new_location = _write(ns, [*db, "t"], [9])
+    assert new_location != old_location and _read(ns, [*db, "t"]) == [9]
+    with pytest.raises(TableAlreadyExistsError):
+        ns.undrop_table([*db, "t"])  # a live table holds the name
+    assert files_under(Path(old_location)) == old_files
+
+    ns.rename_table({"id": [*db, "t"], "new_table_name": "t_new"})  # free the name: the old one comes back
+    ns.undrop_table([*db, "t"])
+    assert _read(ns, [*db, "t"]) == [1, 2] and _read(ns, [*db, "t_new"]) == [9]
+    ns.drop_table({"id": [*db, "t"]})
+    assert ns.purge_table([*db, "t"]) == 1
+    assert not os.path.exists(old_location) and _read(ns, [*db, "t_new"]) == [9]
+
+
+def test_lancedb_create_table_reuses_a_soft_deleted_name(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+) -> None:
+    old_location = _write(ns, [*db, "vectors"], [1])
+    ns.drop_table({"id": [*db, "vectors"]})
+    connection = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
+    created = connection.create_table("vectors", pa.table({"v": [5, 6]}), namespace_path=db)
+    assert created.count_rows() == 2
+    assert lance.dataset(old_location).count_rows() == 1
+    assert ns.list_purgable_tables(db)[0].id == [*db, "vectors"]
+
+
+def test_deregister_and_register_again_and_a_second_entry_is_refused(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    location = _write(ns, [*db, "t"], [1, 2, 3])
+    ns.deregister_table({"id": [*db, "t"]})
+    assert not os.path.exists(os.path.join(location, MARKER))  # the data belongs to nobody now
+    ns.register_table(RegisterTableRequest(id=[*db, "back"], location=location))
+    before = catalog_state(endpoint, db[0])
+    with pytest.raises(PermissionDeniedError, match="owned by another"):
+        ns.register_table(RegisterTableRequest(id=[*db, "twin"], location=location))
+    with pytest.raises(PermissionDeniedError):
+        ns.declare_table({"id": [*db, "inside"], "location": location + "/data/nested"})
+    with pytest.raises(PermissionDeniedError):
+        ns.declare_table({"id": [*db, "around"], "location": os.path.dirname(location)})
+    assert catalog_state(endpoint, db[0]) == before
+    assert _read(ns, [*db, "back"]) == [1, 2, 3]
+
+
+def test_declare_over_an_unowned_dataset_points_to_register(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    location = _write(ns, [*db, "t"], [1])
+    ns.deregister_table({"id": [*db, "t"]})
+    with pytest.raises(InvalidInputError, match="register"):
+        ns.declare_table({"id": [*db, "t"], "location": location})
+    assert not os.path.exists(os.path.join(location, MARKER))
+
+
+def test_register_overwrite_that_fails_leaves_the_previous_table_whole(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _write(ns, [*db, "t"], [1])
+    second = _write(ns, [*db, "other"], [2])
+    ns.deregister_table({"id": [*db, "other"]})
+    before = catalog_state(endpoint, db[0])
+
+    def unavailable(*args: object, **kwargs: object) -> None:
+        raise ServiceUnavailableError("the catalog went away")
+
+    monkeypatch.setattr(ns, "_create_companion", unavailable)
+    with pytest.raises(ServiceUnavailableError):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
+    monkeypatch.undo()
+    assert catalog_state(endpoint, db[0]) == before
+    assert _read(ns, [*db, "t"]) == [1] and not os.path.exists(os.path.join(second, MARKER))
+
+    ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
+    assert _read(ns, [*db, "t"]) == [2]
+    assert lance.dataset(first).count_rows() == 1 and not os.path.exists(os.path.join(first, MARKER))
+    ns.register_table(RegisterTableRequest(id=[*db, "first"], location=first))  # nobody's now: free to register
+
+
+def test_restore_writes_only_into_data_the_entry_owns(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+) -> None:
+    location = _write(ns, [*db, "t"], [1])
+    _write(ns, [*db, "t"], [2], mode="append")
+    ns.restore_table({"id": [*db, "t"], "version": 1})
+    assert lance.dataset(location).version == 3 and _read(ns, [*db, "t"]) == [1]
+
+    # another client's entry at that location, made directly in the catalog: it owns nothing
+    other_client(endpoint, db[0]).create_table(
+        (*db[1:], "impostor"), schema=companion_table_schema(), location=location, properties={"table_type": "lance"}
+    )
+    victim = files_under(Path(location))
+    with pytest.raises(PermissionDeniedError, match="owned by another"):
+        ns.restore_table({"id": [*db, "impostor"], "version": 1})
+    assert files_under(Path(location)) == victim
+
+
+def test_hard_drop_deletes_only_the_datasets_own_files_and_never_follows_links(
+    endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    lance.write_dataset(pa.table({"v": [1]}), str(victim))
+    victim_files = files_under(victim)
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as ns:
+        location = _write(ns, [*db, "t"], [1, 2])
+        os.symlink(victim, os.path.join(location, "data", "link-to-victim"))
+        os.symlink(victim / "_versions", os.path.join(location, "_indices"))
+        (Path(location) / "notes.txt").write_text("not Lance's")
+        ns.drop_table({"id": [*db, "t"]})
+    assert files_under(victim) == victim_files
+    assert sorted(os.listdir(location)) == ["notes.txt"]  # the stranger's file stays
+
+
+def test_an_entry_without_an_ownership_marker_is_not_dropped(
+    endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
+) -> None:
+    location = lance_root / "legacy" / "t"
+    lance.write_dataset(pa.table({"v": [1]}), str(location))
+    other_client(endpoint, db[0]).create_table(
+        (*db[1:], "legacy"), schema=companion_table_schema(), location=str(location), properties={"table_type": "lance"}
+    )
+    files = files_under(location)
+    before = catalog_state(endpoint, db[0])
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as ns:
+        with pytest.raises(PermissionDeniedError, match="no ownership marker"):
+            ns.drop_table({"id": [*db, "legacy"]})
+        assert catalog_state(endpoint, db[0]) == before and files_under(location) == files
+        ns.deregister_table({"id": [*db, "legacy"]})  # adopt it: deregister, register again
+        ns.register_table(RegisterTableRequest(id=[*db, "legacy"], location=str(location)))
+        ns.drop_table({"id": [*db, "legacy"]})
+    assert not location.exists()
+
+
+def test_a_location_that_is_a_symbolic_link_is_refused(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    real = lance_root / "real"
+    lance.write_dataset(pa.table({"v": [1]}), str(real))
+    os.symlink(real, lance_root / "alias")
+    with pytest.raises(PermissionDeniedError, match="symbolic link"):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "alias")))
+    assert not (real / MARKER).exists()
+
+
+def test_request_properties_cannot_move_the_catalogs_files(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    for key in ("write.metadata.path", "write.data.path", "write.object-storage.path", "location", "Location"):
+        with pytest.raises(InvalidInputError, match="cannot be set"):
+            ns.declare_table({"id": [*db, "t"], "properties": {key: "/tmp/elsewhere"}})
+    with pytest.raises(InvalidInputError, match="the bridge's own"):
+        ns.declare_table({"id": [*db, "t"], "properties": {"lance-iceberg-ns.create-id": "forged"}})
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+
+
+def test_import_directory_allows_its_source_for_that_run_only(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+) -> None:
+    from lance_iceberg_ns.directory_import import REGISTERED, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "events.lance"))
+    summary = import_directory(ns, str(source), db)
+    assert [t.outcome for t in summary.tables] == [REGISTERED]
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "later.lance"))
+    with pytest.raises(PermissionDeniedError):
+        ns.register_table(RegisterTableRequest(id=[*db, "later"], location=str(source / "later.lance")))
+
+
+# --- one purge job per warehouse -----------------------------------------------------------------
+
+
+def test_list_and_purge_cover_every_namespace_of_a_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    warehouse = db[0]
+    child = [*db, "child"]
+    sibling = [warehouse, "sibling"]
+    ns.create_namespace({"id": child})
+    ns.create_namespace({"id": sibling})
+    locations = {}
+    for namespace in (db, child, sibling):
+        table_id = [*namespace, "t"]
+        locations[tuple(table_id)] = _write(ns, table_id, [1])
+        ns.drop_table({"id": table_id})
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    listed = ns.list_purgable_tables([warehouse], deleted_before=later)
+    assert sorted(tuple(p.id) for p in listed) == sorted(locations)
+    assert ns.list_purgable_tables([warehouse]) != [] and ns.purge_tables(namespace_id=[warehouse]) == []  # TTL
+    purged = ns.purge_tables(namespace_id=[warehouse], deleted_before=later)
+    assert sorted(tuple(p) for p in purged) == sorted(locations)
+    assert not any(os.path.exists(location) for location in locations.values())
