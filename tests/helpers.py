@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lance
 import pyarrow as pa
+from lance_namespace import LanceNamespace
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.schema import Schema
@@ -61,3 +62,8 @@ def catalog_state(endpoint: str, warehouse: str) -> list[tuple[tuple[str, ...], 
                 metadata = catalog.load_table(identifier).metadata
                 state.append((tuple(identifier), metadata.location, str(metadata.table_uuid)))
     return sorted(state)
+
+
+def write_values(ns: LanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
+    """Write a one-column table ``v`` through a namespace, as pylance does; its location."""
+    return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri

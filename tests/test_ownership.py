@@ -26,10 +26,7 @@ from lance_iceberg_ns.locations import LocationPolicy, normalize_location, overl
 from lance_iceberg_ns.ownership import MARKER
 
 from .helpers import catalog_state, files_under, other_client
-
-
-def _write(ns: IcebergLanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
-    return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri
+from .helpers import write_values as _write
 
 
 def _read(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import lance
-import pyarrow as pa
 import pytest
 from lance_namespace import DescribeTableRequest, DropNamespaceRequest, DropTableRequest, ListTablesRequest
 from lance_namespace.errors import (
@@ -25,10 +24,7 @@ from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone, parse_duratio
 
 from .conftest import RequestCounter
 from .helpers import other_client
-
-
-def _write(ns: IcebergLanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
-    return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri
+from .helpers import write_values as _write
 
 
 def test_drop_hides_the_table_keeps_the_data_and_undrop_brings_it_back(
