@@ -127,12 +127,14 @@ _INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = (
         "",
     ),
     (re.compile(r"(?:[A-Za-z]:)?[\w.~/\\-]*[/\\](?:site|dist)-packages[/\\][^\s'\",()]*"), "<path>"),
+    # system, install and build roots (CI checkouts and build containers work under /work, /build)
     (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|work|build|rustc|Library|System)/[^\s'\",()]*"), "<path>"),
     (re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>"), ""),  # Python object reprs
     # class names of exceptions, qualified (org.apache.iceberg.exceptions.X, requests.exceptions.X)
-    # or bare (pyiceberg's "NoSuchTableException: ..."), with the colon that introduces their message
-    (re.compile(r"\b(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)\b(?::\s*)?"), ""),
-    (re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b(?::\s*)?"), ""),
+    # or bare (pyiceberg's "NoSuchTableException: ..."), where they introduce a message (": ") or
+    # arguments ("("); a table named ParseError elsewhere in a sentence stays
+    (re.compile(r"\b(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)\b(?::\s*|(?=\())"), ""),
+    (re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b(?::\s*|(?=\())"), ""),
 )
 
 

@@ -115,6 +115,7 @@ def test_public_messages_keep_the_words_without_paths_or_class_names() -> None:
         "list wh.db: Namespace does not exist: db"
     )
     assert public_message("No Lance dataset at /data/lake/wh/db/t") == "No Lance dataset at /data/lake/wh/db/t"
+    assert public_message("Table wh.db.ParseError not found") == "Table wh.db.ParseError not found"
 
 
 def test_lance_table_type_is_case_insensitive() -> None:
