@@ -26,15 +26,14 @@ from urllib.parse import urlencode
 import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import _RETRY_ARGS, PREFIX, Capability, Endpoint, Endpoints, RestCatalog
+from pyiceberg.catalog.rest import PREFIX, Capability, Endpoint, Endpoints, RestCatalog
 from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
-from pyiceberg.catalog.rest.response import _handle_non_200_response
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
 from requests.adapters import HTTPAdapter
-from tenacity import retry
 from urllib3.util.retry import Retry
 
+from lance_iceberg_ns import pyiceberg_internals as internals
 from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.errors import http_status, translated_errors
 
@@ -83,11 +82,11 @@ class BridgeRestCatalog(RestCatalog):
     """pyiceberg's REST catalog, with our timeouts, retries and connection pool on its session."""
 
     def __init__(self, name: str, settings: Settings, **properties: str) -> None:
-        self._settings = settings  # read by _create_session, which the base constructor calls
+        self._settings = settings  # read by the session hook below, which the base constructor calls
         super().__init__(name, **properties)
 
-    def _create_session(self) -> requests.Session:
-        session = super()._create_session()
+    def _create_session(self) -> requests.Session:  # pyiceberg's hook (see pyiceberg_internals)
+        session = internals.base_session(self)
         # requests re-reads proxy and CA-bundle variables from the environment on every request,
         # which costs about as much as a loopback round trip; read them once instead.
         if session.trust_env:
@@ -119,7 +118,7 @@ class BridgeRestCatalog(RestCatalog):
         for 401/419 (pyiceberg refreshes the token and retries), redirects, and whenever a proxy, a
         cookie, or another adapter (SigV4 signing) is in play.
         """
-        session = self._session
+        session = internals.session(self)
         adapter = session.get_adapter(url)
         auth = session.auth
         if not isinstance(adapter, _TransportAdapter) or not isinstance(auth, AuthManagerAdapter):
@@ -151,13 +150,11 @@ class BridgeRestCatalog(RestCatalog):
             return bytes(response.data)
         if response.status in (401, 419) or 300 <= response.status < 400:
             return None
-        answer = requests.Response()
-        answer.status_code, answer._content, answer.url = response.status, response.data, url
-        answer.headers = requests.structures.CaseInsensitiveDict(response.headers)
+        answer = internals.response_from_bytes(response.status, response.data, url, response.headers)
         try:
             answer.raise_for_status()
         except HTTPError as exc:
-            _handle_non_200_response(exc, errors)
+            internals.raise_error_answer(exc, errors)
         return None
 
     def load_table_summary(self, identifier: tuple[str, ...], refs_only: bool = False) -> TableSummary:
@@ -169,8 +166,8 @@ class BridgeRestCatalog(RestCatalog):
         ``refs_only`` asks for ``snapshots=refs``, which keeps plain Iceberg tables with long
         histories cheap to classify.
         """
-        self._check_endpoint(Capability.V1_LOAD_TABLE)
-        url = self.url(Endpoints.load_table, prefixed=True, **self._split_identifier_for_path(identifier))
+        internals.check_endpoint(self, Capability.V1_LOAD_TABLE)
+        url = self.url(Endpoints.load_table, prefixed=True, **internals.identifier_path(self, identifier))
         params = {"snapshots": "refs"} if refs_only else {}
         body = self._send_if_ok("GET", url, params, {404: NoSuchTableError})
         if body is None:
@@ -186,31 +183,29 @@ class BridgeRestCatalog(RestCatalog):
         """pyiceberg's ``Table`` from the answer a summary was read from, with no new request."""
         from pyiceberg.catalog.rest import TableResponse
 
-        return self._response_to_table(tuple(identifier), TableResponse.model_validate_json(summary.body))
+        return internals.table_from_response(self, tuple(identifier), TableResponse.model_validate_json(summary.body))
 
     def supports_credentials_endpoint(self) -> bool:
         """Whether the server advertised ``GET .../tables/{table}/credentials``."""
-        return Capability.V1_LOAD_CREDENTIALS in self._supported_endpoints
+        return internals.supports_endpoint(self, Capability.V1_LOAD_CREDENTIALS)
 
     def load_table_credentials(self, identifier: tuple[str, ...]) -> list[dict[str, Any]]:
         """The table's vended storage credentials, from the credentials endpoint."""
-        answer = self._load_credentials(identifier)
+        answer = internals.load_credentials(self, identifier)
         return [{"prefix": c.prefix, "config": dict(c.config)} for c in answer.storage_credentials]
 
-    def _refresh_token(self) -> None:
+    def _refresh_token(self) -> None:  # pyiceberg's hook (see pyiceberg_internals)
         """Called by pyiceberg's retry on 401/419: fetch a new OAuth2 token before the retry.
 
         pyiceberg refreshes the client-credentials token of its ``OAuth2AuthManager`` before it
         expires, but only its legacy manager reacts to a 401/419; this makes the current one do
         both (for instance when the server revoked the token, or its clock runs ahead).
         """
-        manager = getattr(self._session.auth, "auth_manager", None)
+        manager = getattr(internals.session(self).auth, "auth_manager", None)
         if isinstance(manager, OAuth2AuthManager):
-            provider = manager.token_provider
-            with provider._lock:
-                provider._refresh_token()
+            internals.refresh_oauth2_token(manager.token_provider)
         else:
-            super()._refresh_token()
+            internals.base_refresh_token(self)
 
     def commit_changes(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> None:
         """Commit changes (identifier, requirements, updates) to one or several tables atomically:
@@ -230,11 +225,11 @@ class BridgeRestCatalog(RestCatalog):
             for identifier, requirements, updates in changes
         ]
         if len(changes) == 1:
-            self._check_endpoint(Capability.V1_UPDATE_TABLE)
-            url = self.url(Endpoints.update_table, prefixed=True, **self._split_identifier_for_path(changes[0][0]))
+            internals.check_endpoint(self, Capability.V1_UPDATE_TABLE)
+            url = self.url(Endpoints.update_table, prefixed=True, **internals.identifier_path(self, changes[0][0]))
             body = requests_json[0]
         else:
-            self._check_endpoint(COMMIT_TRANSACTION)
+            internals.check_endpoint(self, COMMIT_TRANSACTION)
             url = self.url("transactions/commit", prefixed=True)
             body = '{"table-changes": [' + ", ".join(requests_json) + "]}"
         errors: dict[int, type[Exception]] = {
@@ -245,19 +240,19 @@ class BridgeRestCatalog(RestCatalog):
         }
         if self._send_if_ok("POST", url, {}, errors, body.encode()) is not None:
             return
-        response = self._session.post(url, data=body.encode())
+        response = internals.session(self).post(url, data=body.encode())
         try:
             response.raise_for_status()
         except HTTPError as exc:
-            _handle_non_200_response(exc, errors)
+            internals.raise_error_answer(exc, errors)
 
-    @retry(**_RETRY_ARGS)  # type: ignore[call-overload]  # pyiceberg's: refresh the token, retry once on 401/419
+    @internals.retry_on_expired_token()  # pyiceberg's: refresh the token, retry once on 401/419
     def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:
-        response = self._session.get(url, params=params)
+        response = internals.session(self).get(url, params=params)
         try:
             response.raise_for_status()
         except HTTPError as exc:
-            _handle_non_200_response(exc, {404: NoSuchTableError})
+            internals.raise_error_answer(exc, {404: NoSuchTableError})
         # JSON is UTF-8: the bytes spare requests' charset detection, which servers that send no
         # charset would trigger on every answer.
         return response.content

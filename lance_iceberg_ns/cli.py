@@ -25,7 +25,8 @@ from typing import Any
 
 import click
 
-# Lance error code → exit code (see the module docstring).
+# Lance error code → exit code (see the module docstring); every code of lance_namespace's
+# ErrorCode has its row (tests/test_cli.py holds it to the enum).
 _EXIT_CODES = {
     0: 7,
     1: 3,
@@ -49,6 +50,8 @@ _EXIT_CODES = {
     19: 4,
     20: 2,
     21: 5,
+    22: 3,  # branch not found
+    23: 4,  # branch already exists
 }
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2

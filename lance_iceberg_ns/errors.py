@@ -7,6 +7,7 @@ translation is by exception type. Messages keep the server's words, with secrets
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -109,6 +110,41 @@ def translated_errors(context: str, redact: Callable[[str], str] = lambda text: 
         if redact(str(exc)) != str(exc):
             raise error from None
         raise error from exc
+
+
+# What a message shows of the machine and the code behind it, and what stands in for it in an
+# answer to a remote caller (most specific first). Messages keep the server's words, not where it
+# was built or which classes raised them.
+_INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r'\s*File "[^"]*", line \d+(?:, in [\w<>.]+)?'), ""),  # Python traceback lines
+    (re.compile(r"\s*\bat [\w$./<>-]+\((?:[\w$.-]+:\d+|Native Method|Unknown Source)\)"), ""),  # Java frames
+    # source files, with their line (and column): Rust sources in pylance's messages, Python, Java
+    (
+        re.compile(
+            r"(?:,\s*)?(?:[A-Za-z]:)?[\w.~/\\-]*\b[\w-]+\.(?:py|pyc|pyx|rs|java|scala|kt|c|cc|cpp|h|go|jar|so)"
+            r"(?::\d+)+"
+        ),
+        "",
+    ),
+    (re.compile(r"(?:[A-Za-z]:)?[\w.~/\\-]*[/\\](?:site|dist)-packages[/\\][^\s'\",()]*"), "<path>"),
+    # system, install and build roots (CI checkouts and build containers work under /work, /build)
+    (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|work|build|rustc|Library|System)/[^\s'\",()]*"), "<path>"),
+    (re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>"), ""),  # Python object reprs
+    # class names of exceptions, qualified (org.apache.iceberg.exceptions.X, requests.exceptions.X)
+    # or bare (pyiceberg's "NoSuchTableException: ..."), where they introduce a message (": ") or
+    # arguments ("("); a table named ParseError elsewhere in a sentence stays
+    (re.compile(r"\b(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)\b(?::\s*|(?=\())"), ""),
+    (re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b(?::\s*|(?=\())"), ""),
+)
+
+
+def public_message(message: str) -> str:
+    """``message`` as a remote caller may see it: without build or install paths, source file
+    references and internal class names (see ``_INTERNALS``); the rest of the words stay."""
+    for pattern, replacement in _INTERNALS:
+        message = pattern.sub(replacement, message)
+    message = re.sub(r"[ \t]{2,}", " ", message).strip(" \t,")
+    return message or "An error occurred"
 
 
 # The HTTP status for each Lance error code (Lance REST Namespace spec); 21 is not in the spec's

@@ -2,35 +2,76 @@
 
 A namespace id is ``[warehouse, level1, level2, ...]`` and a table id is
 ``[warehouse, level1, ..., table]``. Every part must be usable as a directory name under the
-storage root, since default table locations are derived from them.
+storage root, since default table locations are derived from them, and must name one thing only:
+
+* parts are normalized to Unicode NFC, so an NFD spelling addresses the same table as its NFC
+  twin (and the two cannot both be created);
+* invisible, format, bidirectional-control, private-use, unassigned and line/paragraph-separator
+  characters are refused: two names that look alike must be alike;
+* the trash namespace (``__lance_trash__``, any case) is reserved for soft-deleted tables;
+* namespace levels may not contain ``.``: catalogs join levels with dots, so ``ns.x`` would alias
+  the nested namespace ``ns`` / ``x``. The warehouse and a table's name may keep dots.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lance_namespace.errors import InvalidInputError
 
+from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+# Unicode categories of characters that do not show, or change how the others show: controls (Cc),
+# format characters (Cf: zero-width spaces and joiners, U+FEFF, U+2060, the bidi embeddings,
+# overrides and isolates), surrogates (Cs), private use (Co), unassigned (Cn), line and paragraph
+# separators (Zl, Zp).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 MAX_PART_BYTES = 255  # a directory name on common file systems and object-store key segments
 MAX_PARTS = 32
 
 
+def _invisible_character(part: str) -> str | None:
+    """The first character of ``part`` that does not show (see ``_INVISIBLE_CATEGORIES``)."""
+    return next((c for c in part if unicodedata.category(c) in _INVISIBLE_CATEGORIES), None)
+
+
 def _check_part(part: object, kind: str) -> str:
+    """A valid identifier part, in NFC; ``InvalidInputError`` otherwise."""
     if not isinstance(part, str) or not part:
         raise InvalidInputError(f"Every {kind} identifier part must be a non-empty string, got {part!r}")
-    if part in (".", "..") or _PATH_CHARACTERS.search(part):
-        raise InvalidInputError(f"Identifier part {part!r} is not allowed: it could leave the storage root")
     if _CONTROL_CHARACTERS.search(part):
         raise InvalidInputError(f"Identifier part {part!r} contains a control character")
+    invisible = _invisible_character(part)
+    if invisible is not None:
+        raise InvalidInputError(
+            f"Identifier part {part!r} contains the invisible or formatting character U+{ord(invisible):04X}"
+        )
+    part = unicodedata.normalize("NFC", part)
+    if part in (".", "..") or _PATH_CHARACTERS.search(part):
+        raise InvalidInputError(f"Identifier part {part!r} is not allowed: it could leave the storage root")
     if part != part.strip():
         raise InvalidInputError(f"Identifier part {part!r} has leading or trailing whitespace")
+    if part.casefold() == TRASH_NAMESPACE:
+        raise InvalidInputError(f"{TRASH_NAMESPACE} is reserved for soft-deleted tables: {part!r} cannot be used")
     if len(part.encode()) > MAX_PART_BYTES:
         raise InvalidInputError(f"Identifier part {part[:40]!r}... is longer than {MAX_PART_BYTES} bytes")
     return part
+
+
+def _check_namespace_levels(levels: tuple[str, ...]) -> tuple[str, ...]:
+    """Namespace levels below the warehouse: catalogs join them with dots, so none may hold one."""
+    for level in levels:
+        if "." in level:
+            raise InvalidInputError(
+                f"Namespace level {level!r} contains '.': levels are joined with dots, so it would alias "
+                "a nested namespace; give each level as its own part"
+            )
+    return levels
 
 
 def _parts(raw: Sequence[str] | None, kind: str) -> tuple[str, ...]:
@@ -94,21 +135,23 @@ class TableId:
 
 
 def parse_namespace_id(raw: Sequence[str] | None) -> NamespaceId | None:
-    """Parse a namespace id; ``None`` stands for the root (the catalog server itself)."""
+    """Parse a namespace id (parts in NFC); ``None`` stands for the root (the catalog server
+    itself). Raises ``InvalidInputError`` for a part that breaks the rules of the module docstring."""
     parts = _parts(raw, "namespace")
     if not parts:
         return None
-    return NamespaceId(parts[0], parts[1:])
+    return NamespaceId(parts[0], _check_namespace_levels(parts[1:]))
 
 
 def parse_table_id(raw: Sequence[str] | None) -> TableId:
-    """Parse a table id of at least ``[warehouse, namespace, table]``."""
+    """Parse a table id of at least ``[warehouse, namespace, table]`` (parts in NFC). Raises
+    ``InvalidInputError`` for a part that breaks the rules of the module docstring."""
     parts = _parts(raw, "table")
     if len(parts) < 3:
         raise InvalidInputError(
             f"A table identifier needs a warehouse, a namespace and a table name, got {list(parts)}"
         )
-    return TableId(NamespaceId(parts[0], parts[1:-1]), parts[-1])
+    return TableId(NamespaceId(parts[0], _check_namespace_levels(parts[1:-1])), parts[-1])
 
 
 def default_table_location(root: str, table: TableId) -> str:

@@ -100,6 +100,7 @@ from lance_iceberg_ns.lifecycle import (
     tombstones_of,
     trash_path,
 )
+from lance_iceberg_ns.limits import check_request_bounds
 from lance_iceberg_ns.listing import (
     TABLE_TYPE_KEY,
     TABLE_TYPE_LANCE,
@@ -169,7 +170,8 @@ def _coerce(request: Any, request_type: type[Request]) -> Request:
 
 
 def _operation(request_type: type[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Wrap a namespace operation: coerce its request, translate its errors, time it."""
+    """Wrap a namespace operation: coerce its request and check its bounds (``limits``), translate
+    its errors, time it."""
 
     def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
         name = method.__name__
@@ -177,6 +179,7 @@ def _operation(request_type: type[Any]) -> Callable[[Callable[..., Any]], Callab
         @functools.wraps(method)
         def run(self: IcebergLanceNamespace, request: Any = None) -> Any:
             request = _coerce(request, request_type)
+            check_request_bounds(request)
             target = ".".join(getattr(request, "id", None) or []) or "<root>"
             started = time.perf_counter()
             with translated_errors(f"{name} {target}", self._settings.redact):

@@ -75,9 +75,8 @@ def page_of_versions(
     versions: list[TableVersion], descending: bool, page_token: str | None, limit: int | None
 ) -> tuple[list[TableVersion], str | None]:
     """One page of versions in the wanted order, after ``page_token`` (the last version number of
-    the previous page), and the token for the next page (None when nothing is left)."""
-    if limit is not None and limit < 0:
-        raise InvalidInputError(f"limit must not be negative, got {limit}")
+    the previous page), and the token for the next page (None when nothing is left). ``limit`` is
+    bounded by the caller (``limits.check_page_limit``)."""
     ordered = sorted(versions, key=lambda v: v.version, reverse=descending)
     if page_token:
         try:

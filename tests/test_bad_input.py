@@ -4,30 +4,45 @@ exactly as they were."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import lance
 import pyarrow as pa
 import pytest
 import requests
 from lance_namespace.errors import (
+    ErrorCode,
     InvalidInputError,
     LanceNamespaceError,
+    NamespaceAlreadyExistsError,
     NamespaceNotFoundError,
     PermissionDeniedError,
+    TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
+    from_error_code,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns import IcebergLanceNamespace, cli
+from lance_iceberg_ns.errors import http_status_for
+from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+from lance_iceberg_ns.limits import MAX_PAGE_LIMIT, MAX_PROPERTIES, MAX_PROPERTY_KEY_BYTES, MAX_PROPERTY_VALUE_BYTES
 from lance_iceberg_ns.server import RunningServer, serve_in_background
 
 from .helpers import other_client
+from .stubs import StatusStubServer
+
+REPOSITORY = Path(__file__).resolve().parent.parent
 
 TRIED: list[str] = []  # every bad input tried in this module, for the summary
 
@@ -53,9 +68,105 @@ def _state(endpoint: str, warehouse: str, lance_root: Path) -> tuple[object, ...
 
 @pytest.fixture
 def populated(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
-    """A namespace with one Lance table, so that bad input has something it could damage."""
+    """A namespace with one Lance table and one soft-deleted table (so its trash namespace
+    exists), so that bad input has something it could damage or reach."""
     lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=[*db, "events"])
+    lance.write_dataset(pa.table({"id": [4]}), namespace_client=ns, table_id=[*db, "dropped"])
+    ns.drop_table({"id": [*db, "dropped"]})
     return db
+
+
+# Characters that do not show, or change how the others show: zero-width space, non-joiner and
+# joiner, byte-order mark, word joiner, soft hyphen, the bidi embeddings, overrides, isolates and
+# marks, line and paragraph separators, private use, unassigned.
+INVISIBLE = [
+    *"\u200b\u200c\u200d\ufeff\u2060\u00ad",
+    *"\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c",
+    *"\u2028\u2029\ue000\u0378",
+]
+TRASH_SPELLINGS = [TRASH_NAMESPACE, TRASH_NAMESPACE.upper(), "__Lance_Trash__", "__lAnCe_TrAsH__"]
+LIMITS = [0, -1, MAX_PAGE_LIMIT + 1, 10**12]
+
+
+def _hardening_cases(db: list[str], warehouse: str) -> list[tuple[str, str, Any, type[LanceNamespaceError]]]:
+    """Identifiers that would look like, alias or reach something else; limits and properties out of
+    bounds."""
+    table, name = [*db, "events"], db[1]
+    cases: list[tuple[str, str, Any, type[LanceNamespaceError]]] = []
+    for char in INVISIBLE:
+        code = f"U+{ord(char):04X}"
+        cases += [
+            (f"{code} in a table name", "declare_table", {"id": [*db, f"ev{char}ents"]}, InvalidInputError),
+            (f"{code} ending a table name", "describe_table", {"id": [*db, f"events{char}"]}, InvalidInputError),
+            (f"{code} in a namespace", "create_namespace", {"id": [warehouse, f"{name}{char}"]}, InvalidInputError),
+            (f"{code} in a warehouse", "list_tables", {"id": [f"{warehouse}{char}", name]}, InvalidInputError),
+        ]
+    for trash in TRASH_SPELLINGS:
+        cases += [
+            (f"{trash} as warehouse", "create_namespace", {"id": [trash, "x"]}, InvalidInputError),
+            (f"{trash} as namespace", "create_namespace", {"id": [*db, trash]}, InvalidInputError),
+            (f"{trash} as top namespace", "create_namespace", {"id": [warehouse, trash]}, InvalidInputError),
+            (f"{trash} as table", "declare_table", {"id": [*db, trash]}, InvalidInputError),
+            (f"{trash} as table's namespace", "declare_table", {"id": [*db, trash, "t"]}, InvalidInputError),
+            (f"list {trash}", "list_tables", {"id": [*db, trash]}, InvalidInputError),
+            (f"list children of {trash}", "list_namespaces", {"id": [*db, trash]}, InvalidInputError),
+            (f"describe {trash}", "describe_namespace", {"id": [*db, trash]}, InvalidInputError),
+            (f"drop {trash}", "drop_namespace", {"id": [*db, trash]}, InvalidInputError),
+            (f"table in {trash}", "describe_table", {"id": [*db, trash, "dropped"]}, InvalidInputError),
+            (
+                f"register into {trash}",
+                "register_table",
+                {"id": [*db, trash, "r"], "location": "/x"},
+                InvalidInputError,
+            ),
+            (
+                f"rename into {trash}",
+                "rename_table",
+                {"id": table, "new_namespace_id": [*db, trash], "new_table_name": "x"},
+                InvalidInputError,
+            ),
+            (f"rename to {trash}", "rename_table", {"id": table, "new_table_name": trash}, InvalidInputError),
+        ]
+    dotted_trash = f"{name}.{TRASH_NAMESPACE}"  # the trash of db, spelled as one level
+    cases += [
+        ("dot in a namespace", "create_namespace", {"id": [warehouse, "a.b"]}, InvalidInputError),
+        ("dot in a nested namespace", "create_namespace", {"id": [*db, "a.b"]}, InvalidInputError),
+        ("dot in a table's namespace", "declare_table", {"id": [warehouse, "a.b", "t"]}, InvalidInputError),
+        ("dotted alias of db", "describe_namespace", {"id": [warehouse, f"{name}."]}, InvalidInputError),
+        ("dotted alias of the trash", "list_tables", {"id": [warehouse, dotted_trash]}, InvalidInputError),
+        ("dotted alias, create", "create_namespace", {"id": [warehouse, dotted_trash]}, InvalidInputError),
+        ("dotted alias, drop", "drop_namespace", {"id": [warehouse, dotted_trash]}, InvalidInputError),
+        ("dotted alias, table", "describe_table", {"id": [warehouse, dotted_trash, "dropped"]}, InvalidInputError),
+        (
+            "dotted alias, rename into",
+            "rename_table",
+            {"id": table, "new_namespace_id": [warehouse, dotted_trash], "new_table_name": "x"},
+            InvalidInputError,
+        ),
+    ]
+    for limit in LIMITS:
+        cases += [
+            (f"namespaces limit {limit}", "list_namespaces", {"id": [warehouse], "limit": limit}, InvalidInputError),
+            (f"tables limit {limit}", "list_tables", {"id": db, "limit": limit}, InvalidInputError),
+            (f"versions limit {limit}", "list_table_versions", {"id": table, "limit": limit}, InvalidInputError),
+        ]
+    too_many = {f"k{i}": "v" for i in range(MAX_PROPERTIES + 1)}
+    long_key = {"k" * (MAX_PROPERTY_KEY_BYTES + 1): "v"}
+    long_value = {"k": "v" * (MAX_PROPERTY_VALUE_BYTES + 1)}
+    wide_value = {"k": "é" * (MAX_PROPERTY_VALUE_BYTES // 2 + 1)}  # few characters, too many bytes
+    for what, properties in [
+        ("many", too_many),
+        ("long key", long_key),
+        ("long value", long_value),
+        ("wide value", wide_value),
+    ]:
+        register = {"id": [*db, "p"], "location": "/x", "properties": properties}
+        cases += [
+            (f"namespace {what}", "create_namespace", {"id": [*db, "p"], "properties": properties}, InvalidInputError),
+            (f"declare {what}", "declare_table", {"id": [*db, "p"], "properties": properties}, InvalidInputError),
+            (f"register {what}", "register_table", register, InvalidInputError),
+        ]
+    return cases
 
 
 def _api_cases(db: list[str], warehouse: str, root: Path) -> list[tuple[str, str, Any, type[LanceNamespaceError]]]:
@@ -133,7 +244,8 @@ def test_api_bad_inputs_are_typed_and_change_nothing(
 ) -> None:
     before = _state(endpoint, warehouse, lance_root)
     wrong = []
-    for name, operation, request, expected in _api_cases(populated, warehouse, lance_root):
+    cases = _api_cases(populated, warehouse, lance_root) + _hardening_cases(populated, warehouse)
+    for name, operation, request, expected in cases:
         try:
             getattr(ns, operation)(request)
             wrong.append(f"{name}: no error")
@@ -275,3 +387,168 @@ def test_cli_bad_inputs_exit_with_their_kind_and_change_nothing(
 def test_zz_bad_input_summary() -> None:
     print(f"\nbad inputs tried: {len(TRIED)}")
     assert len(TRIED) >= 50
+
+
+NFC, NFD = "caf\u00e9_\u00c5ngstr\u00f6m", unicodedata.normalize("NFD", "caf\u00e9_\u00c5ngstr\u00f6m")
+
+
+def test_nfd_and_nfc_spellings_address_one_table(
+    ns: IcebergLanceNamespace, db: list[str], warehouse: str, endpoint: str, lance_root: Path
+) -> None:
+    assert NFC != NFD
+    declared = ns.declare_table({"id": [*db, NFD]})
+    assert declared.location is not None
+    assert declared.location.startswith(str(lance_root / warehouse / db[1] / NFC) + "-")
+    assert ns.list_tables({"id": db}).tables == [NFC]
+    assert ns.describe_table({"id": [*db, NFC]}).location == declared.location
+    with pytest.raises(TableAlreadyExistsError):
+        ns.declare_table({"id": [*db, NFC]})
+    with pytest.raises(TableAlreadyExistsError):
+        ns.declare_table({"id": [*db, NFD]})
+    assert other_client(endpoint, warehouse).list_tables((db[1],)) == [(db[1], NFC)]
+    TRIED.append("api: NFC/NFD table twins")
+
+
+def test_nfd_and_nfc_spellings_address_one_namespace(ns: IcebergLanceNamespace, warehouse: str) -> None:
+    ns.create_namespace({"id": [warehouse, NFD]})
+    with pytest.raises(NamespaceAlreadyExistsError):
+        ns.create_namespace({"id": [warehouse, NFC]})
+    assert NFC in ns.list_namespaces({"id": [warehouse]}).namespaces
+    assert NFD not in ns.list_namespaces({"id": [warehouse]}).namespaces
+    ns.namespace_exists({"id": [warehouse, NFC]})
+    assert (
+        ns.describe_namespace({"id": [warehouse, NFD]}).properties
+        == ns.describe_namespace({"id": [warehouse, NFC]}).properties
+    )
+    TRIED.append("api: NFC/NFD namespace twins")
+
+
+def _raw_request(uri: str, method: str, path: str, headers: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    """One request with exactly these headers, repeated names included (requests merges them)."""
+    address = urlsplit(uri)
+    connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=30)
+    try:
+        connection.putrequest(method, path)
+        for name, value in headers:
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", "0")
+        connection.endheaders()
+        answer = connection.getresponse()
+        body = answer.read()
+        return answer.status, json.loads(body) if body else {}
+    finally:
+        connection.close()
+
+
+GOOD, OTHER = "Bearer tok-SECRET-good", "Bearer tok-SECRET-other"
+
+
+@pytest.mark.parametrize("configuration", ["token-check", "forwarded-token"])
+def test_two_authorization_headers_are_unauthenticated(
+    endpoint: str, lance_root: Path, populated: list[str], configuration: str
+) -> None:
+    properties = {"endpoint": endpoint, "root": str(lance_root)}
+    if configuration == "token-check":
+        running = serve_in_background(properties=properties, auth_tokens=[GOOD.split()[1]])
+    else:
+        running = serve_in_background(properties=properties, forward_bearer_token=True)
+    path = f"/v1/namespace/{'$'.join(populated)}/table/list"
+    with running:
+        assert _raw_request(running.uri, "GET", path, [("Authorization", GOOD)])[0] == 200  # one header: fine
+        for headers in ([GOOD, OTHER], [OTHER, GOOD], [GOOD, GOOD]):
+            status, body = _raw_request(running.uri, "GET", path, [("Authorization", h) for h in headers])
+            assert (status, body["code"], body["detail"]) == (401, 16, "UnauthenticatedError"), (headers, body)
+            assert "SECRET" not in json.dumps(body)
+            TRIED.append(f"rest: two Authorization headers, {configuration}")
+
+
+def test_rest_server_limits_and_properties_out_of_bounds_are_400_and_change_nothing(
+    server: RunningServer, populated: list[str], warehouse: str, endpoint: str, lance_root: Path
+) -> None:
+    base = server.uri
+    ns_path, table_path = "$".join(populated), "$".join([*populated, "events"])
+    listings = [
+        ("GET", f"/v1/namespace/{warehouse}/list"),
+        ("GET", f"/v1/namespace/{ns_path}/table/list"),
+        ("POST", f"/v1/table/{table_path}/version/list"),
+        ("GET", "/v1/table"),
+    ]
+    before = _state(endpoint, warehouse, lance_root)
+    wrong = []
+    for method, path in listings:
+        for limit in LIMITS:
+            answer = requests.request(method, f"{base}{path}", params={"limit": str(limit)})
+            if (answer.status_code, answer.json().get("code")) != (400, 13):
+                wrong.append(f"{path} limit={limit}: {answer.status_code} {answer.text[:200]}")
+            TRIED.append(f"rest: {path} limit {limit}")
+        if requests.request(method, f"{base}{path}", params={"limit": "2"}).status_code == 400:
+            wrong.append(f"{path} limit=2 refused")
+    too_many = {f"k{i}": "v" for i in range(MAX_PROPERTIES + 1)}
+    for what, properties in [("many", too_many), ("long value", {"k": "v" * (MAX_PROPERTY_VALUE_BYTES + 1)})]:
+        for path in (f"/v1/namespace/{ns_path}$p/create", f"/v1/table/{ns_path}$p/declare"):
+            answer = requests.post(f"{base}{path}", json={"properties": properties})
+            if (answer.status_code, answer.json().get("code")) != (400, 13):
+                wrong.append(f"{path} {what} properties: {answer.status_code} {answer.text[:200]}")
+            TRIED.append(f"rest: {path} {what} properties")
+    assert not wrong, wrong
+    assert _state(endpoint, warehouse, lance_root) == before
+
+
+INTERNALS = re.compile(r"org\.apache|java|\.py\b|\.rs\b|/usr/|site-packages|Exception|\w+Error\b|<\w+\.")
+JAVA_FAILURE = (
+    "org.apache.iceberg.exceptions.ServiceFailureException: the catalog broke"
+    "\n\tat org.apache.iceberg.rest.CatalogHandlers.listTables(CatalogHandlers.java:221)"
+    "\n\tat java.base/java.lang.Thread.run(Thread.java:840)"
+    " loaded from /usr/share/java/iceberg-core.jar and"
+    " /opt/venv/lib/python3.11/site-packages/pyiceberg/catalog/rest/__init__.py:1066"
+)
+
+
+@pytest.mark.parametrize(("status", "code", "detail"), [(500, 18, "InternalError"), (404, 1, "NamespaceNotFoundError")])
+def test_error_bodies_keep_the_message_without_paths_or_class_names(
+    tmp_path: Path, status: int, code: int, detail: str
+) -> None:
+    catalog = StatusStubServer(status, JAVA_FAILURE)  # a fake catalog: it fails as asked, Java trace and all
+    try:
+        properties = {"endpoint": catalog.endpoint, "root": str(tmp_path), "max_retries": "0"}
+        with serve_in_background(properties=properties) as running:
+            answer = requests.get(f"{running.uri}/v1/namespace/wh$db/table/list")
+    finally:
+        catalog.close()
+    body = answer.json()
+    assert (answer.status_code, body["code"], body["detail"]) == (http_status_for(code), code, detail)
+    assert "the catalog broke" in body["error"]
+    assert not INTERNALS.search(body["error"]), body["error"]
+    TRIED.append(f"rest: catalog {status} with a Java trace")
+
+
+def test_error_bodies_of_the_real_catalog_name_the_lance_error(server: RunningServer, populated: list[str]) -> None:
+    answer = requests.post(f"{server.uri}/v1/table/{'$'.join(populated)}$nope/describe", json={})
+    body = answer.json()
+    assert (answer.status_code, body["code"], body["detail"]) == (404, 4, "TableNotFoundError")
+    assert "nope" in body["error"] and not INTERNALS.search(body["error"]), body["error"]
+    TRIED.append("rest: missing table's error body")
+
+
+def _documented_exit_codes() -> dict[int, int]:
+    """Lance error code → exit code, from the table in docs/cli.md."""
+    rows = re.findall(r"^\| (\d) \| [^|]+ \| ([^|]*) \|$", (REPOSITORY / "docs" / "cli.md").read_text(), re.M)
+    return {int(code): int(exit_code) for exit_code, codes in rows for code in re.findall(r"\b\d+\b", codes)}
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])
+def test_cli_exits_with_the_documented_code_for_every_lance_error(
+    code: ErrorCode, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    documented = _documented_exit_codes()
+    assert int(code) in documented, f"docs/cli.md has no exit code for {code.name} ({int(code)})"
+
+    class FailingNamespace:  # a fake namespace: every describe fails with the Lance error of one code
+        def describe_namespace(self, request: object) -> None:
+            raise from_error_code(int(code), "injected")
+
+    monkeypatch.setattr(cli.CliState, "namespace", lambda self: FailingNamespace())
+    assert cli.main(["namespaces", "describe", "wh.db"]) == documented[int(code)]
+    assert f"({int(code)}): injected" in capsys.readouterr().err
+    assert http_status_for(int(code)) != 500 or code == ErrorCode.INTERNAL  # the REST status table has it too
+    TRIED.append(f"cli: exit code for {code.name}")

@@ -8,7 +8,9 @@ import pytest
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.config import Settings, looks_secret
+from lance_iceberg_ns.errors import public_message
 from lance_iceberg_ns.identifiers import default_table_location, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.limits import check_page_limit, check_properties
 from lance_iceberg_ns.listing import TableTypeCache, is_lance_table, page_after, take_page
 from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, PARQUET_JACKSON, _relocate_names
 
@@ -59,6 +61,61 @@ def test_identifiers_parse_into_value_objects() -> None:
 def test_unsafe_identifier_parts_are_invalid_input(part: str) -> None:
     with pytest.raises(InvalidInputError):
         parse_table_id(["wh", "db", part])
+
+
+def test_identifier_parts_are_nfc_and_dots_stay_in_warehouses_and_table_names() -> None:
+    table = parse_table_id(["wh.eu", "cafe\u0301", "t.v1"])
+    assert (table.warehouse, table.namespace.path, table.name) == ("wh.eu", ("caf\u00e9",), "t.v1")
+    assert parse_namespace_id(["wh", "a\u030a"]).path == ("\u00e5",)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        ["wh", "a.b"],  # a namespace level with a dot
+        ["wh", "db", "a.b", "t"],
+        ["wh", "db", "__lance_trash__"],
+        ["wh", "__LANCE_TRASH__", "t"],
+        ["__Lance_Trash__", "db", "t"],
+        ["wh", "db", "t\u200b"],
+        ["wh", "db\u202e", "t"],
+        ["wh", "db", "\ufefft"],
+    ],
+)
+def test_aliasing_reserved_or_invisible_parts_are_invalid_input(raw: list[str]) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_table_id(raw) if len(raw) > 2 else parse_namespace_id(raw)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 10_001, True, "5"])
+def test_page_limits_out_of_bounds_are_invalid_input(limit: object) -> None:
+    with pytest.raises(InvalidInputError):
+        check_page_limit(limit)  # type: ignore[arg-type]
+
+
+def test_page_limits_and_properties_within_bounds_pass() -> None:
+    assert [check_page_limit(n) for n in (None, 1, 10_000)] == [None, 1, 10_000]
+    properties = {f"k{i}": "v" * 8192 for i in range(100)}
+    assert check_properties(properties) is properties
+    with pytest.raises(InvalidInputError, match="k7"):
+        check_properties({"k7": "v" * 8193})
+
+
+def test_public_messages_keep_the_words_without_paths_or_class_names() -> None:
+    java = (
+        "load wh.db.t: org.apache.iceberg.exceptions.NoSuchTableException: Table does not exist: db.t"
+        "\n\tat org.apache.iceberg.rest.CatalogHandlers.loadTable(CatalogHandlers.java:123)"
+    )
+    assert public_message(java) == "load wh.db.t: Table does not exist: db.t"
+    rust = "Not found: t/_versions, /home/runner/work/lance/rust/lance-table/src/io/commit.rs:653:26"
+    assert public_message(rust) == "Not found: t/_versions"
+    python = "failed at /opt/app/lib/python3.11/site-packages/pyiceberg/io/pyarrow.py:88 in /usr/lib/x"
+    assert public_message(python) == "failed at in <path>"
+    assert public_message("list wh.db: NoSuchNamespaceException: Namespace does not exist: db") == (
+        "list wh.db: Namespace does not exist: db"
+    )
+    assert public_message("No Lance dataset at /data/lake/wh/db/t") == "No Lance dataset at /data/lake/wh/db/t"
+    assert public_message("Table wh.db.ParseError not found") == "Table wh.db.ParseError not found"
 
 
 def test_lance_table_type_is_case_insensitive() -> None:

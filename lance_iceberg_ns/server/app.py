@@ -4,7 +4,9 @@ Each route of ``routes.ROUTES`` becomes one FastAPI endpoint whose signature is 
 operation's request model, so FastAPI validates the input and ``/openapi.json`` describes it.
 Every failure leaves as the spec's error body ``{"error", "code", "detail", "instance"}`` with the
 status of the spec's code-to-HTTP table: namespace errors, malformed or ill-typed input, unknown
-routes, oversized bodies, missing credentials and anything unexpected alike.
+routes, oversized bodies, missing or ambiguous credentials and anything unexpected alike. Every
+body is built by ``error_body``: its message without build paths or internal class names
+(``errors.public_message``), its detail the Lance error type of its code.
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from lance_namespace.errors import (
     InvalidInputError,
     LanceNamespaceError,
     UnauthenticatedError,
+    from_error_code,
 )
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lance_iceberg_ns.errors import http_status_for
+from lance_iceberg_ns.errors import http_status_for, public_message
+from lance_iceberg_ns.limits import check_request_bounds
 from lance_iceberg_ns.server.routes import ROUTES, Route
 
 logger = logging.getLogger(__name__)
@@ -45,12 +49,15 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 _OPEN_PATHS = frozenset({"/openapi.json"})  # served without credentials: it holds no data
 
 
-def error_body(message: str, code: int, detail: str, instance: str) -> dict[str, Any]:
-    return {"error": message, "code": int(code), "detail": detail, "instance": instance}
+def error_body(message: str, code: int, instance: str) -> dict[str, Any]:
+    """The spec's error body, the one shape of every error answer: the message as a remote caller
+    may see it, the code, the Lance error type of the code (``TableNotFoundError``) as detail."""
+    detail = type(from_error_code(int(code), "")).__name__
+    return {"error": public_message(message), "code": int(code), "detail": detail, "instance": instance}
 
 
-def error_response(message: str, code: int, detail: str, instance: str, status: int | None = None) -> JSONResponse:
-    return JSONResponse(error_body(message, code, detail, instance), status_code=status or http_status_for(code))
+def error_response(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, code, instance), status_code=status or http_status_for(code))
 
 
 def parse_path_id(raw: str, delimiter: str) -> list[str]:
@@ -115,8 +122,14 @@ class NamespacesByToken:
         return namespace
 
 
-def bearer_token(authorization: str | None) -> str | None:
-    if authorization and authorization[:7].lower() == "bearer ":
+def bearer_token(authorizations: Sequence[str]) -> str | None:
+    """The bearer token of a request's ``Authorization`` headers, or None without one. Two or more
+    headers are ``UnauthenticatedError``: components that read the first and components that read
+    the last would each see another caller."""
+    if len(authorizations) > 1:
+        raise UnauthenticatedError("A request may carry one Authorization header, not several")
+    authorization = authorizations[0] if authorizations else ""
+    if authorization[:7].lower() == "bearer ":
         return authorization[7:].strip() or None
     return None
 
@@ -136,9 +149,15 @@ class GuardMiddleware:
             return
         path = scope.get("path", "")
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        if self.auth_tokens and path not in _OPEN_PATHS and not self._authorized(headers.get("authorization")):
+        authorizations = [value.decode("latin-1") for key, value in scope["headers"] if key.lower() == b"authorization"]
+        try:
+            token = bearer_token(authorizations)
+        except UnauthenticatedError as exc:  # ambiguous whether or not tokens are checked here
+            await error_response(str(exc), ErrorCode.UNAUTHENTICATED, path)(scope, receive, send)
+            return
+        if self.auth_tokens and path not in _OPEN_PATHS and not self._authorized(token):
             message = "A valid bearer token is required (Authorization: Bearer <token>)"
-            await error_response(message, ErrorCode.UNAUTHENTICATED, "Unauthenticated", path)(scope, receive, send)
+            await error_response(message, ErrorCode.UNAUTHENTICATED, path)(scope, receive, send)
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -146,8 +165,7 @@ class GuardMiddleware:
             return
         await self.app(scope, self._capped(receive), send)
 
-    def _authorized(self, authorization: str | None) -> bool:
-        token = bearer_token(authorization)
+    def _authorized(self, token: str | None) -> bool:
         if token is None:
             return False
         presented = token.encode()
@@ -169,7 +187,7 @@ class GuardMiddleware:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"The request body exceeds {self.max_body_bytes} bytes"
-        response = error_response(message, ErrorCode.INVALID_INPUT, "BodyTooLarge", scope.get("path", ""), status=413)
+        response = error_response(message, ErrorCode.INVALID_INPUT, scope.get("path", ""), status=413)
         await response(scope, receive, send)
 
 
@@ -205,7 +223,7 @@ def create_app(
         by_token = NamespacesByToken(properties)
 
         def resolve(request: Request) -> LanceNamespace:
-            token = bearer_token(request.headers.get("authorization"))
+            token = bearer_token(request.headers.getlist("authorization"))
             if token is None:
                 raise UnauthenticatedError("A bearer token is required: it is forwarded to the Iceberg catalog")
             return by_token.get(token)
@@ -329,9 +347,11 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
         if value is not None:
             data[field] = value
     try:
-        return model.model_validate(data)
+        request = model.model_validate(data)
     except ValidationError as exc:
         raise InvalidInputError(_validation_summary(exc.errors())) from None
+    check_request_bounds(request)  # for whichever namespace is behind the server
+    return request
 
 
 def _render(result: Any) -> Response:
@@ -359,24 +379,20 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LanceNamespaceError)
     async def namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
         code = int(getattr(exc, "code", ErrorCode.INTERNAL))
-        return error_response(str(exc), code, type(exc).__name__, request.url.path)
+        return error_response(str(exc), code, request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(
-            _validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, "RequestValidationError", request.url.path
-        )
+        return error_response(_validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code in (404, 405):  # no such operation at this path or with this method
             message = f"No route for {request.method} {request.url.path}"
-            return error_response(message, ErrorCode.UNSUPPORTED, "NoRoute", request.url.path, status=exc.status_code)
-        return error_response(
-            str(exc.detail), ErrorCode.INVALID_INPUT, "HTTPException", request.url.path, exc.status_code
-        )
+            return error_response(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+        return error_response(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("Unexpected failure in %s %s", request.method, request.url.path)
-        return error_response("Internal error", ErrorCode.INTERNAL, type(exc).__name__, request.url.path)
+        return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
