@@ -127,8 +127,8 @@ _INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = (
         "",
     ),
     (re.compile(r"(?:[A-Za-z]:)?[\w.~/\\-]*[/\\](?:site|dist)-packages[/\\][^\s'\",()]*"), "<path>"),
-    # system, install and build roots (CI checkouts and build containers work under /work, /build)
-    (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|work|build|rustc|Library|System)/[^\s'\",()]*"), "<path>"),
+    # system, install and toolchain roots (a table's own location, wherever it is, stays readable)
+    (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|rustc|Library|System)/[^\s'\",()]*"), "<path>"),
     (re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>"), ""),  # Python object reprs
     # class names of exceptions, qualified (org.apache.iceberg.exceptions.X, requests.exceptions.X)
     # or bare (pyiceberg's "NoSuchTableException: ..."), where they introduce a message (": ") or
