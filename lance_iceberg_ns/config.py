@@ -97,13 +97,27 @@ _SECRET_KEY_WORDS = (
     "apikey",
     "sas",
     "signature",
+    "master_key",
+    "assertion",
+    "connection_string",
+    "private",
 )
 
 
-def looks_secret(key: str) -> bool:
-    """True for a property or option name that, by its name, holds a secret."""
+def looks_secret(key: str, value: object = None) -> bool:
+    """True for a property or option that holds a secret: by its name, or (given its value) a URL
+    with a password in it."""
     lowered = key.lower()
-    return any(word in lowered for word in _SECRET_KEY_WORDS)
+    return any(word in lowered for word in _SECRET_KEY_WORDS) or _url_password(value) is not None
+
+
+def _url_password(value: object) -> str | None:
+    if not isinstance(value, str) or "@" not in value or "://" not in value:
+        return None
+    try:
+        return urlsplit(value).password or None
+    except ValueError:
+        return None
 
 
 def _int_setting(properties: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
@@ -227,8 +241,9 @@ class Settings:
         values = [self.auth_token, self.credential, urlsplit(self.endpoint).password]
         if self.credential and ":" in self.credential:
             values.append(self.credential.split(":", 1)[1])
-        values += [v for k, v in self.storage_options.items() if looks_secret(k)]
-        values += [v for k, v in self.catalog_properties.items() if looks_secret(k)]
+        for options in (self.storage_options, self.catalog_properties):
+            values += [v for k, v in options.items() if looks_secret(k)]
+            values += [password for v in options.values() if (password := _url_password(v))]
         return [v for v in values if v]
 
     def redact(self, text: str) -> str:

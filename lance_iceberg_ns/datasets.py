@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import shutil
 from collections.abc import Mapping
+from urllib.parse import unquote
 
 import lance
 import pyarrow.fs as pafs
@@ -45,7 +47,7 @@ def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[p
         }
         if str(storage_options.get("allow_http", "")).lower() == "true":
             arguments["scheme"] = "http"
-        return pafs.S3FileSystem(**arguments), path
+        return pafs.S3FileSystem(**arguments), unquote(path)  # keys as Lance decodes the URI
     filesystem, path = pafs.FileSystem.from_uri(location)
     return filesystem, path
 
@@ -123,7 +125,22 @@ def arrow_schema_json(dataset: lance.LanceDataset) -> JsonArrowSchema:
 
 
 def table_uri(location: str) -> str:
-    """A complete URI for a location (``file://`` for local paths)."""
+    """A complete URI for a location (``file://`` for local paths, escaped: a name such as
+    ``%2e%2e`` stays a name when a client decodes the URI)."""
     if "://" in location:
         return location
-    return "file://" + os.path.abspath(location)
+    return pathlib.Path(os.path.abspath(location)).as_uri()
+
+
+def is_empty_directory(location: str, storage_options: Mapping[str, str]) -> bool:
+    """True when nothing is at ``location`` yet, or an empty directory (a file there is not)."""
+    if is_local(location):
+        path = local_path(location)
+        if not os.path.lexists(path):
+            return True
+        return os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path)
+    filesystem, path = filesystem_for(location, storage_options)
+    if filesystem.get_file_info(path).type == pafs.FileType.File:
+        return False
+    selector = pafs.FileSelector(path.rstrip("/"), recursive=False, allow_not_found=True)
+    return not filesystem.get_file_info(selector)

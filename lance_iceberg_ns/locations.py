@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 import uuid
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
@@ -28,6 +29,7 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 TABLE_DIRECTORY_SUFFIX = ".lance"
+_URI_SAFE = "-_.~!$&'()*+,;=:@"  # what stays unescaped in an object-store path segment
 
 
 def is_local(location: str) -> bool:
@@ -50,42 +52,52 @@ def _resolved_segments(path: str, original: str) -> list[str]:
     return segments
 
 
+def _decoded(text: str, original: str) -> str:
+    try:
+        decoded = unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"A table location has a percent-escape that is not UTF-8: {original!r}") from None
+    if _CONTROL_CHARACTERS.search(decoded):
+        raise InvalidInputError("A table location must not contain control characters")
+    return decoded
+
+
 def normalize_location(raw: str) -> str:
     """The normal form of a location (see the module docstring). Raises ``InvalidInputError`` for
-    what is not a location, ``PermissionDeniedError`` for a path that climbs above its top."""
+    what is not an absolute location, ``PermissionDeniedError`` for a path that climbs above its top."""
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInputError("A table location must be a non-empty string")
-    if _CONTROL_CHARACTERS.search(raw):
-        raise InvalidInputError("A table location must not contain control characters")
-    match = _SCHEME.match(raw.strip())
+    if raw != raw.strip() or _CONTROL_CHARACTERS.search(raw):
+        raise InvalidInputError("A table location must not contain control characters or surrounding spaces")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("A table location must be valid Unicode text") from None
+    match = _SCHEME.match(raw)
     if match is None:
-        if raw.startswith("file:"):  # file:/abs/path
-            return _local_path(unquote(raw[len("file:") :]), raw)
+        if raw[:5].lower() == "file:":  # file:/abs/path
+            return _local_path(_decoded(raw[len("file:") :], raw), raw)
         return _local_path(raw, raw)
     scheme, rest = match.group(1).lower(), match.group(2)
     if "?" in rest or "#" in rest:
         raise InvalidInputError(f"A table location must not carry a query or a fragment: {raw!r}")
     if scheme == "file":
         host, _, path = rest.partition("/")
-        if host not in ("", "localhost"):
+        if host.lower() not in ("", "localhost"):
             raise InvalidInputError(f"A file:// location must be on this host: {raw!r}")
-        return _local_path("/" + unquote(path), raw)
+        return _local_path("/" + _decoded(path, raw), raw)
     bucket, _, path = rest.partition("/")
     if not bucket:
         raise InvalidInputError(f"An object-store location needs a bucket: {raw!r}")
-    decoded = unquote(path)
-    if _CONTROL_CHARACTERS.search(decoded):
-        raise InvalidInputError("A table location must not contain control characters")
-    segments = _resolved_segments(decoded, raw)
+    segments = _resolved_segments(_decoded(path, raw), raw)
     scheme = _SCHEME_ALIASES.get(scheme, scheme)
-    return "/".join([f"{scheme}://{bucket.lower()}", *segments]).rstrip("/")
+    # Lance decodes an object-store URI once: every segment is encoded once, so it means itself
+    return "/".join([f"{scheme}://{bucket.lower()}", *(quote(segment, safe=_URI_SAFE) for segment in segments)])
 
 
 def _local_path(path: str, original: str) -> str:
-    if _CONTROL_CHARACTERS.search(path):
-        raise InvalidInputError("A table location must not contain control characters")
     if not path.startswith("/"):
-        path = os.path.join(os.getcwd(), path)
+        raise InvalidInputError(f"A table location must be an absolute path or a URI, not {original!r}")
     return "/" + "/".join(_resolved_segments(path, original))
 
 
@@ -131,6 +143,22 @@ class LocationPolicy:
             raise PermissionDeniedError(f"The location {location!r} leads outside {base!r} through a symbolic link")
         return location
 
+    def confine_requested(self, raw: str) -> str:
+        """A location a caller asked for (declare, register), confined. Under the root, which the
+        bridge lays out itself, it must also be a table directory of that layout (a name ending in
+        ``.lance`` inside a warehouse directory), so it can never hold a warehouse or namespace
+        directory that other tables' default locations will need. Raises ``PermissionDeniedError``."""
+        location = self.confine(raw)
+        if self.base_of(location) == self.root:
+            below = location[len(self.root) + 1 :].split("/")
+            if len(below) < 2 or not below[-1].endswith(TABLE_DIRECTORY_SUFFIX):
+                raise PermissionDeniedError(
+                    f"Under the storage root a table location is {self.root}/<warehouse>/.../<name>"
+                    f"{TABLE_DIRECTORY_SUFFIX}; {location!r} could hold other tables' directories "
+                    "(use allowed_locations for a layout of your own)"
+                )
+        return location
+
     def base_of(self, location: str) -> str | None:
         """The root or allowed location that holds normalized ``location`` (the deepest), if any."""
         holders = [base for base in self.bases if is_inside(location, base)]
@@ -138,15 +166,22 @@ class LocationPolicy:
 
     @staticmethod
     def _really_inside(location: str, base: str) -> bool:
-        return is_inside(os.path.realpath(location), os.path.realpath(base))
+        try:
+            return is_inside(os.path.realpath(location), os.path.realpath(base))
+        except OSError:  # a loop of links, say
+            return False
 
     def default_location(self, parts: list[str]) -> str:
         """A new location for a table ``[warehouse, ns..., name]``:
         ``{root}/{warehouse}/{ns...}/{name}-{8 hex}.lance``. The suffix makes it unique, so a name
         used again after a rename or a drop never meets the old table's data; the ``.lance`` ending
-        keeps it apart from namespace directories, whose names never contain a dot."""
+        keeps it apart from namespace directories, whose names never contain a dot. Names are
+        escaped in object-store URIs, and the result is confined like any other location."""
         *namespace, name = parts
-        return "/".join([self.root, *namespace, f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"])
+        segments = [*namespace, f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"]
+        if not is_local(self.root):
+            segments = [quote(segment, safe=_URI_SAFE) for segment in segments]
+        return self.confine("/".join([self.root, *segments]))
 
 
 # Iceberg table properties that say where a catalog or engine writes: a client may not set them on a
@@ -165,8 +200,16 @@ RESERVED_LOCATION_PROPERTIES = frozenset(
 )
 
 
-def check_requested_properties(properties: dict[str, str]) -> None:
-    """Raise ``InvalidInputError`` when request properties try to set where data or metadata go."""
-    reserved = sorted(key for key in properties if key.lower() in RESERVED_LOCATION_PROPERTIES)
+def _plain_key(key: str) -> str:
+    """A property key as a catalog may read it: without spaces around it, invisible characters or case."""
+    return "".join(ch for ch in key if unicodedata.category(ch) not in ("Cf", "Cc")).strip().lower()
+
+
+def check_requested_properties(properties: dict[str, str], own_prefix: str) -> None:
+    """Raise ``InvalidInputError`` when request properties try to set where data or metadata go, or
+    the bridge's own bookkeeping (keys starting with ``own_prefix``)."""
+    if any(_plain_key(key).startswith(own_prefix) for key in properties):
+        raise InvalidInputError(f"Properties starting with {own_prefix!r} are the bridge's own")
+    reserved = sorted(key for key in properties if _plain_key(key) in RESERVED_LOCATION_PROPERTIES)
     if reserved:
         raise InvalidInputError(f"These properties decide where files go and cannot be set: {', '.join(reserved)}")

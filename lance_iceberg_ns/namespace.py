@@ -63,6 +63,7 @@ from lance_namespace import (
     TableExistsRequest,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
     NamespaceNotEmptyError,
@@ -367,7 +368,7 @@ class IcebergLanceNamespace(LanceNamespace):
         ``share_static_credentials`` (a REST server's clients get vended credentials, or none)."""
         static = self._settings.storage_options
         if not self._settings.share_static_credentials:
-            static = {key: value for key, value in static.items() if not looks_secret(key)}
+            static = {key: value for key, value in static.items() if not looks_secret(key, value)}
         return {**static, **(vended or {})}
 
     def _vended_storage_options(self, table: TableId, loaded: TableSummary) -> dict[str, str]:
@@ -383,12 +384,10 @@ class IcebergLanceNamespace(LanceNamespace):
     def _catalog_table_properties(self, requested: Mapping[str, str] | None) -> dict[str, str]:
         """Request properties as stored on the companion table: never a secret, always the type.
         Raises InvalidInputError for properties that would move the catalog's or the bridge's files."""
-        check_requested_properties(dict(requested or {}))
-        if any(key.startswith(BOOKKEEPING_PREFIX) for key in requested or {}):
-            raise InvalidInputError(f"Properties starting with {BOOKKEEPING_PREFIX!r} are the bridge's own")
+        check_requested_properties(dict(requested or {}), BOOKKEEPING_PREFIX)
         properties = {}
         for key, value in (requested or {}).items():
-            if looks_secret(key):
+            if looks_secret(key, value):
                 logger.warning("Not storing property %r in the catalog: it looks like a secret", key)
                 continue
             properties[key] = value
@@ -406,18 +405,24 @@ class IcebergLanceNamespace(LanceNamespace):
 
     # --- locations and ownership (see lance_iceberg_ns.locations, lance_iceberg_ns.ownership) -------
 
-    def _create_owned(self, table: TableId, location: str, properties: dict[str, str]) -> Any:
+    def _create_owned(
+        self, table: TableId, location: str, properties: dict[str, str], taking_over: bool = False
+    ) -> Any:
         """Create the companion table at ``location`` (normalized and confined), which it then
         owns. A local location is claimed before the entry is made (a refused claim creates
         nothing) and the claim stamped with the entry's UUID after; an object store, which the
         bridge may reach only with the credentials the catalog vends for the new table, is claimed
-        right after, and a refused claim drops the entry again."""
+        right after, and a refused claim drops the entry again. ``taking_over``: the location is
+        owned by the entry this one replaces, and passes to it at once."""
         create_id = uuid.uuid4().hex
         top = self._locations.base_of(location) or location
         claimed = None
-        if is_local(location):
+        if is_local(location) and not taking_over:
             owner = ownership.Owner(create_id, None, str(table))
             claimed = ownership.claim(location, top, owner, self._storage_options())
+        elif not taking_over:  # look before the catalog writes its metadata there, if the bridge can
+            with contextlib.suppress(OSError):
+                ownership.check_free(location, top, self._storage_options())
         try:
             created = self._create_companion(table, location, properties, create_id)
         except BaseException:
@@ -426,11 +431,11 @@ class IcebergLanceNamespace(LanceNamespace):
             raise
         owner = ownership.Owner(create_id, str(created.metadata.table_uuid), str(table))
         options = self._storage_options(lance_storage_options(dict(created.io.properties)))
-        if claimed is not None:
-            ownership.stamp(location, owner, options)
-            return created
         try:
-            ownership.claim(location, top, owner, options)
+            if claimed is not None or taking_over:
+                ownership.stamp(location, owner, options)
+            else:
+                ownership.claim(location, top, owner, options)
         except BaseException:
             self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
             self._forget_table(table)
@@ -438,33 +443,41 @@ class IcebergLanceNamespace(LanceNamespace):
         return created
 
     def _replace_owned(self, table: TableId, replaced: TableSummary, location: str, properties: dict[str, str]) -> Any:
-        """Register ``location`` under a name that ``replaced`` holds: the old entry steps aside into
-        the trash namespace (not as a tombstone) while the new one is made, comes back if that
-        fails, and is deregistered once it worked."""
+        """Register ``location`` under a name that ``replaced`` holds: the old entry steps aside
+        while the new one is made, comes back if that fails, and is deregistered once it worked.
+        The same location passes from the old entry to the new one, which must then own it."""
         catalog = self._catalog(table.warehouse)
-        if normalize_location(replaced.location) == location:  # the same data, a new entry
+        same_place = normalize_location(replaced.location) == location
+        if same_place:
             self._owned_location(replaced)
-            self._release(replaced)
-        aside = (*trash_path(table.namespace.path), f"{table.name}~replaced~{uuid.uuid4().hex[:12]}")
-        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
-            catalog.create_namespace(trash_path(table.namespace.path), {"comment": TRASH_COMMENT})
-        catalog.rename_table(table.iceberg_identifier, aside)
-        self._forget_table(table)
+        aside = self._set_aside(table, replaced, "replaced")
         try:
-            created = self._create_owned(table, location, properties)
+            created = self._create_owned(table, location, properties, taking_over=same_place)
         except BaseException:
             catalog.rename_table(aside, table.iceberg_identifier)
-            if normalize_location(replaced.location) == location:
-                self._reclaim(replaced, location)
             raise
         catalog.drop_table(aside, purge_requested=False)
-        if normalize_location(replaced.location) != location:
+        if not same_place:
             self._release(replaced)
         return created
 
-    def _reclaim(self, entry: TableSummary, location: str) -> None:
-        owner = ownership.Owner(entry.properties.get(CREATE_ID, ""), entry.table_uuid, "")
-        ownership.stamp(location, owner, self._entry_storage_options(entry))
+    def _set_aside(self, table: TableId, expected: TableSummary, why: str | Tombstone) -> tuple[str, ...]:
+        """Rename the entry into the trash namespace (as a tombstone, or out of every listing while
+        it is ``why``), out of every client's reach, and check that it is still the one loaded:
+        between the load and now, a rename and a new table could have given the name to another
+        entry. Raises ConcurrentModificationError (the entry back in place)."""
+        catalog = self._catalog(table.warehouse)
+        trash = trash_path(table.namespace.path)
+        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
+            catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
+        name = why.name if isinstance(why, Tombstone) else f"{table.name}~{why}~{uuid.uuid4().hex[:12]}"
+        aside = (*trash, name)
+        catalog.rename_table(table.iceberg_identifier, aside)
+        self._forget_table(table)
+        if catalog.load_table_summary(aside, refs_only=True).table_uuid != expected.table_uuid:
+            catalog.rename_table(aside, table.iceberg_identifier)
+            raise ConcurrentModificationError(f"Table {table} was replaced meanwhile; nothing was changed")
+        return aside
 
     def _entry_storage_options(self, entry: TableSummary) -> dict[str, str]:
         """What the bridge reaches an entry's files with: its static options, and the credentials
@@ -488,12 +501,17 @@ class IcebergLanceNamespace(LanceNamespace):
         claim_id = entry.properties.get(CREATE_ID)
         ownership.release(location, entry.table_uuid, claim_id, self._entry_storage_options(entry))
 
-    def _require_no_unowned_dataset(self, location: str) -> None:
-        """A declare makes a new table: over a dataset that no entry owns it would adopt data that
-        ``register_table`` is for (an owned one is refused by the claim)."""
+    def _require_free_directory(self, location: str) -> None:
+        """A declare makes a new table, in a place that holds nothing yet: over existing files it
+        would later delete what it never wrote, and over a dataset nobody owns it would adopt data
+        that ``register_table`` is for (an owned place is refused by the claim)."""
         options = self._storage_options()
-        if ownership.read_owner(location, options) is None and datasets.dataset_exists(location, options):
+        if ownership.read_owner(location, options) is not None:
+            return  # the claim says whose it is
+        if datasets.dataset_exists(location, options):
             raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
+        if not datasets.is_empty_directory(location, options):
+            raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
 
     def _existing_lance_table(self, table: TableId) -> TableSummary | None:
         try:
@@ -651,8 +669,8 @@ class IcebergLanceNamespace(LanceNamespace):
         if managed.is_managed(properties):
             properties = {**managed.METADATA_RETENTION, **properties}
         if request.location:
-            location = self._locations.confine(request.location)
-            self._require_no_unowned_dataset(location)
+            location = self._locations.confine_requested(request.location)
+            self._require_free_directory(location)
         else:
             location = self._locations.default_location(table.parts)
         created = self._create_owned(table, location, properties)
@@ -732,11 +750,11 @@ class IcebergLanceNamespace(LanceNamespace):
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
         if self._settings.soft_delete:
-            self._move_to_trash(table)
+            self._set_aside(table, loaded, Tombstone.new(table.name))
         else:
             location = self._owned_location(loaded)
-            self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
-            self._forget_table(table)
+            aside = self._set_aside(table, loaded, "dropped")
+            self._catalog(table.warehouse).drop_table(aside, purge_requested=False)
             datasets.delete_owned_files(location, self._entry_storage_options(loaded), ownership.MARKER)
         return DropTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
@@ -746,8 +764,8 @@ class IcebergLanceNamespace(LanceNamespace):
         be registered again). Raises TableNotFoundError; a plain Iceberg table is InvalidInputError."""
         table = parse_table_id(request.id)
         loaded = self._load_lance_table(table)
-        self._catalog(table.warehouse).drop_table(table.iceberg_identifier, purge_requested=False)
-        self._forget_table(table)
+        aside = self._set_aside(table, loaded, "deregistered")
+        self._catalog(table.warehouse).drop_table(aside, purge_requested=False)
         self._release(loaded)
         return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
@@ -769,7 +787,7 @@ class IcebergLanceNamespace(LanceNamespace):
                 f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
                 "a registered dataset keeps Lance's own versions"
             )
-        location = self._locations.confine(request.location)
+        location = self._locations.confine_requested(request.location)
         if not datasets.dataset_exists(location, self._storage_options()):
             raise InvalidInputError(f"No Lance dataset at {location}")
         replaced = self._existing_lance_table(table)
@@ -1013,16 +1031,6 @@ class IcebergLanceNamespace(LanceNamespace):
         except iceberg.NoSuchNamespaceError:
             return []
         return tombstones_of(names, table.name)
-
-    def _move_to_trash(self, table: TableId) -> Tombstone:
-        catalog = self._catalog(table.warehouse)
-        trash = trash_path(table.namespace.path)
-        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
-            catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
-        tombstone = Tombstone.new(table.name)
-        catalog.rename_table(table.iceberg_identifier, (*trash, tombstone.name))
-        self._forget_table(table)
-        return tombstone
 
     def _restore(self, table: TableId, tombstone: Tombstone) -> None:
         """Rename the tombstone back: the one catalog call an undrop and a purge contend on."""

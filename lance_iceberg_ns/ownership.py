@@ -24,13 +24,14 @@ same location in the same instant could both succeed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
-from lance_namespace.errors import PermissionDeniedError
+from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
 from lance_iceberg_ns.datasets import filesystem_for
 from lance_iceberg_ns.locations import is_local
@@ -142,6 +143,18 @@ def _markers_below(location: str, storage_options: Mapping[str, str]) -> str | N
     return None
 
 
+def check_free(location: str, top: str, storage_options: Mapping[str, str]) -> None:
+    """What ``claim`` checks, without writing: raises ``PermissionDeniedError`` when an entry owns
+    ``location``, a place above it or below it."""
+    held = read_owner(location, storage_options)
+    conflict = _markers_above(location, top, storage_options)
+    inside = None if held or conflict else _markers_below(location, storage_options)
+    if held or conflict or inside:
+        raise PermissionDeniedError(
+            f"The location {location!r} is owned by, inside or around another table's; table locations must not overlap"
+        )
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim just made, which ``undo`` takes back: the marker, and the directories it made."""
@@ -152,15 +165,18 @@ class Claim:
     made_from: str | None  # the topmost directory the claim created (local file systems)
 
     def undo(self) -> None:
-        release(self.location, self.owner.table_uuid, self.owner.claim, self.storage_options)
+        with contextlib.suppress(OSError):
+            release(self.location, self.owner.table_uuid, self.owner.claim, self.storage_options)
         if self.made_from is None:
             return
         folder = self.location
         while len(folder) >= len(self.made_from):
             try:
                 os.rmdir(folder)
-            except OSError:  # not empty (or gone): someone else's now
-                return
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # someone else's now
+                    return
+                # never made (missing, or a name too long): its parent may have been
             folder = folder.rsplit("/", 1)[0]
 
 
@@ -180,7 +196,12 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     if is_local(location) and os.path.islink(location):
         raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
     made = Claim(location, owner, storage_options, _first_missing_directory(location))
-    if not _write_marker(location, owner, storage_options, exclusive=True):
+    try:
+        written = _write_marker(location, owner, storage_options, exclusive=True)
+    except OSError as exc:  # a file in the way, a name too long, a loop of links
+        made.undo()
+        raise InvalidInputError(f"Cannot make a table directory at {location!r}: {exc.strerror or exc}") from None
+    if not written:
         held = read_owner(location, storage_options)
         raise PermissionDeniedError(
             f"The location {location!r} is owned by another catalog entry ({held.table if held else 'unknown'})"

@@ -203,7 +203,12 @@ def _api_cases(db: list[str], warehouse: str, root: Path) -> list[tuple[str, str
             {"id": [*db, "r1"], "location": "/nonexistent/x"},
             PermissionDeniedError,
         ),
-        ("register nothing", "register_table", {"id": [*db, "r1"], "location": f"{root}/none"}, InvalidInputError),
+        (
+            "register nothing",
+            "register_table",
+            {"id": [*db, "r1"], "location": f"{root}/wh/none.lance"},
+            InvalidInputError,
+        ),
         ("register no location", "register_table", {"id": [*db, "r2"]}, InvalidInputError),
         ("register mode", "register_table", {"id": [*db, "r3"], "location": "/x", "mode": "bogus"}, InvalidInputError),
         (
@@ -360,7 +365,7 @@ def test_cli_bad_inputs_exit_with_their_kind_and_change_nothing(
         ("dot-dot id", ["tables", "describe", f"{namespace}..t"], 2),
         ("bad property", ["-p", "max_retries=abc", "tables", "list", namespace], 2),
         ("bad endpoint", ["--endpoint", "ftp://x", "tables", "list", namespace], 2),
-        ("register nothing", ["tables", "register", f"{namespace}.r", str(lance_root / "none")], 2),
+        ("register nothing", ["tables", "register", f"{namespace}.r", str(lance_root / "wh" / "none.lance")], 2),
         ("register outside", ["tables", "register", f"{namespace}.r", str(tmp_path / "none")], 6),
         ("bad duration", ["tables", "purge", namespace, "--older-than", "soon"], 2),
         ("limit zero", ["tables", "versions", table, "--limit", "0"], 2),

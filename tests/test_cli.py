@@ -88,7 +88,7 @@ def test_table_commands_and_versions(cli: Cli, ns: IcebergLanceNamespace, db: li
 
     declared = cli.json("tables", "declare", ".".join([*db, "later"]))
     assert declared["location"].rsplit("/", 1)[1].startswith("later-")
-    other = Path(ns.settings.root) / "elsewhere.lance"
+    other = Path(ns.settings.root) / "ext" / "elsewhere.lance"
     lance.write_dataset(pa.table({"x": [1]}), str(other))
     assert cli("tables", "register", ".".join([*db, "outside"]), str(other)).returncode == 0
     assert cli("tables", "rename", ".".join([*db, "outside"]), "moved").stdout.startswith("renamed")
@@ -209,10 +209,10 @@ def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
     assert again["summary"] == {"already registered": 3, "skipped": 2}
 
     ns.deregister_table({"id": [*db, "plain"]})
-    lance.write_dataset(pa.table({"b": [9]}), str(Path(ns.settings.root) / "other.lance"))
-    ns.register_table({"id": [*db, "plain"], "location": str(Path(ns.settings.root) / "other.lance")})
+    lance.write_dataset(pa.table({"b": [9]}), str(Path(ns.settings.root) / "ext" / "other.lance"))
+    ns.register_table({"id": [*db, "plain"], "location": str(Path(ns.settings.root) / "ext" / "other.lance")})
     conflict = cli("import-directory", str(source), "--into", into)
     assert conflict.returncode == 4 and "the name is taken by the table at" in conflict.stdout
-    assert ns.describe_table({"id": [*db, "plain"]}).location == str(Path(ns.settings.root) / "other.lance")
+    assert ns.describe_table({"id": [*db, "plain"]}).location == str(Path(ns.settings.root) / "ext" / "other.lance")
     missing = cli("import-directory", str(source), "--into", f"{db[0]}.no_such_namespace")
     assert missing.returncode == 3

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from lance_namespace import DescribeTableRequest, RegisterTableRequest
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     PermissionDeniedError,
     ServiceUnavailableError,
@@ -54,7 +55,10 @@ def any_ns(request: pytest.FixtureRequest, endpoint: str, lance_root: Path) -> I
         ("file:/data/lance", "/data/lance"),
         ("S3A://Bucket/lake//x/./y/", "s3://bucket/lake/x/y"),
         ("s3://bucket/lake/%2e%2e/other", "s3://bucket/other"),
-        ("gs://b/a%20b", "gs://b/a b"),
+        ("gs://b/a%20b", "gs://b/a%20b"),
+        ("gs://b/a b", "gs://b/a%20b"),
+        # decoded once, as Lance decodes: an escaped escape stays a name, never a step up
+        ("s3://b/root/%252e%252e/x", "s3://b/root/%252e%252e/x"),
     ],
 )
 def test_locations_are_compared_in_one_normal_form(raw: str, normal: str) -> None:
@@ -69,7 +73,21 @@ def test_locations_climbing_above_their_top_are_permission_denied(raw: str) -> N
         normalize_location(raw)
 
 
-@pytest.mark.parametrize("raw", ["", "s3:///no-bucket", "file://otherhost/x", "s3://b/x?versionId=1", "/a\x00b"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "s3:///no-bucket",
+        "file://otherhost/x",
+        "s3://b/x?versionId=1",
+        "/a\x00b",
+        "relative/path",
+        "FiLe:relative",
+        "/lake/t ",
+        "/lake/\udcff",
+        "file:///lake/%ff%fe",
+    ],
+)
 def test_what_is_not_a_location_is_invalid_input(raw: str) -> None:
     with pytest.raises(InvalidInputError):
         normalize_location(raw)
@@ -90,6 +108,76 @@ def test_a_location_must_lie_strictly_under_the_root_or_an_allowed_location(tmp_
         with pytest.raises(PermissionDeniedError):
             policy.confine(outside)
     assert overlaps("/a/b", "/a/b/c") and overlaps("/a/b/c", "/a/b") and not overlaps("/a/b", "/a/bc")
+
+
+def test_default_locations_escape_names_and_stay_under_an_object_store_root() -> None:
+    policy = LocationPolicy.of("s3://lake/tenant/root")
+    location = policy.default_location(["wh", "%2e%2e", "%2e%2e", "%2e%2e", "a b"])
+    assert location.startswith("s3://lake/tenant/root/wh/%252e%252e/%252e%252e/%252e%252e/a%20b-")
+    assert normalize_location(location) == location
+
+
+def test_table_uris_escape_names_so_a_client_decoding_them_stays_put(tmp_path: Path) -> None:
+    from lance_iceberg_ns.datasets import table_uri
+
+    uri = table_uri(f"{tmp_path}/%2e%2e/%2e%2e/t.lance")
+    assert uri == f"file://{tmp_path}/%252e%252e/%252e%252e/t.lance"
+    assert normalize_location(uri) == f"{tmp_path}/%2e%2e/%2e%2e/t.lance"
+
+
+def test_explicit_locations_under_the_root_cannot_hold_other_tables_directories(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, endpoint: str
+) -> None:
+    before = catalog_state(endpoint, db[0])
+    for squatted in (str(lance_root / db[0]), str(lance_root / db[0] / db[1]), str(lance_root / "x" / "y")):
+        with pytest.raises(PermissionDeniedError, match="layout|could hold"):
+            ns.declare_table({"id": [*db, "squatter"], "location": squatted})
+    assert catalog_state(endpoint, db[0]) == before
+    assert ns.declare_table({"id": [*db, "t"], "location": str(lance_root / db[0] / "mine.lance")}).location
+
+
+def test_declare_refuses_a_place_that_already_holds_files_and_deletes_nothing_later(
+    endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
+) -> None:
+    project = tmp_path / "allowed" / "proj"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "customers.csv").write_text("x")
+    (tmp_path / "allowed" / "afile").write_text("a file, not a directory")
+    files = files_under(tmp_path / "allowed")
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=str(lance_root), allowed_locations=str(tmp_path / "allowed"), soft_delete="false"
+    ) as ns:
+        for place in (project, tmp_path / "allowed" / "afile", tmp_path / "allowed" / "afile" / "x"):
+            with pytest.raises(InvalidInputError):
+                ns.declare_table({"id": [*db, "t"], "location": str(place)})
+        with pytest.raises(InvalidInputError):
+            ns.declare_table(
+                {"id": [*db, "t"], "location": str(tmp_path / "allowed" / "n") + "/x" * 3 + "/" + "y" * 300}
+            )
+        assert files_under(tmp_path / "allowed") == files and not (tmp_path / "allowed" / "n").exists()
+
+
+def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
+    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as dropper,
+        IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as other,
+    ):
+        kept = _write(other, [*db, "t"], [1, 2])
+        prove = dropper._owned_location
+
+        def meanwhile(entry: object) -> str:  # between the drop's load and its act
+            location = prove(entry)  # type: ignore[arg-type]
+            other.rename_table({"id": [*db, "t"], "new_table_name": "t_keep"})
+            _write(other, [*db, "t"], [9])
+            return location
+
+        monkeypatch.setattr(dropper, "_owned_location", meanwhile)
+        with pytest.raises(ConcurrentModificationError):
+            dropper.drop_table({"id": [*db, "t"]})
+        assert _read(other, [*db, "t_keep"]) == [1, 2] and _read(other, [*db, "t"]) == [9]
+        assert lance.dataset(kept).count_rows() == 2
 
 
 def test_a_symbolic_link_under_the_root_cannot_lead_outside(tmp_path: Path) -> None:
@@ -250,7 +338,7 @@ def test_hard_drop_deletes_only_the_datasets_own_files_and_never_follows_links(
 def test_an_entry_without_an_ownership_marker_is_not_dropped(
     endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
 ) -> None:
-    location = lance_root / "legacy" / "t"
+    location = lance_root / "legacy" / "t.lance"
     lance.write_dataset(pa.table({"v": [1]}), str(location))
     other_client(endpoint, db[0]).create_table(
         (*db[1:], "legacy"), schema=companion_table_schema(), location=str(location), properties={"table_type": "lance"}
@@ -270,11 +358,11 @@ def test_an_entry_without_an_ownership_marker_is_not_dropped(
 def test_a_location_that_is_a_symbolic_link_is_refused(
     ns: IcebergLanceNamespace, db: list[str], lance_root: Path
 ) -> None:
-    real = lance_root / "real"
+    real = lance_root / "ext" / "real.lance"
     lance.write_dataset(pa.table({"v": [1]}), str(real))
-    os.symlink(real, lance_root / "alias")
+    os.symlink(real, lance_root / "ext" / "alias.lance")
     with pytest.raises(PermissionDeniedError, match="symbolic link"):
-        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "alias")))
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "ext" / "alias.lance")))
     assert not (real / MARKER).exists()
 
 

@@ -90,7 +90,7 @@ def test_pylance_rest_client_drives_every_supported_operation(
     dropped = client.drop_table(DropTableRequest(id=[*db, "b"]))
     assert dropped.location.rsplit("/", 1)[1].startswith("b-")
 
-    data_location = str(lance_root / "existing")
+    data_location = str(lance_root / "ext" / "existing.lance")
     lance.write_dataset(pa.table({"x": [1, 2]}), data_location)
     registered = client.register_table(RegisterTableRequest(id=[*db, "registered"], location=data_location))
     assert registered.location == data_location

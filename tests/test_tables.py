@@ -51,7 +51,7 @@ def test_declare_table_uses_the_default_location_under_root(
 def test_declare_table_stores_request_properties_and_table_type_always_wins(
     ns: IcebergLanceNamespace, db: list[str], lance_root: Path
 ) -> None:
-    location = str(lance_root / "elsewhere" / "t")
+    location = str(lance_root / "elsewhere" / "t.lance")
     ns.declare_table(
         DeclareTableRequest(id=[*db, "t"], location=location, properties={"owner": "bo", "table_type": "iceberg"})
     )
@@ -207,14 +207,14 @@ def test_register_location_without_dataset_raises_invalid_input_and_creates_noth
     ns: IcebergLanceNamespace, db: list[str], lance_root: Path
 ) -> None:
     with pytest.raises(InvalidInputError):
-        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "nothing-here")))
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "ext" / "nothing-here.lance")))
     assert _tables(ns, db) == []
 
 
 def test_register_existing_name_raises_table_already_exists_unless_overwrite(
     ns: IcebergLanceNamespace, db: list[str], lance_root: Path
 ) -> None:
-    first, second = str(lance_root / "first"), str(lance_root / "second")
+    first, second = str(lance_root / "ext" / "first.lance"), str(lance_root / "ext" / "second.lance")
     write_lance(first, rows=1)
     write_lance(second, rows=2)
     ns.register_table(RegisterTableRequest(id=[*db, "t"], location=first))
