@@ -28,6 +28,7 @@ from lance_namespace import (
     BatchCreateTableVersionsResponse,
     BatchDeleteTableVersionsRequest,
     BatchDeleteTableVersionsResponse,
+    CountTableRowsRequest,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
     CreateTableVersionRequest,
@@ -86,6 +87,8 @@ from lance_iceberg_ns.catalogs import (
 )
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.data import ResolvedTable, reads
+from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
     NamespaceId,
@@ -218,6 +221,7 @@ class IcebergLanceNamespace(LanceNamespace):
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._recent_tables: dict[tuple[str, ...], _Remembered] = {}
+        self._datasets = OpenDatasets(self)
 
     @classmethod
     def from_pyiceberg_catalog(cls, name: str, **properties: str) -> IcebergLanceNamespace:
@@ -819,6 +823,28 @@ class IcebergLanceNamespace(LanceNamespace):
         self._forget_table(source)
         self._table_types.remember((target.warehouse, target.iceberg_identifier), True)
         return RenameTableResponse()
+
+    # --- the data half (lance_iceberg_ns.data): resolved through the catalog, opened in one place ---
+
+    def _resolve(self, table_id: Any) -> ResolvedTable:
+        """A live Lance table through the catalog, for a data operation: its confined location,
+        what the bridge reaches it with, and whether the catalog manages its versions.
+        Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
+        table = parse_table_id(table_id)
+        loaded = self._load_lance_table(table)
+        return ResolvedTable(
+            id=tuple(table.parts),
+            location=self._locations.confine(loaded.location),
+            storage_options=self._entry_storage_options(loaded),
+            managed=managed.is_managed(loaded.properties),
+        )
+
+    @_operation(CountTableRowsRequest)
+    def count_table_rows(self, request: CountTableRowsRequest) -> int:
+        """Rows of a table (at ``version``), those matching ``predicate`` if given.
+        Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError (a bad predicate)."""
+        dataset = self._datasets.open(self._resolve(request.id), request.version)
+        return reads.count_rows(dataset, request.predicate)
 
     # --- table versions: on the Lance dataset (lance_iceberg_ns.versions), or in the catalog for
     # tables whose versions it manages (lance_iceberg_ns.managed) ----------------------------------

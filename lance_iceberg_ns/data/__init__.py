@@ -1,0 +1,21 @@
+"""The data half of the namespace: writes, reads and search, indices, tags and schema.
+
+These modules speak pylance and Arrow, never the catalog. The namespace resolves a table id
+through the catalog into a ``ResolvedTable`` (its location, the storage options to reach it, and
+whether the catalog manages its versions), opens its dataset in one place (``data.opening``), and
+hands the dataset and the request to the module that owns the operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ResolvedTable:
+    """A live Lance table, as the catalog says it is right now."""
+
+    id: tuple[str, ...]
+    location: str
+    storage_options: dict[str, str] = field(repr=False)  # may hold credentials
+    managed: bool = False  # every commit goes through the catalog's compare-and-swap

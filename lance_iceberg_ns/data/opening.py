@@ -1,0 +1,62 @@
+"""The one place that opens Lance datasets for the data operations.
+
+The reference implementation reopens a dataset on every call, so each call sees the latest
+committed version. Here an open dataset is kept per location and, on each use, its latest version
+is read (one small read of ``_versions/``) and checked out only when it moved: every operation
+still sees the latest committed version, without paying a full reopen. A table whose versions the
+catalog manages is opened through the namespace, so that the catalog says which version is the
+latest and every commit goes through its compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import lance
+from lance_namespace import LanceNamespace
+from lance_namespace.errors import TableVersionNotFoundError
+
+from lance_iceberg_ns.data import ResolvedTable
+
+
+class OpenDatasets:
+    """Datasets kept open for reuse (the least recently used are let go beyond ``capacity``)."""
+
+    def __init__(self, namespace: LanceNamespace, capacity: int = 64) -> None:
+        self._namespace = namespace
+        self._capacity = capacity
+        self._open: OrderedDict[str, lance.LanceDataset] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, table: ResolvedTable, version: int | str | None = None) -> lance.LanceDataset:
+        """The table's dataset at its latest version, or at ``version`` (a number or a tag).
+        Raises TableVersionNotFoundError for a version or tag it does not have."""
+        if table.managed:
+            dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
+        else:
+            dataset = self._latest(table)
+        if version is None:
+            return dataset
+        try:
+            return dataset.checkout_version(version)
+        except (ValueError, OSError, KeyError) as exc:
+            raise TableVersionNotFoundError(f"Version {version!r} not found for table {'.'.join(table.id)}") from exc
+
+    def _latest(self, table: ResolvedTable) -> lance.LanceDataset:
+        with self._lock:
+            dataset = self._open.pop(table.location, None)
+        if dataset is None:
+            dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
+        elif dataset.latest_version != dataset.version:
+            dataset = dataset.checkout_version(dataset.latest_version)
+        with self._lock:
+            self._open[table.location] = dataset
+            while len(self._open) > self._capacity:
+                self._open.popitem(last=False)
+        return dataset
+
+    def forget(self, location: str) -> None:
+        """Let go of a dataset whose table was dropped, moved or replaced."""
+        with self._lock:
+            self._open.pop(location, None)
