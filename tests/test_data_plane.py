@@ -8,7 +8,6 @@ from pathlib import Path
 
 import lance
 import lance.namespace
-import pyarrow as pa
 import pytest
 from lance_namespace import CountTableRowsRequest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError, TableVersionNotFoundError

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
-
 _CALLERS_MISTAKES = ("Invalid user input",)
 
 
