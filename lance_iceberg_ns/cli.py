@@ -244,14 +244,26 @@ def tables() -> None:
 
 @_command(tables, "list", "namespace_id")
 @click.option("--include-declared/--exclude-declared", default=True, help="list declared tables without data")
-def tables_list(namespace_id: str, include_declared: bool) -> None:
-    """The Lance tables of a namespace."""
+@click.option("--recursive", "-r", is_flag=True, help="every table beneath (a warehouse, or a namespace)")
+def tables_list(namespace_id: str, include_declared: bool, recursive: bool) -> None:
+    """The Lance tables of a namespace (with --recursive, of it and every namespace beneath)."""
     state = _state()
     ns = state.namespace()
     parent = state.identifier(namespace_id)
     request = {"id": parent, "include_declared": include_declared}
-    names = _all_pages(lambda token: ns.list_tables({**request, "page_token": token}), "tables")
-    _emit({"tables": names}, lambda: _table(("table",), ([state.name([*parent, n])] for n in names)))
+    if recursive:
+        from lance_iceberg_ns.namespace import ID_DELIMITER
+
+        found = _all_pages(lambda token: ns.list_all_tables({**request, "page_token": token}), "tables")
+        ids = [full.split(ID_DELIMITER) for full in found]
+    else:
+        names = _all_pages(lambda token: ns.list_tables({**request, "page_token": token}), "tables")
+        ids = [[*parent, name] for name in names]
+    tables = [state.name(table_id) for table_id in ids]
+    _emit(
+        {"tables": tables if recursive else [table_id[-1] for table_id in ids]},
+        lambda: _table(("table",), ([t] for t in tables)),
+    )
 
 
 @_command(tables, "describe", "table_id")

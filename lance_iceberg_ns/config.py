@@ -32,6 +32,9 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
+``warehouses``          Comma-separated warehouse names: what ``list_namespaces`` answers at the
+                        root and ``list_all_tables`` walks when given no warehouse (default: the
+                        ``warehouse`` of a pyiceberg catalog configuration, else none).
 ``allowed_locations``   Comma-separated locations (paths or URIs) where tables may live besides
                         ``root``: declare and register refuse anything outside them with
                         PermissionDenied, and the bridge reads, writes and deletes nothing outside
@@ -79,6 +82,7 @@ KNOWN_KEYS = {
     "commit_cache_seconds",
     "allowed_locations",
     "share_static_credentials",
+    "warehouses",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -184,6 +188,7 @@ class Settings:
     table_version_management: bool = False
     commit_cache_seconds: int = 2
     allowed_locations: tuple[str, ...] = ()
+    warehouses: tuple[str, ...] = ()
     share_static_credentials: bool = True
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
@@ -231,6 +236,7 @@ class Settings:
             table_version_management=_bool_setting(properties, "table_version_management", False),
             commit_cache_seconds=_int_setting(properties, "commit_cache_seconds", 2, 0),
             allowed_locations=_list_setting(properties, "allowed_locations"),
+            warehouses=_list_setting(properties, "warehouses"),
             share_static_credentials=_bool_setting(properties, "share_static_credentials", True),
             storage_options=storage_options,
             catalog_properties=catalog_properties,

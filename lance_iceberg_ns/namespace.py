@@ -119,6 +119,7 @@ from lance_iceberg_ns.locations import LocationPolicy, check_requested_propertie
 logger = logging.getLogger(__name__)
 
 Request = TypeVar("Request")
+ID_DELIMITER = "$"  # joins a full identifier in string form (the Lance REST spec's default)
 
 
 BOOKKEEPING_PREFIX = "lance-iceberg-ns."
@@ -550,16 +551,18 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(ListNamespacesRequest)
     def list_namespaces(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
-        """List the child namespaces of ``[warehouse, ns...]`` by name, sorted and paginated.
+        """List the child namespaces of ``[warehouse, ns...]`` by name, sorted and paginated; at the
+        root, the configured ``warehouses`` (Iceberg REST has no call that lists them).
         Raises NamespaceNotFoundError."""
         namespace = parse_namespace_id(request.id)
         if namespace is None:
-            raise InvalidInputError("Listing the root is not supported: warehouses cannot be listed over Iceberg REST")
-        children = [
-            ident[-1]
-            for ident in self._catalog(namespace.warehouse).list_namespaces(namespace.path)
-            if ident[-1] != TRASH_NAMESPACE
-        ]
+            children = list(self._settings.warehouses)
+        else:
+            children = [
+                ident[-1]
+                for ident in self._catalog(namespace.warehouse).list_namespaces(namespace.path)
+                if ident[-1] != TRASH_NAMESPACE
+            ]
         page, token = take_page(page_after(children, request.page_token), request.limit, lambda names: names, 1000)
         return ListNamespacesResponse(namespaces=page, page_token=token)
 
@@ -611,10 +614,14 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(ListTablesRequest)
     def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
-        """Names of the Lance tables in a namespace, sorted and paginated (see ``listing``).
-        Raises NamespaceNotFoundError."""
-        namespace = self._require_namespace_level(request.id, "list tables of")
-        catalog = self._catalog(namespace.warehouse)
+        """Names of the Lance tables in a namespace, sorted and paginated (see ``listing``); a
+        warehouse holds namespaces, never tables. Raises NamespaceNotFoundError."""
+        namespace = parse_namespace_id(request.id)
+        if namespace is None:
+            raise InvalidInputError("List the tables of [warehouse, namespace, ...]")
+        catalog = self._catalog(namespace.warehouse)  # an unknown warehouse is NamespaceNotFound
+        if not namespace.path:
+            return ListTablesResponse(tables=[], page_token=None)
         names = [ident[-1] for ident in catalog.list_tables(namespace.path)]
         include_declared = request.include_declared is not False
 
@@ -625,6 +632,37 @@ class IcebergLanceNamespace(LanceNamespace):
         batch_size = max(32, self._settings.lookup_threads * 8)
         page, token = take_page(page_after(names, request.page_token), request.limit, keep, batch_size)
         return ListTablesResponse(tables=page, page_token=token)
+
+    @_operation(ListTablesRequest)
+    def list_all_tables(self, request: ListTablesRequest) -> ListTablesResponse:
+        """Every Lance table beneath a warehouse or namespace (or beneath every configured
+        warehouse), as full identifiers joined by ``$``, sorted and paginated; one listing per
+        namespace, and tables classified as ``list_tables`` does. Raises NamespaceNotFoundError."""
+        top = parse_namespace_id(request.id)
+        tops = [top] if top is not None else [NamespaceId(warehouse, ()) for warehouse in self._settings.warehouses]
+        if not tops:
+            raise InvalidInputError("Give the warehouse to list, or configure the property 'warehouses'")
+        with_data_only = request.include_declared is False
+        found = []
+        for start in tops:
+            catalog = self._catalog(start.warehouse)
+            for namespace, _children in self._walk(start):
+                if namespace.path:
+                    names = [ident[-1] for ident in catalog.list_tables(namespace.path)]
+                    lance_names = self._lance_tables_among(catalog, namespace, names, with_data_only)
+                    found += [ID_DELIMITER.join([*namespace.parts, name]) for name in lance_names]
+        page, token = take_page(page_after(found, request.page_token), request.limit, lambda names: names, 1000)
+        return ListTablesResponse(tables=page, page_token=token)
+
+    def _walk(self, top: NamespaceId) -> Iterator[tuple[NamespaceId, list[str]]]:
+        """``top`` and every namespace beneath it (never into a trash), each with its children's names."""
+        catalog = self._catalog(top.warehouse)
+        pending = [top.path]
+        while pending:
+            path = pending.pop()
+            children = sorted(ident[-1] for ident in catalog.list_namespaces(path))
+            yield NamespaceId(top.warehouse, path), children
+            pending += [(*path, child) for child in reversed(children) if child != TRASH_NAMESPACE]
 
     def _lance_tables_among(
         self, catalog: BridgeRestCatalog, namespace: NamespaceId, names: list[str], with_data_only: bool
@@ -1136,18 +1174,12 @@ class IcebergLanceNamespace(LanceNamespace):
                 ]
         return sorted(found, key=lambda purgable: purgable.deleted_at)
 
-    def _trash_contents(self, namespace: NamespaceId) -> Iterator[tuple[NamespaceId, list[str]]]:
-        """(namespace, names in its trash) for ``namespace`` and every namespace beneath it."""
-        catalog = self._catalog(namespace.warehouse)
-        pending = [namespace.path]
-        while pending:
-            path = pending.pop()
-            for child in sorted(ident[-1] for ident in catalog.list_namespaces(path)):
-                if child == TRASH_NAMESPACE:
-                    names = [ident[-1] for ident in catalog.list_tables(trash_path(path))]
-                    yield NamespaceId(namespace.warehouse, path), names
-                else:
-                    pending.append((*path, child))
+    def _trash_contents(self, top: NamespaceId) -> Iterator[tuple[NamespaceId, list[str]]]:
+        """(namespace, names in its trash) for ``top`` and every namespace beneath it."""
+        catalog = self._catalog(top.warehouse)
+        for namespace, children in self._walk(top):
+            if TRASH_NAMESPACE in children:
+                yield namespace, [ident[-1] for ident in catalog.list_tables(trash_path(namespace.path))]
 
     def purge_tables(
         self,

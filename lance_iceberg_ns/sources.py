@@ -30,13 +30,14 @@ _PYICEBERG_TO_BRIDGE = {
 }
 # pyiceberg keys that say which catalog this is rather than how to reach it.
 _PYICEBERG_IDENTITY = {"type", "py-catalog-impl", "warehouse"}
+_WAREHOUSE = "warehouse"
 
 
 def pyiceberg_catalog_properties(name: str) -> dict[str, str]:
     """Bridge properties from the pyiceberg catalog ``name``: its URI and auth become the bridge's,
     its storage properties (``s3.*``, ``gcs.*``, ``adls.*``) Lance storage options too, and every
-    other key is passed to pyiceberg's REST client as ``iceberg.<key>``. The warehouse is not
-    taken: here it is the first part of every identifier."""
+    other key is passed to pyiceberg's REST client as ``iceberg.<key>``. The warehouse becomes the
+    one listed at the root (``warehouses``): here it is the first part of every identifier."""
     from pyiceberg.utils.config import Config
 
     found = Config().get_catalog_config(name)
@@ -53,6 +54,8 @@ def pyiceberg_catalog_properties(name: str) -> dict[str, str]:
         elif key not in _PYICEBERG_IDENTITY:
             properties[ICEBERG_PREFIX + key] = value
     properties.update({STORAGE_PREFIX + key: value for key, value in lance_storage_options(flat).items()})
+    if flat.get(_WAREHOUSE):
+        properties["warehouses"] = flat[_WAREHOUSE]
     return properties
 
 

@@ -3,6 +3,10 @@ in process and through the REST server."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,3 +62,48 @@ def test_data_operations_go_through_the_catalog(
     create_plain_iceberg_table(endpoint, db[0], (db[1], "plain"), str(lance_root / "plain"))
     with pytest.raises(InvalidInputError, match="not a Lance table"):
         ns.count_table_rows({"id": [*db, "plain"]})
+
+
+def test_discovery_lists_warehouses_at_the_root_and_no_tables_in_a_warehouse(
+    endpoint: str, lance_root: Path, warehouse: str
+) -> None:
+    other = f"{warehouse}_b"
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), warehouses=f"{warehouse},{other}") as ns:
+        assert ns.list_namespaces({"id": []}).namespaces == sorted([warehouse, other])
+        assert ns.list_namespaces({"id": [], "limit": 1}).page_token == min(warehouse, other)
+        ns.create_namespace({"id": [warehouse, "db"]})
+        assert ns.list_tables({"id": [warehouse]}).tables == []
+        with pytest.raises(InvalidInputError):
+            ns.list_tables({"id": []})
+
+
+def test_list_all_tables_walks_a_warehouse_with_pages(
+    ns: IcebergLanceNamespace, warehouse: str, endpoint: str, lance_root: Path
+) -> None:
+    for namespace in ([warehouse, "a"], [warehouse, "a", "deep"], [warehouse, "b"]):
+        ns.create_namespace({"id": namespace})
+        write_values(ns, [*namespace, "t"], [1])
+    ns.declare_table({"id": [warehouse, "b", "declared"]})
+    write_values(ns, [warehouse, "b", "gone"], [1])
+    ns.drop_table({"id": [warehouse, "b", "gone"]})  # soft-deleted: not listed
+    create_plain_iceberg_table(endpoint, warehouse, ("b", "plain"), str(lance_root / "plain"))
+    everything = [f"{warehouse}$a$deep$t", f"{warehouse}$a$t", f"{warehouse}$b$declared", f"{warehouse}$b$t"]
+    assert ns.list_all_tables({"id": [warehouse]}).tables == everything
+    assert ns.list_all_tables({"id": [warehouse, "a"]}).tables == everything[:2]
+    assert f"{warehouse}$b$declared" not in ns.list_all_tables({"id": [warehouse], "include_declared": False}).tables
+    first = ns.list_all_tables({"id": [warehouse], "limit": 3})
+    rest = ns.list_all_tables({"id": [warehouse], "limit": 3, "page_token": first.page_token})
+    assert first.tables + rest.tables == everything and rest.page_token is None
+
+
+def test_cli_lists_tables_recursively(
+    ns: IcebergLanceNamespace, warehouse: str, endpoint: str, lance_root: Path
+) -> None:
+
+    for namespace in ([warehouse, "a"], [warehouse, "a", "deep"]):
+        ns.create_namespace({"id": namespace})
+        write_values(ns, [*namespace, "t"], [1])
+    environ = {**os.environ, "LANCE_ICEBERG_ENDPOINT": endpoint, "LANCE_ICEBERG_ROOT": str(lance_root)}
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "tables", "list", warehouse, "--recursive", "--json"]
+    listed = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
+    assert json.loads(listed.stdout)["tables"] == [f"{warehouse}.a.deep.t", f"{warehouse}.a.t"]
