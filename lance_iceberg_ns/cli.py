@@ -527,6 +527,13 @@ def local_catalog_command(
 @click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
 @click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
 @click.option(
+    "--max-data-body-mb",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
+)
+@click.option(
     "--share-static-credentials",
     is_flag=True,
     help="also hand clients the secret storage.* options configured here (trusted setups only)",
@@ -538,6 +545,7 @@ def serve_command(
     auth_tokens: tuple[str, ...],
     forward_bearer_token: bool,
     access_log: bool,
+    max_data_body_mb: int,
     share_static_credentials: bool,
 ) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
@@ -553,6 +561,7 @@ def serve_command(
         properties=properties,
         auth_tokens=auth_tokens,
         forward_bearer_token=forward_bearer_token,
+        max_data_body_bytes=max_data_body_mb * 1024 * 1024,
         share_static_credentials=share_static_credentials,
     )
     endpoint = ns.settings.redact(ns.settings.endpoint)

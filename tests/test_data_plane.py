@@ -107,3 +107,23 @@ def test_cli_lists_tables_recursively(
     command = [sys.executable, "-m", "lance_iceberg_ns.cli", "tables", "list", warehouse, "--recursive", "--json"]
     listed = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
     assert json.loads(listed.stdout)["tables"] == [f"{warehouse}.a.deep.t", f"{warehouse}.a.t"]
+
+
+def test_data_routes_have_their_own_streamed_body_limit(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    import requests
+
+    properties = {"endpoint": endpoint, "root": str(lance_root)}
+    with serve_in_background(properties=properties, max_body_bytes=1_000, max_data_body_bytes=10_000) as running:
+        table = f"{running.uri}/v1/table/{'$'.join([*db, 't'])}"
+
+        def chunks(size: int) -> Iterator[bytes]:  # no Content-Length: the limit holds as it streams
+            yield from (b"x" * 1_000 for _ in range(size // 1_000))
+
+        for body in (b"x" * 5_000, chunks(5_000)):
+            answer = requests.post(f"{table}/insert", data=body, timeout=30)
+            assert answer.status_code != 413, answer.text  # under the data limit, over the JSON one
+        for body in (b"x" * 20_000, chunks(20_000)):
+            answer = requests.post(f"{table}/insert", data=body, timeout=30)
+            assert (answer.status_code, answer.json()["code"]) == (413, 13)
+        answer = requests.post(f"{table}/describe", data=b"{" + b" " * 5_000 + b"}", timeout=30)
+        assert answer.status_code == 413

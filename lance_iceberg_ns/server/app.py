@@ -15,6 +15,7 @@ import hmac
 import inspect
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,7 +46,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_DELIMITER = "$"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_DATA_BODY_BYTES = 256 * 1024 * 1024  # Arrow IPC bodies of the data routes (create, insert, merge)
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+# The routes whose bodies are Arrow IPC data, as one pattern over request paths.
+_DATA_ROUTES = re.compile(
+    "|".join(f"^{re.escape(route.path).replace(re.escape('{id}'), '[^/]+')}$" for route in ROUTES if route.arrow_body)
+)
 _OPEN_PATHS = frozenset({"/openapi.json"})  # served without credentials: it holds no data
 
 
@@ -136,12 +142,14 @@ def bearer_token(authorizations: Sequence[str]) -> str | None:
 
 class GuardMiddleware:
     """Checks the bearer token (when tokens are configured) and caps the request body, before any
-    route runs; both failures answer with the spec's error body."""
+    route runs (data routes, whose bodies are Arrow IPC, have a cap of their own); both failures
+    answer with the spec's error body."""
 
-    def __init__(self, app: ASGIApp, auth_tokens: Sequence[str], max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, auth_tokens: Sequence[str], max_body_bytes: int, max_data_body_bytes: int) -> None:
         self.app = app
         self.auth_tokens = [token.encode() for token in auth_tokens]
         self.max_body_bytes = max_body_bytes
+        self.max_data_body_bytes = max_data_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -159,11 +167,12 @@ class GuardMiddleware:
             message = "A valid bearer token is required (Authorization: Bearer <token>)"
             await error_response(message, ErrorCode.UNAUTHENTICATED, path)(scope, receive, send)
             return
+        limit = self.max_data_body_bytes if _DATA_ROUTES.match(path) else self.max_body_bytes
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._too_large(scope, receive, send)
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, limit)
             return
-        await self.app(scope, self._capped(receive), send)
+        await self.app(scope, self._capped(receive, limit), send)
 
     def _authorized(self, token: str | None) -> bool:
         if token is None:
@@ -171,7 +180,8 @@ class GuardMiddleware:
         presented = token.encode()
         return any(hmac.compare_digest(presented, allowed) for allowed in self.auth_tokens)
 
-    def _capped(self, receive: Receive) -> Receive:
+    @staticmethod
+    def _capped(receive: Receive, limit: int) -> Receive:
         seen = 0
 
         async def capped_receive() -> Message:
@@ -179,14 +189,15 @@ class GuardMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
+                if seen > limit:
                     raise BodyTooLarge()
             return message
 
         return capped_receive
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = f"The request body exceeds {self.max_body_bytes} bytes"
+    @staticmethod
+    async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        message = f"The request body exceeds {limit} bytes"
         response = error_response(message, ErrorCode.INVALID_INPUT, scope.get("path", ""), status=413)
         await response(scope, receive, send)
 
@@ -206,6 +217,7 @@ def create_app(
     auth_tokens: Sequence[str] = (),
     forward_bearer_token: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_data_body_bytes: int = DEFAULT_MAX_DATA_BODY_BYTES,
     share_static_credentials: bool = False,
 ) -> FastAPI:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
@@ -213,6 +225,8 @@ def create_app(
 
     ``auth_tokens``: bearer tokens the server requires (none: open). ``forward_bearer_token``: use
     each caller's bearer token as the Iceberg catalog token (needs ``properties``).
+    ``max_body_bytes`` caps JSON bodies, ``max_data_body_bytes`` the Arrow IPC bodies of the data
+    routes (413 beyond either, checked as the body streams in).
     ``share_static_credentials``: also answer clients with the secret ``storage.*`` options the
     bridge is configured with; by default they get the catalog's vended credentials, or none.
     """
@@ -258,7 +272,12 @@ def create_app(
             openapi_extra=_arrow_body_doc() if route.arrow_body else None,
         )
     _install_error_handlers(app)
-    app.add_middleware(GuardMiddleware, auth_tokens=list(auth_tokens), max_body_bytes=max_body_bytes)
+    app.add_middleware(
+        GuardMiddleware,
+        auth_tokens=list(auth_tokens),
+        max_body_bytes=max_body_bytes,
+        max_data_body_bytes=max_data_body_bytes,
+    )
     return app
 
 
