@@ -1,0 +1,155 @@
+"""query_table and insert_into_table through our REST server, against pylance's own REST server
+(RestAdapter("dir")) for the same calls, and queries against pylance searching a dataset it keeps
+open (the floor: no server, no request).
+
+Data: 100,000 rows of 128-d float32 vectors with an IVF_PQ index; queries ask for k=10 with a new
+random vector each call. Both servers run in their own processes or threads on this machine; the
+client is pylance's native RestNamespace, as Lance itself would use it. Latency is measured with
+sequential calls (p50, p99), throughput with 4 client threads. The insert appends 100,000 rows
+as one Arrow IPC body.
+
+    .venv/bin/pip install -e ".[bench]"
+    .venv/bin/python bench/data_plane.py [--rows 100000] [--calls 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lance
+import lance.namespace
+import numpy as np
+import pyarrow as pa
+from lance_namespace import (
+    CreateNamespaceRequest,
+    CreateTableIndexRequest,
+    CreateTableRequest,
+    DescribeTableRequest,
+    InsertIntoTableRequest,
+    QueryTableRequest,
+)
+from rest_server import latency, start_server, throughput
+
+from lance_iceberg_ns.testing import local_catalog
+
+DIMENSION = 128
+TABLE = ["bench_wh", "db", "vectors"]
+OURS, REFERENCE, LOCAL = "our REST server", 'pylance RestAdapter("dir")', "pylance, dataset kept open"
+
+
+def vectors(rows: int, seed: int) -> pa.Table:
+    generator = np.random.default_rng(seed)
+    flat = pa.array(generator.random(rows * DIMENSION, dtype=np.float32))
+    return pa.table(
+        {"id": pa.array(range(rows), pa.int64()), "vector": pa.FixedSizeListArray.from_arrays(flat, DIMENSION)}
+    )
+
+
+def ipc(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def query_request(generator: np.random.Generator) -> QueryTableRequest:
+    vector = generator.random(DIMENSION, dtype=np.float32).tolist()
+    return QueryTableRequest.from_dict(
+        {"id": TABLE, "vector": {"single_vector": vector}, "k": 10, "columns": {"column_names": ["id"]}}
+    )
+
+
+def prepare(client: Any, data: bytes) -> None:
+    """The table with its IVF_PQ index, made through the server under test."""
+    client.create_namespace(CreateNamespaceRequest(id=TABLE[:2]))
+    client.create_table(CreateTableRequest(id=TABLE), data)
+    client.create_table_index(
+        CreateTableIndexRequest(id=TABLE, column="vector", index_type="IVF_PQ", num_partitions=64, num_sub_vectors=16)
+    )
+
+
+def measure(client: Any, calls: int, threads: int) -> dict[str, float]:
+    generator = np.random.default_rng(7)
+    figures = latency(lambda: client.query_table(query_request(generator)), calls)
+    figures["q/s"] = throughput(lambda: client.query_table(query_request(np.random.default_rng())), threads)
+    return figures
+
+
+def timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=4)
+    args = parser.parse_args()
+    data, more = ipc(vectors(args.rows, seed=1)), ipc(vectors(args.rows, seed=2))
+    queries: dict[str, dict[str, float]] = {}
+    inserts: dict[str, float] = {}
+
+    with (
+        tempfile.TemporaryDirectory() as work,
+        local_catalog(Path(work) / "catalog", prefix_style="defaults") as catalog,
+    ):
+        dir_root = str(Path(work) / "dir")
+        with lance.namespace.RestAdapter("dir", {"root": dir_root}, port=0) as adapter:
+            reference = lance.namespace.RestNamespace(uri=f"http://127.0.0.1:{adapter.port}")
+            reference.create_namespace(CreateNamespaceRequest(id=TABLE[:1]))
+            prepare(reference, data)
+            queries[REFERENCE] = measure(reference, args.calls, args.threads)
+            inserts[REFERENCE] = timed(
+                lambda: reference.insert_into_table(InsertIntoTableRequest(id=TABLE, mode="append"), more)
+            )
+
+        process, uri = start_server(catalog.endpoint, str(Path(work) / "lance"))
+        try:
+            ours = lance.namespace.RestNamespace(uri=uri)
+            prepare(ours, data)
+            queries[OURS] = measure(ours, args.calls, args.threads)
+            location = ours.describe_table(DescribeTableRequest(id=TABLE)).location
+            inserts[OURS] = timed(lambda: ours.insert_into_table(InsertIntoTableRequest(id=TABLE, mode="append"), more))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+        dataset = lance.dataset(location)  # before the insert's version: the same rows as the servers searched
+        dataset = dataset.checkout_version(dataset.version - 1)
+        generator = np.random.default_rng(7)
+
+        def local_search() -> None:
+            vector = generator.random(DIMENSION, dtype=np.float32)
+            dataset.to_table(columns=["id"], nearest={"column": "vector", "q": vector, "k": 10})
+
+        queries[LOCAL] = latency(local_search, args.calls)
+        queries[LOCAL]["q/s"] = throughput(local_search, args.threads)
+
+    print(
+        f"query_table: {args.rows} rows of {DIMENSION}-d vectors, IVF_PQ, k=10; {args.calls} sequential calls (ms), "
+        f"{args.threads}-thread throughput, {os.cpu_count()} cores"
+    )
+    print(f"{'path':<32}{'p50':>8}{'p99':>8}{'mean':>8}{'q/s':>8}")
+    for name, figures in queries.items():
+        print(f"{name:<32}{figures['p50']:>8.2f}{figures['p99']:>8.2f}{figures['mean']:>8.2f}{figures['q/s']:>8.0f}")
+    ours_p50 = queries[OURS]["p50"]
+    print(f"query p50 vs the directory server: {ours_p50 / queries[REFERENCE]['p50']:.2f}x (target <= 0.6x)")
+    print(f"query p50 vs pylance kept open: {ours_p50 / queries[LOCAL]['p50']:.2f}x (target <= 2.5x)")
+    print(f"insert_into_table, {args.rows} rows (s)")
+    for name, seconds in inserts.items():
+        print(f"{name:<32}{seconds:>8.2f}")
+    ratio = inserts[OURS] / inserts[REFERENCE]
+    print(f"insert vs the directory server: {ratio:.2f}x (target <= 1.2x)")
+
+
+if __name__ == "__main__":
+    main()
