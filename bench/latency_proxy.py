@@ -167,11 +167,11 @@ class _Pipe(asyncio.Protocol):
         if data is None:
             peer.transport.close()  # once it has written what it holds
             return
-        peer.transport.write(data)
         if self.client is None:
             self.proxy._request_sent(self)
-        else:
+        else:  # counted before the write: the client may act on the answer at once
             self.proxy._answer_delivered(self.client)
+        peer.transport.write(data)
 
 
 @contextlib.contextmanager
