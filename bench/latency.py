@@ -17,6 +17,7 @@ new-process samples alternate between the two. Medians, saved to bench/results/l
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/latency.py [--tables 100 1000] [--round-trips 0 5 20] [--repeat 5]
+    .venv/bin/python bench/latency.py --tables 100 --update > bench/results/latency.txt  # one count again
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ def main() -> None:
     parser.add_argument("--round-trips", type=float, nargs="+", default=[0, 5, 20], help="milliseconds")
     parser.add_argument("--repeat", type=int, default=5, help="samples per figure (3 above 500 tables)")
     parser.add_argument("--output", type=Path, default=BENCH / "results" / "latency.json")
+    parser.add_argument("--update", action="store_true", help="keep the saved figures of settings not run now")
     args = parser.parse_args()
-    results = []
+    results: list[dict[str, Any]] = []
     for tables in args.tables:
         with (
             tempfile.TemporaryDirectory() as work,
@@ -119,6 +121,10 @@ def main() -> None:
                     figures = measure(endpoint, root, names, repeat)
                 label = f"{tables}+{tables}"
                 results.append({"label": label, "tables": tables, "round_trip_ms": round_trip_ms, **figures})
+    if args.update and args.output.exists():
+        ran = {(r["tables"], r["round_trip_ms"]) for r in results}
+        kept = [r for r in json.loads(args.output.read_text()) if (r["tables"], r["round_trip_ms"]) not in ran]
+        results = sorted(kept + results, key=lambda r: (r["tables"], r["round_trip_ms"]))
     args.output.parent.mkdir(exist_ok=True)
     args.output.write_text(json.dumps(results, indent=1) + "\n")
     print(table(results))

@@ -23,7 +23,7 @@ STYLES = {"reference": {"color": "tab:red"}, "bridge": {"color": "tab:blue"}}
 
 
 def plot(results: list[dict], image: Path = IMAGE) -> Path:  # type: ignore[type-arg]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    figure, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
     for axis, measure in zip(axes, ("list, new process", "list, warm"), strict=True):
         counts = sorted({r["tables"] for r in results})
         for tables in counts:
@@ -43,8 +43,9 @@ def plot(results: list[dict], image: Path = IMAGE) -> Path:  # type: ignore[type
         axis.set_yscale("log")
         axis.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("time (ms, log scale)")
-    axes[1].legend(fontsize=8, loc="upper left")
-    figure.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=9)
+    figure.tight_layout(rect=(0, 0.12, 1, 1))
     image.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(image, dpi=110)
     plt.close(figure)
