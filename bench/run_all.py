@@ -62,7 +62,7 @@ def list_tables(text: str) -> list[Row]:
         else:
             rows.append(_at_least(figure, f"{bridge} ms", f"{reference} ms", speedup, target))
     # describe is one loadTable: a regression (a second request, a full metadata parse) costs more
-    # than this machine's run-to-run noise, which moves the ratio by about 0.2
+    # than the run-to-run noise of a 2-core machine, which moves the ratio by about 0.2
     for measure, target in (
         ("describe cold, new process", 2.0),
         ("describe cold, new object", 1.5),
