@@ -62,6 +62,14 @@ class _TransportAdapter(HTTPAdapter):
         self._timeout = (settings.connect_timeout_ms / 1000.0, settings.read_timeout_ms / 1000.0)
         self.urllib3_timeout = urllib3.Timeout(connect=self._timeout[0], read=self._timeout[1])
 
+    def close(self) -> None:
+        """Keep the connections: pyiceberg closes the session it fetched the config with, and the
+        catalog's own session goes on with the same pool (see ``BridgeRestCatalog``)."""
+
+    def release(self) -> None:
+        """Close the pooled connections."""
+        super().close()
+
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self._timeout
@@ -75,18 +83,46 @@ def _environment_settings(url: str) -> tuple[dict[str, str], str | None]:
     return dict(requests.utils.get_environ_proxies(url)), bundle
 
 
+# The properties pyiceberg builds a session's authentication from.
+_AUTH_PROPERTIES = frozenset(
+    {"auth", "token", "credential", "scope", "oauth2-server-uri", "audience", "resource", "rest.sigv4-enabled"}
+)
 COMMIT_TRANSACTION = Endpoint.from_string("POST /v1/{prefix}/transactions/commit")  # no pyiceberg constant
 
 
+def connection_pool_size(settings: Settings) -> int:
+    """Connections a catalog keeps open: one per lookup thread, so that a listing's lookups find
+    their connections open the next time, and room for the calls other threads make meanwhile."""
+    return settings.lookup_threads + 8
+
+
 class BridgeRestCatalog(RestCatalog):
-    """pyiceberg's REST catalog, with our timeouts, retries and connection pool on its session."""
+    """pyiceberg's REST catalog, with our timeouts, retries and connection pool on its session.
+
+    pyiceberg fetches the config with a session of its own, then makes the catalog's session: both
+    use one connection pool and, when the config changed nothing about authentication, one auth
+    manager, so that the first call after the config reuses its connection (no second handshake)
+    and its OAuth2 token (no second token request).
+    """
 
     def __init__(self, name: str, settings: Settings, **properties: str) -> None:
         self._settings = settings  # read by the session hook below, which the base constructor calls
+        self._transport = _TransportAdapter(settings, pool_size=connection_pool_size(settings))
+        self._first_auth: tuple[str, Any, Any] | None = None  # (auth properties, adapter, manager)
         super().__init__(name, **properties)
+
+    def close(self) -> None:
+        super().close()
+        self._transport.release()
 
     def _create_session(self) -> requests.Session:  # pyiceberg's hook (see pyiceberg_internals)
         session = internals.base_session(self)
+        auth_properties = repr(sorted((k, v) for k, v in self.properties.items() if k in _AUTH_PROPERTIES))
+        if self._first_auth is None:
+            self._first_auth = (auth_properties, session.auth, internals.auth_manager(self))
+        elif self._first_auth[0] == auth_properties:
+            _, session.auth, manager = self._first_auth
+            internals.set_auth_manager(self, manager)
         # requests re-reads proxy and CA-bundle variables from the environment on every request,
         # which costs about as much as a loopback round trip; read them once instead.
         if session.trust_env:
@@ -95,9 +131,8 @@ class BridgeRestCatalog(RestCatalog):
             if bundle and session.verify is True:
                 session.verify = bundle
             session.trust_env = False
-        adapter = _TransportAdapter(self._settings, pool_size=max(16, self._settings.lookup_threads * 2))
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+        session.mount("http://", self._transport)
+        session.mount("https://", self._transport)
         return session
 
     def _send_if_ok(

@@ -31,7 +31,10 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         without asking the catalog (default 2; 0 always asks).
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
-``lookup_threads``      Parallel ``loadTable`` requests when a listing meets unknown tables (default 8).
+``lookup_threads``      Most ``loadTable`` requests in flight when a listing meets unknown tables
+                        (default 64: each mostly waits for the network, so a catalog some
+                        milliseconds away needs many in flight; threads start only as needed, and
+                        the connection pool keeps one connection per thread).
 ``warehouses``          Comma-separated warehouse names: what ``list_namespaces`` answers at the
                         root and ``list_all_tables`` walks when given no warehouse (default: the
                         ``warehouse`` of a pyiceberg catalog configuration, else none).
@@ -180,7 +183,7 @@ class Settings:
     read_timeout_ms: int = 30_000
     max_retries: int = 3
     table_type_cache_seconds: int = 30
-    lookup_threads: int = 8
+    lookup_threads: int = 64
     vend_credentials: bool = False
     oauth2_refresh_margin_seconds: int = 60
     soft_delete: bool = True
@@ -228,7 +231,7 @@ class Settings:
             read_timeout_ms=_int_setting(properties, "read_timeout", 30_000, 1),
             max_retries=_int_setting(properties, "max_retries", 3, 0),
             table_type_cache_seconds=_int_setting(properties, "table_type_cache_seconds", 30, 0),
-            lookup_threads=_int_setting(properties, "lookup_threads", 8, 1),
+            lookup_threads=_int_setting(properties, "lookup_threads", 64, 1),
             vend_credentials=_bool_setting(properties, "vend_credentials", False),
             oauth2_refresh_margin_seconds=_int_setting(properties, "oauth2_refresh_margin_seconds", 60, 0),
             soft_delete=_bool_setting(properties, "soft_delete", True),

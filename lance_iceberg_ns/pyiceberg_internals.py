@@ -35,6 +35,7 @@ BORROWED: tuple[tuple[str, str], ...] = (
 BORROWED_ON_INSTANCES: tuple[tuple[str, str], ...] = (
     ("RestCatalog", "_session"),
     ("RestCatalog", "_supported_endpoints"),
+    ("RestCatalog", "_auth_manager"),
     ("OAuth2TokenProvider", "_lock"),
     ("Response", "_content"),  # requests'
 )
@@ -97,6 +98,16 @@ def session(catalog: Any) -> requests.Session:
 def base_session(catalog: Any) -> requests.Session:
     """A session as pyiceberg's ``RestCatalog`` makes it (for an override of the hook)."""
     return _lookup("pyiceberg.catalog.rest", "RestCatalog._create_session")(catalog)  # type: ignore[no-any-return]
+
+
+def auth_manager(catalog: Any) -> Any:
+    """The auth manager pyiceberg made for the catalog's session."""
+    return catalog._auth_manager
+
+
+def set_auth_manager(catalog: Any, manager: Any) -> None:
+    """Give the catalog another session's auth manager (the config's: one token for both)."""
+    catalog._auth_manager = manager
 
 
 def base_refresh_token(catalog: Any) -> None:

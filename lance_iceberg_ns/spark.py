@@ -143,8 +143,10 @@ class TableWrite:
             described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
             location, options = described.location, dict(described.storage_options or {})
             managed = bool(described.managed_versioning)
+            # "is None", not "or": a dataset's truth value is its row count, a full count of the table
             existing = lance.dataset(namespace_client=ns, table_id=list(table_id)) if managed else None
-            existing = existing or lance.dataset(location, storage_options=options or None)
+            if existing is None:
+                existing = lance.dataset(location, storage_options=options or None)
             read_version = existing.version
             if mode == "append":  # the batches are cast into the table's schema (its vector types too)
                 schema = existing.schema

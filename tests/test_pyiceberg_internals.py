@@ -44,6 +44,7 @@ def test_an_instance_attribute_gone_from_pyiceberg_is_named(ns: IcebergLanceName
     assert pyiceberg_internals.missing_internals(Changed()) == [
         f"{__name__}.RestCatalog._session",
         f"{__name__}.RestCatalog._supported_endpoints",
+        f"{__name__}.RestCatalog._auth_manager",
     ]
 
 

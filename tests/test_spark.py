@@ -256,3 +256,31 @@ def test_managed_tables_commit_through_the_catalog_and_move_together(
     assert _same(read_lance(spark, managed, lines), spark.range(3))
     with pytest.raises(InvalidInputError):  # atomic commits need managed tables
         write_lance_together(properties, [(spark.range(1), [*db, "plain"], "create")])
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
+def test_planning_a_write_to_an_existing_table_never_counts_its_rows(
+    spark: SparkSession,
+    properties: dict[str, str],
+    db: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    managed: bool,
+) -> None:
+    import pyarrow as pa
+
+    from lance_iceberg_ns.spark import TableWrite
+
+    settings = {**properties, "table_version_management": str(managed).lower()}
+    table = [*db, "events"]
+    write_lance(spark.range(1000), settings, table)
+
+    def no_count(*_: object, **__: object) -> int:
+        raise AssertionError("a write's plan counted the table's rows")
+
+    monkeypatch.setattr(lance.LanceDataset, "__len__", no_count)
+    monkeypatch.setattr(lance.LanceDataset, "count_rows", no_count)
+    with IcebergLanceNamespace(**settings) as ns:
+        planned = TableWrite.plan(ns, table, mode, pa.schema([("id", pa.int64())]))
+    assert (planned.read_version, planned.managed) == (1, managed)

@@ -1,0 +1,129 @@
+"""A catalog a round trip away: the benchmarks' latency proxy (bench/latency_proxy.py) really adds
+the delay and keeps connections alive, and the bridge keeps many lookups in flight, keeps their
+connections, and spends no extra connection or token on its first call.
+
+Only lower bounds of time are asserted (a delay cannot be shorter than it is); the speed itself is
+measured by bench/latency.py against the reference, not here."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import requests
+from lance_namespace import DeclareTableRequest, DescribeTableRequest, ListNamespacesRequest, ListTablesRequest
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.catalogs import connection_pool_size
+from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.testing import LocalCatalog, local_catalog
+
+from .conftest import RequestCounter
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def latency_proxy() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("latency_proxy", ROOT / "bench" / "latency_proxy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["latency_proxy"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def proxied(latency_proxy: ModuleType, endpoint: str) -> Iterator[object]:
+    with latency_proxy.LatencyProxy(endpoint, round_trip_ms=40) as proxy:
+        yield proxy
+
+
+def _declare(endpoint: str, root: Path, db: list[str], count: int) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(root)) as ns:
+        for i in range(count):
+            ns.declare_table(DeclareTableRequest(id=[*db, f"t{i:03d}"]))
+
+
+def test_proxy_adds_a_round_trip_to_each_request_and_one_more_to_a_new_connection(
+    latency_proxy: ModuleType, endpoint: str
+) -> None:
+    with latency_proxy.LatencyProxy(endpoint, round_trip_ms=100) as proxy, requests.Session() as session:
+        took = []
+        for _ in range(3):
+            started = time.perf_counter()
+            assert session.get(f"{proxy.endpoint}/v1/config?warehouse=wh").status_code == 200
+            took.append(time.perf_counter() - started)
+        assert took[0] >= 0.2  # the handshake's round trip, then the request's
+        assert all(seconds >= 0.1 for seconds in took[1:])
+        assert proxy.connections == 1  # kept alive through the proxy
+        assert proxy.in_flight == 0 and proxy.peak_in_flight == 1
+    assert proxy.port and not any(t.name == "latency-proxy" for t in threading.enumerate())  # stopped
+
+
+def test_proxy_process_binds_loopback_and_stops_with_its_block(latency_proxy: ModuleType, endpoint: str) -> None:
+    with latency_proxy.proxy_process(endpoint, round_trip_ms=10) as proxied_endpoint:
+        assert proxied_endpoint.startswith("http://127.0.0.1:")
+        assert requests.get(f"{proxied_endpoint}/v1/config?warehouse=wh", timeout=10).status_code == 200
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{proxied_endpoint}/v1/config?warehouse=wh", timeout=10)
+
+
+def test_a_first_listing_keeps_many_lookups_in_flight_and_its_connections_open(
+    latency_proxy: ModuleType, endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    _declare(endpoint, lance_root, db, 80)
+    with (
+        latency_proxy.LatencyProxy(endpoint, round_trip_ms=100) as proxy,
+        IcebergLanceNamespace(endpoint=proxy.endpoint, root=str(lance_root), table_type_cache_seconds="0") as ns,
+    ):
+        assert len(ns.list_tables(ListTablesRequest(id=db)).tables) == 80
+        # far more than the machine's cores: each lookup mostly waits for the network
+        assert proxy.peak_in_flight >= 24
+        for _ in range(2):
+            ns.list_tables(ListTablesRequest(id=db))  # every table looked up again
+        # the pool keeps a connection per lookup thread: listings reuse them, none is thrown away
+        assert proxy.connections <= ns.settings.lookup_threads + 1 <= connection_pool_size(ns.settings)
+
+
+def test_lookup_threads_start_only_as_a_listing_needs_them(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    _declare(endpoint, lance_root, db, 3)
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_type_cache_seconds="0") as ns:
+        assert ns.list_tables(ListTablesRequest(id=db)).tables == ["t000", "t001", "t002"]
+        lookup_threads = [t for t in threading.enumerate() if t.name.startswith("lance-iceberg-ns-lookup")]
+        assert 1 <= len(lookup_threads) <= 3
+    assert Settings.from_properties({"endpoint": endpoint}).lookup_threads == 64
+
+
+def test_the_first_call_reuses_the_connection_the_config_was_fetched_on(
+    proxied: object, endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    _declare(endpoint, lance_root, db, 1)
+    proxy_endpoint = proxied.endpoint  # type: ignore[attr-defined]
+    with IcebergLanceNamespace(endpoint=proxy_endpoint, root=str(lance_root)) as ns:
+        ns.describe_table(DescribeTableRequest(id=[*db, "t000"]))
+    assert proxied.connections == 1  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def oauth_catalog(tmp_path: Path) -> Iterator[LocalCatalog]:
+    with local_catalog(tmp_path / "catalog", prefix_style="defaults", oauth_clients={"job": "s3cret-v4lue"}) as catalog:
+        yield catalog
+
+
+def test_the_first_call_fetches_one_oauth2_token(
+    oauth_catalog: LocalCatalog, tmp_path: Path, request_counter: RequestCounter
+) -> None:
+    with IcebergLanceNamespace(
+        endpoint=oauth_catalog.endpoint, root=str(tmp_path), credential="job:s3cret-v4lue"
+    ) as ns:
+        ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+        ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+    token_requests = [url for _, url in request_counter.requests if url.endswith("/oauth/tokens")]
+    assert len(token_requests) == 1  # the config's token serves the catalog's session too
