@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -174,18 +174,32 @@ def _fields(pairs: Iterable[tuple[str, Any]]) -> None:
     _table(("field", "value"), ((key, value) for key, value in pairs if value not in (None, "", {}, [])))
 
 
-def _all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
-    collected: list[Any] = []
+def _value(text: str) -> Any:
+    """A parameter given on the command line: a number or a boolean as such, else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """Every page of a listing, following its page tokens."""
     token = None
     while True:
         page = fetch(token)
-        collected.extend(getattr(page, items) or [])
+        yield page
         token = page.page_token
         if not token:
-            return collected
+            return
+
+
+def _all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
+    return [item for page in _pages(fetch) for item in getattr(page, items) or []]
 
 
 # --- the command tree -------------------------------------------------------------------------
+
+SCALAR_INDEX_TYPES = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "FTS", "NGRAM", "ZONEMAP"})
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -434,6 +448,98 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
         [{"id": t.id, "deleted_at": t.deleted_at.isoformat()} for t in found],
         lambda: _table(("table", "deleted at"), rows),
     )
+
+
+@_command(tables, "count", "table_id")
+@click.option("--where", "predicate", help="only rows matching this SQL predicate")
+@click.option("--version", type=int, help="at this version")
+def tables_count(table_id: str, predicate: str | None, version: int | None) -> None:
+    """How many rows a table has."""
+    count = _state().call("count_table_rows", table_id, predicate=predicate, version=version)
+    _emit({"table": table_id, "rows": count}, lambda: click.echo(count))
+
+
+@_command(tables, "stats", "table_id")
+def tables_stats(table_id: str) -> None:
+    """A table's rows, bytes, indices and fragments."""
+    response = _state().call("get_table_stats", table_id)
+    _emit(response.to_dict(), lambda: _fields(response.to_dict().items()))
+
+
+@tables.group("indices")
+def indices() -> None:
+    """A table's indices."""
+
+
+@_command(indices, "list", "table_id")
+def indices_list(table_id: str) -> None:
+    """The indices of a table."""
+    state = _state()
+    ns = state.namespace()
+    request = {"id": state.identifier(table_id)}
+    found = _all_pages(lambda token: ns.list_table_indices({**request, "page_token": token}), "indexes")
+    rows = [(i.index_name, i.index_type, ",".join(i.columns), i.num_indexed_rows, i.num_unindexed_rows) for i in found]
+    _emit(
+        {"indices": [index.to_dict() for index in found]},
+        lambda: _table(("index", "type", "columns", "indexed rows", "unindexed rows"), rows),
+    )
+
+
+@_command(indices, "create", "table_id")
+@click.option("--column", required=True, help="the column to index")
+@click.option("--type", "index_type", required=True, help="IVF_PQ, IVF_HNSW_SQ, BTREE, BITMAP, LABEL_LIST, FTS, ...")
+@click.option("--name", help="the index name (default: Lance's, from the column)")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="an index parameter (num_partitions=64)")
+def indices_create(table_id: str, column: str, index_type: str, name: str | None, settings: tuple[str, ...]) -> None:
+    """Build an index on a column (vector types build a vector index, the rest a scalar one)."""
+    parameters = {key: _value(text) for key, text in (item.partition("=")[::2] for item in settings)}
+    scalar = index_type.upper() in SCALAR_INDEX_TYPES
+    operation = "create_table_scalar_index" if scalar else "create_table_index"
+    _state().call(operation, table_id, column=column, index_type=index_type.upper(), name=name, **parameters)
+    _emit({"table": table_id, "column": column, "index_type": index_type.upper()}, lambda: click.echo("created"))
+
+
+@_command(indices, "drop", "table_id")
+@click.argument("index_name")
+def indices_drop(table_id: str, index_name: str) -> None:
+    """Drop an index."""
+    _state().call("drop_table_index", table_id, index_name=index_name)
+    _emit({"table": table_id, "dropped": index_name}, lambda: click.echo(f"dropped {index_name}"))
+
+
+@tables.group("tags")
+def tags() -> None:
+    """A table's tags: names for versions."""
+
+
+@_command(tags, "list", "table_id")
+def tags_list(table_id: str) -> None:
+    """The tags of a table."""
+    state = _state()
+    ns = state.namespace()
+    request = {"id": state.identifier(table_id)}
+    pages = _pages(lambda token: ns.list_table_tags({**request, "page_token": token}))
+    tags_by_name = {name: contents for page in pages for name, contents in (page.tags or {}).items()}
+    rows = [(name, contents.version) for name, contents in sorted(tags_by_name.items())]
+    as_json = {"tags": {name: contents.to_dict() for name, contents in tags_by_name.items()}}
+    _emit(as_json, lambda: _table(("tag", "version"), rows))
+
+
+@_command(tags, "create", "table_id")
+@click.argument("tag")
+@click.argument("version", type=int)
+def tags_create(table_id: str, tag: str, version: int) -> None:
+    """Name a version of a table."""
+    _state().call("create_table_tag", table_id, tag=tag, version=version)
+    _emit({"table": table_id, "tag": tag, "version": version}, lambda: click.echo(f"tagged version {version} {tag}"))
+
+
+@_command(tags, "delete", "table_id")
+@click.argument("tag")
+def tags_delete(table_id: str, tag: str) -> None:
+    """Delete a tag (the version stays)."""
+    _state().call("delete_table_tag", table_id, tag=tag)
+    _emit({"table": table_id, "deleted": tag}, lambda: click.echo(f"deleted tag {tag}"))
 
 
 @_command(tables, "remove-orphans", "table_id")
