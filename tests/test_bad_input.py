@@ -294,8 +294,9 @@ def test_unknown_properties_are_ignored_with_a_warning_and_no_value_shown(
 
 
 @pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
+def server(endpoint: str, lance_root: Path, warehouse: str) -> Iterator[RunningServer]:
+    properties = {"endpoint": endpoint, "root": str(lance_root), "warehouses": warehouse}
+    with serve_in_background(properties=properties) as running:
         yield running
 
 

@@ -48,6 +48,7 @@ def test_pyiceberg_file_maps_to_bridge_properties(pyiceberg_home: Path) -> None:
         "iceberg.header.x-tenant": "analytics",  # pyiceberg lowercases keys
         "iceberg.s3.region": "eu-west-1",
         "iceberg.s3.endpoint": "http://127.0.0.1:9000",
+        "warehouses": "ignored",  # the catalog's warehouse is the one listed at the root
         "storage.aws_region": "eu-west-1",
         "storage.aws_endpoint": "http://127.0.0.1:9000",
         "storage.allow_http": "true",

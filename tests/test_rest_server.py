@@ -17,6 +17,7 @@ from lance_namespace import (
     DeregisterTableRequest,
     DescribeNamespaceRequest,
     DescribeTableRequest,
+    DescribeTransactionRequest,
     DropNamespaceRequest,
     DropTableRequest,
     LanceNamespace,
@@ -131,11 +132,11 @@ def test_lancedb_over_the_rest_server(server: RunningServer, warehouse: str) -> 
 def test_unsupported_operations_answer_code_0_and_406(
     client: lance.namespace.RestNamespace, server: RunningServer
 ) -> None:
-    response = requests.post(f"{server.uri}/v1/table/wh$db$t/count_rows", json={})
+    response = requests.post(f"{server.uri}/v1/transaction/wh$db$t/describe", json={})
     assert response.status_code == 406
     assert response.json()["code"] == 0
     with pytest.raises(UnsupportedOperationError):
-        client.list_all_tables(ListTablesRequest(id=[]))
+        client.describe_transaction(DescribeTransactionRequest(id=["wh", "db", "t"]))
 
 
 def test_delimiter_can_be_chosen_per_request(server: RunningServer, warehouse: str) -> None:
