@@ -12,6 +12,7 @@ from typing import Any
 
 import lance
 import lance.namespace
+import lancedb
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -39,6 +40,7 @@ from lance_namespace.errors import (
     TableNotFoundError,
     TableVersionNotFoundError,
 )
+from lancedb.namespace import LanceNamespaceDBConnection
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import RunningServer, serve_in_background
@@ -520,3 +522,71 @@ def test_full_text_index_takes_the_tokenizer_options(ours: Side, reference: Side
     assert ours.query(**search).num_rows == 0  # not lower-cased: no "Mango" in the text
     details = ours.namespace.list_table_indices({"id": ours.table_id}).indexes[0].index_details
     assert '"base_tokenizer":"whitespace"' in details and '"lower_case":false' in details
+
+
+LANCEDB_SEARCHES: dict[str, Any] = {
+    "vector": lambda table: table.search(VECTORS[3].tolist(), vector_column_name="vec").limit(4).select(["id"]),
+    "vector_prefilter": lambda table: (
+        table.search(VECTORS[3].tolist(), vector_column_name="vec").where("id > 50", prefilter=True).limit(4)
+    ),
+    "vector_postfilter_cosine": lambda table: (
+        table.search(VECTORS[3].tolist(), vector_column_name="vec")
+        .distance_type("cosine")
+        .where("id % 2 = 0", prefilter=False)
+        .limit(6)
+        .select(["id", "text"])
+    ),
+    "scan": lambda table: table.search().where("id < 5").select(["id", "text"]),
+}
+
+
+def lancedb_full_text_search(table: Any) -> Any:
+    return table.search("mango", query_type="fts").limit(5).select(["id"])
+
+
+def test_lancedb_pushes_queries_through_the_server_and_finds_what_it_finds_locally(
+    endpoint: str, lance_root: Path, db: list[str], server: RunningServer, tmp_path: Path
+) -> None:
+    local = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
+    table = local.create_table("t", rows(0, ROWS), namespace_path=db)
+    table.create_fts_index("text", use_tantivy=False)
+    pushed = lancedb.connect_namespace(
+        "rest", {"uri": server.uri}, namespace_client_pushdown_operations=["QueryTable"]
+    ).open_table("t", namespace_path=db)
+    for name, search in LANCEDB_SEARCHES.items():
+        expected = search(table).to_arrow()
+        assert expected.num_rows > 0, name
+        assert search(pushed).to_arrow().equals(expected), name
+    # lancedb sends a full-text search as the Rust debug text of its query ("Match(MatchQuery {
+    # ...") in string_query: not what it finds locally, but what the reference server answers too
+    adapter = lance.namespace.RestAdapter("dir", {"root": str(tmp_path / "reference")}, host="127.0.0.1", port=0)
+    adapter.start()
+    try:
+        uri = f"http://127.0.0.1:{adapter.port}"
+        lancedb.connect_namespace("rest", {"uri": uri}).create_table("t", rows(0, ROWS)).create_fts_index(
+            "text", use_tantivy=False
+        )
+        theirs = lancedb.connect_namespace("rest", {"uri": uri}, namespace_client_pushdown_operations=["QueryTable"])
+        full_text = lancedb_full_text_search(theirs.open_table("t")).to_arrow()
+    finally:
+        adapter.stop()
+    assert lancedb_full_text_search(pushed).to_arrow().equals(full_text)
+    assert not full_text.equals(lancedb_full_text_search(table).to_arrow())
+
+
+def test_lancedb_in_process_pushdown_takes_query_answers_as_bytes_for_us_and_the_reference_alike(
+    ns: IcebergLanceNamespace, db: list[str], reference: Side
+) -> None:
+    """lancedb's Python pushdown path reads ``query_table``'s answer as bytes, where the interface
+    (and the reference) answer a QueryTableResponse: it fails the same way for both. When lancedb
+    reads ``.data``, this fails, and in-process pushdown joins the test above."""
+    lance.write_dataset(rows(0, 20), namespace_client=ns, table_id=[*db, "t"])
+    lance.write_dataset(rows(0, 20), namespace_client=reference.namespace, table_id=reference.table_id)
+    failures = []
+    for namespace, table_id in ((ns, [*db, "t"]), (reference.namespace, reference.table_id)):
+        connection = LanceNamespaceDBConnection(namespace, namespace_client_pushdown_operations=["QueryTable"])
+        table = connection.open_table(table_id[-1], namespace_path=table_id[:-1])
+        with pytest.raises(TypeError) as caught:
+            table.search().limit(3).to_arrow()
+        failures.append(str(caught.value))
+    assert failures[0] == failures[1] == "a bytes-like object is required, not 'QueryTableResponse'"
