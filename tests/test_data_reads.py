@@ -590,3 +590,48 @@ def test_lancedb_in_process_pushdown_takes_query_answers_as_bytes_for_us_and_the
             table.search().limit(3).to_arrow()
         failures.append(str(caught.value))
     assert failures[0] == failures[1] == "a bytes-like object is required, not 'QueryTableResponse'"
+
+
+@pytest.fixture
+def duckdb_with_lance() -> Any:
+    """DuckDB with the Lance extension of the installed wheel (its version pinned to DuckDB's)."""
+    duckdb = pytest.importorskip("duckdb")
+    extension = pytest.importorskip("duckdb_extension_lance")
+    found = sorted(Path(extension.__file__).parent.glob("extensions/*/lance.duckdb_extension"))
+    assert found, "the wheel's extension file"
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    connection.execute(f"LOAD '{found[-1]}'")
+    yield connection
+    connection.close()
+
+
+def test_duckdb_attaches_a_namespace_and_scans_and_searches_what_pylance_finds(
+    ours: Side, server: RunningServer, duckdb_with_lance: Any
+) -> None:
+    lance.write_dataset(rows(0, ROWS), namespace_client=ours.namespace, table_id=ours.table_id)
+    ours.namespace.create_table_index(CreateTableIndexRequest(id=ours.table_id, column="text", index_type="INVERTED"))
+    duck = duckdb_with_lance
+    namespace = "$".join(ours.table_id[:-1])
+    duck.execute(f"ATTACH '{namespace}' AS n (TYPE LANCE, ENDPOINT '{server.uri}')")
+    dataset = lance.dataset(namespace_client=ours.namespace, table_id=ours.table_id)
+
+    assert duck.execute("SELECT table_name FROM information_schema.tables WHERE table_catalog = 'n'").fetchall() == [
+        ("t",)
+    ]
+    scanned = duck.execute("SELECT id, text FROM n.main.t WHERE id % 7 = 0 ORDER BY id").fetchall()
+    expected = dataset.to_table(columns=["id", "text"], filter="id % 7 = 0")
+    assert scanned == list(zip(*expected.to_pydict().values(), strict=True))
+
+    query = "[" + ",".join(map(str, VECTORS[3].tolist())) + "]::FLOAT[8]"
+    found = duck.execute(
+        f"SELECT id, _distance FROM lance_vector_search('n.main.t', 'vec', {query}, k := 5) ORDER BY _distance"
+    ).fetchall()
+    nearest = dataset.to_table(columns=["id"], nearest={"column": "vec", "q": VECTORS[3], "k": 5})
+    assert [row[0] for row in found] == nearest.column("id").to_pylist()
+    assert [row[1] for row in found] == pytest.approx(nearest.column("_distance").to_pylist(), abs=1e-5)
+
+    scored = duck.execute(
+        "SELECT id, _score FROM lance_fts('n.main.t', 'text', 'mango', k := 6) ORDER BY _score DESC, id"
+    ).fetchall()
+    searched = dataset.to_table(columns=["id"], full_text_query="mango", limit=6).to_pylist()
+    assert scored == sorted(((row["id"], row["_score"]) for row in searched), key=lambda row: (-row[1], row[0]))
