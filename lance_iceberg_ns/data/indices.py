@@ -129,11 +129,11 @@ def list_indices(dataset: lance.LanceDataset, page_token: str | None, limit: int
             next_token = described[limit - 1].name
         described = described[:limit]
     return ListTableIndicesResponse(
-        indexes=[_content(dataset, index) for index in described], page_token=next_token if described else None
+        indexes=[_index_content(dataset, index) for index in described], page_token=next_token if described else None
     )
 
 
-def _content(dataset: lance.LanceDataset, index: Any) -> IndexContent:
+def _index_content(dataset: lance.LanceDataset, index: Any) -> IndexContent:
     stats = dataset.stats.index_stats(index.name)
     segment = index.segments[0]
     return IndexContent(
