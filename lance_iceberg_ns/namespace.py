@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import requests
 from lance_namespace import (
+    AnalyzeTableQueryPlanRequest,
     BatchCreateTableVersionsRequest,
     BatchCreateTableVersionsResponse,
     BatchDeleteTableVersionsRequest,
@@ -31,6 +32,9 @@ from lance_namespace import (
     CountTableRowsRequest,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
+    CreateTableIndexRequest,
+    CreateTableIndexResponse,
+    CreateTableScalarIndexResponse,
     CreateTableVersionRequest,
     CreateTableVersionResponse,
     DeclareTableRequest,
@@ -39,22 +43,33 @@ from lance_namespace import (
     DeregisterTableResponse,
     DescribeNamespaceRequest,
     DescribeNamespaceResponse,
+    DescribeTableIndexStatsRequest,
+    DescribeTableIndexStatsResponse,
     DescribeTableRequest,
     DescribeTableResponse,
     DescribeTableVersionRequest,
     DescribeTableVersionResponse,
     DropNamespaceRequest,
     DropNamespaceResponse,
+    DropTableIndexRequest,
+    DropTableIndexResponse,
     DropTableRequest,
     DropTableResponse,
+    ExplainTableQueryPlanRequest,
+    GetTableStatsRequest,
+    GetTableStatsResponse,
     LanceNamespace,
     ListNamespacesRequest,
     ListNamespacesResponse,
+    ListTableIndicesRequest,
+    ListTableIndicesResponse,
     ListTablesRequest,
     ListTablesResponse,
     ListTableVersionsRequest,
     ListTableVersionsResponse,
     NamespaceExistsRequest,
+    QueryTableRequest,
+    QueryTableResponse,
     RegisterTableRequest,
     RegisterTableResponse,
     RenameTableRequest,
@@ -87,7 +102,7 @@ from lance_iceberg_ns.catalogs import (
 )
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.data import ResolvedTable, reads
+from lance_iceberg_ns.data import ResolvedTable, indices, reads
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
@@ -883,6 +898,59 @@ class IcebergLanceNamespace(LanceNamespace):
         Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError (a bad predicate)."""
         dataset = self._datasets.open(self._resolve(request.id), request.version)
         return reads.count_rows(dataset, request.predicate)
+
+    @_operation(QueryTableRequest)
+    def query_table(self, request: QueryTableRequest) -> QueryTableResponse:
+        """The rows a query (scan, vector or full-text search) selects, as Arrow IPC file bytes.
+        Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError."""
+        dataset = self._datasets.open(self._resolve(request.id), request.version)
+        return reads.query(dataset, request)
+
+    @_operation(ExplainTableQueryPlanRequest)
+    def explain_table_query_plan(self, request: ExplainTableQueryPlanRequest) -> str:
+        """The physical plan of a query, without running it."""
+        dataset = self._datasets.open(self._resolve(request.id), request.query.version)
+        return reads.explain(dataset, request.query, bool(request.verbose))
+
+    @_operation(AnalyzeTableQueryPlanRequest)
+    def analyze_table_query_plan(self, request: AnalyzeTableQueryPlanRequest) -> str:
+        """The plan of a query, run, with its metrics."""
+        dataset = self._datasets.open(self._resolve(request.id), request.version)
+        return reads.analyze(dataset, QueryTableRequest.model_validate(request.model_dump(exclude={"id"})))
+
+    @_operation(GetTableStatsRequest)
+    def get_table_stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
+        """Bytes on disk, rows, indices and fragment sizes of a table."""
+        return reads.table_stats(self._datasets.open(self._resolve(request.id)))
+
+    @_operation(CreateTableIndexRequest)
+    def create_table_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
+        """Build and commit a vector, scalar or full-text index. Raises InvalidInputError,
+        TableColumnNotFoundError, TableIndexAlreadyExistsError."""
+        return indices.create(self._datasets.open(self._resolve(request.id)), request)
+
+    @_operation(CreateTableIndexRequest)
+    def create_table_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
+        """``create_table_index`` for scalar and full-text index types only."""
+        created = indices.create(self._datasets.open(self._resolve(request.id)), request, scalar_only=True)
+        return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
+
+    @_operation(ListTableIndicesRequest)
+    def list_table_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
+        """A table's indices (at ``version``) by name, a page at a time."""
+        dataset = self._datasets.open(self._resolve(request.id), request.version)
+        return indices.list_indices(dataset, request.page_token, request.limit)
+
+    @_operation(DescribeTableIndexStatsRequest)
+    def describe_table_index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
+        """An index's type and rows indexed. Raises TableIndexNotFoundError."""
+        dataset = self._datasets.open(self._resolve(request.id), request.version)
+        return indices.stats(dataset, request.index_name)
+
+    @_operation(DropTableIndexRequest)
+    def drop_table_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
+        """Drop an index and commit. Raises TableIndexNotFoundError."""
+        return indices.drop(self._datasets.open(self._resolve(request.id)), request.index_name)
 
     # --- table versions: on the Lance dataset (lance_iceberg_ns.versions), or in the catalog for
     # tables whose versions it manages (lance_iceberg_ns.managed) ----------------------------------

@@ -23,9 +23,10 @@ from typing import Any, Union, get_args, get_origin
 
 import lance_namespace
 from fastapi import Body, FastAPI, Path, Query, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from lance_namespace import LanceNamespace
+from lance_namespace import LanceNamespace, QueryTableResponse
 from lance_namespace.errors import (
     ErrorCode,
     InvalidInputError,
@@ -52,6 +53,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 _DATA_ROUTES = re.compile(
     "|".join(f"^{re.escape(route.path).replace(re.escape('{id}'), '[^/]+')}$" for route in ROUTES if route.arrow_body)
 )
+ARROW_FILE = "application/vnd.apache.arrow.file"
 _OPEN_PATHS = frozenset({"/openapi.json"})  # served without credentials: it holds no data
 
 
@@ -376,10 +378,13 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
 def _render(result: Any) -> Response:
     if result is None:
         return Response(status_code=200)
+    if isinstance(result, QueryTableResponse):  # query results travel as Arrow IPC file bytes, not JSON
+        data: Any = result.data or b""  # the model also admits str and tuples; namespaces answer bytes
+        return Response(bytes(data), media_type=ARROW_FILE)
     if isinstance(result, BaseModel):
         to_dict = getattr(result, "to_dict", None)
         content = to_dict() if callable(to_dict) else result.model_dump(by_alias=True, exclude_none=True)
-        return JSONResponse(content)
+        return JSONResponse(jsonable_encoder(content))  # times (an index's created_at) as ISO 8601
     if isinstance(result, bytes | bytearray):
         return Response(bytes(result), media_type=ARROW_STREAM)
     return JSONResponse(result)
