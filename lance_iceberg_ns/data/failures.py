@@ -36,9 +36,15 @@ def _error_for(message: str, refs: RefKind) -> type[LanceNamespaceError] | None:
         return _NOT_FOUND[refs]
     if message.startswith("Ref conflict"):
         return _ALREADY_EXISTS[refs]
-    if message.startswith("Version not found") or ("/_versions/" in message and "was not found" in message):
+    if (
+        message.startswith("Version not found")
+        or "Table version not found" in message  # this namespace's answer, relayed by pylance
+        or ("/_versions/" in message and "was not found" in message)
+    ):
         return TableVersionNotFoundError
     if message.startswith(("Invalid user input", "Ref is invalid", "Cannot drop all columns")):
+        return InvalidInputError
+    if message.startswith("Field '") and "not found" in message.split("\n", 1)[0]:  # an expression's column
         return InvalidInputError
     return None
 
