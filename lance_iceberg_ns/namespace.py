@@ -24,6 +24,13 @@ from typing import Any, TypeVar
 
 import requests
 from lance_namespace import (
+    AlterTableAddColumnsRequest,
+    AlterTableAddColumnsResponse,
+    AlterTableAlterColumnsRequest,
+    AlterTableAlterColumnsResponse,
+    AlterTableBackfillColumnsRequest,
+    AlterTableDropColumnsRequest,
+    AlterTableDropColumnsResponse,
     AnalyzeTableQueryPlanRequest,
     BatchCreateTableVersionsRequest,
     BatchCreateTableVersionsResponse,
@@ -32,13 +39,25 @@ from lance_namespace import (
     CountTableRowsRequest,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
+    CreateTableBranchRequest,
+    CreateTableBranchResponse,
     CreateTableIndexRequest,
     CreateTableIndexResponse,
+    CreateTableRequest,
+    CreateTableResponse,
     CreateTableScalarIndexResponse,
+    CreateTableTagRequest,
+    CreateTableTagResponse,
     CreateTableVersionRequest,
     CreateTableVersionResponse,
     DeclareTableRequest,
     DeclareTableResponse,
+    DeleteFromTableRequest,
+    DeleteFromTableResponse,
+    DeleteTableBranchRequest,
+    DeleteTableBranchResponse,
+    DeleteTableTagRequest,
+    DeleteTableTagResponse,
     DeregisterTableRequest,
     DeregisterTableResponse,
     DescribeNamespaceRequest,
@@ -58,15 +77,25 @@ from lance_namespace import (
     ExplainTableQueryPlanRequest,
     GetTableStatsRequest,
     GetTableStatsResponse,
+    GetTableTagVersionRequest,
+    GetTableTagVersionResponse,
+    InsertIntoTableRequest,
+    InsertIntoTableResponse,
     LanceNamespace,
     ListNamespacesRequest,
     ListNamespacesResponse,
+    ListTableBranchesRequest,
+    ListTableBranchesResponse,
     ListTableIndicesRequest,
     ListTableIndicesResponse,
     ListTablesRequest,
     ListTablesResponse,
+    ListTableTagsRequest,
+    ListTableTagsResponse,
     ListTableVersionsRequest,
     ListTableVersionsResponse,
+    MergeInsertIntoTableRequest,
+    MergeInsertIntoTableResponse,
     NamespaceExistsRequest,
     QueryTableRequest,
     QueryTableResponse,
@@ -77,6 +106,13 @@ from lance_namespace import (
     RestoreTableRequest,
     RestoreTableResponse,
     TableExistsRequest,
+    UpdateFieldMetadataRequest,
+    UpdateTableRequest,
+    UpdateTableResponse,
+    UpdateTableSchemaMetadataRequest,
+    UpdateTableSchemaMetadataResponse,
+    UpdateTableTagRequest,
+    UpdateTableTagResponse,
 )
 from lance_namespace.errors import (
     ConcurrentModificationError,
@@ -102,7 +138,7 @@ from lance_iceberg_ns.catalogs import (
 )
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.data import ResolvedTable, indices, reads
+from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
@@ -191,19 +227,19 @@ def _coerce(request: Any, request_type: type[Request]) -> Request:
 
 def _operation(request_type: type[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a namespace operation: coerce its request and check its bounds (``limits``), translate
-    its errors, time it."""
+    its errors, time it. A data operation's request body (Arrow IPC bytes) is passed through."""
 
     def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
         name = method.__name__
 
         @functools.wraps(method)
-        def run(self: IcebergLanceNamespace, request: Any = None) -> Any:
+        def run(self: IcebergLanceNamespace, request: Any = None, *request_data: bytes) -> Any:
             request = _coerce(request, request_type)
             check_request_bounds(request)
             target = ".".join(getattr(request, "id", None) or []) or "<root>"
             started = time.perf_counter()
             with translated_errors(f"{name} {target}", self._settings.redact):
-                response = method(self, request)
+                response = method(self, request, *request_data)
             logger.debug("%s %s took %.1f ms", name, target, (time.perf_counter() - started) * 1000)
             return response
 
@@ -533,6 +569,14 @@ class IcebergLanceNamespace(LanceNamespace):
         if not datasets.is_empty_directory(location, options):
             raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
 
+    def _drop_now(self, table: TableId, loaded: TableSummary) -> None:
+        """Once the entry has shown that it owns its location, remove it, then its own files."""
+        location = self._owned_location(loaded)
+        aside = self._set_aside(table, loaded, "dropped")
+        self._catalog(table.warehouse).drop_table(aside, purge_requested=False)
+        self._datasets.forget(location)
+        datasets.delete_owned_files(location, self._entry_storage_options(loaded), ownership.MARKER)
+
     def _existing_lance_table(self, table: TableId) -> TableSummary | None:
         try:
             return self._load_lance_table(table)
@@ -809,10 +853,7 @@ class IcebergLanceNamespace(LanceNamespace):
         if self._settings.soft_delete:
             self._set_aside(table, loaded, Tombstone.new(table.name))
         else:
-            location = self._owned_location(loaded)
-            aside = self._set_aside(table, loaded, "dropped")
-            self._catalog(table.warehouse).drop_table(aside, purge_requested=False)
-            datasets.delete_owned_files(location, self._entry_storage_options(loaded), ownership.MARKER)
+            self._drop_now(table, loaded)
         return DropTableResponse(id=table.parts, location=loaded.location, properties=_shown(loaded.properties))
 
     @_operation(DeregisterTableRequest)
@@ -879,18 +920,219 @@ class IcebergLanceNamespace(LanceNamespace):
 
     # --- the data half (lance_iceberg_ns.data): resolved through the catalog, opened in one place ---
 
-    def _resolve(self, table_id: Any) -> ResolvedTable:
+    def _resolve(self, table_id: Any, writing: bool = False) -> ResolvedTable:
         """A live Lance table through the catalog, for a data operation: its confined location,
         what the bridge reaches it with, and whether the catalog manages its versions.
+        ``writing``: the location must also be shown to be the entry's own (PermissionDeniedError).
         Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
         table = parse_table_id(table_id)
         loaded = self._load_lance_table(table)
         return ResolvedTable(
             id=tuple(table.parts),
-            location=self._locations.confine(loaded.location),
+            location=self._owned_location(loaded) if writing else self._locations.confine(loaded.location),
             storage_options=self._entry_storage_options(loaded),
             managed=managed.is_managed(loaded.properties),
         )
+
+    def _writable(self, table_id: Any, branch: str | None = None) -> ResolvedTable:
+        """A table for an operation that commits a version: resolved and shown to own its
+        location. Writing to a branch other than main is UnsupportedOperationError."""
+        if branch and branch != "main":
+            raise UnsupportedOperationError("Writes go to the main branch here; writing to a branch is not supported")
+        return self._resolve(table_id, writing=True)
+
+    def _versions_on_main(self, table: ResolvedTable, what: str) -> None:
+        """Branches are refused on a managed table: the catalog keeps one line of its versions."""
+        if table.managed:
+            raise UnsupportedOperationError(
+                f"{what}: the catalog keeps one line of versions for a managed table; Lance branches would "
+                "commit outside it"
+            )
+
+    def _make_room(self, table: TableId, request: CreateTableRequest) -> bool:
+        """Before a create writes: bring back the newest soft-deleted table of the name (its data
+        is then overwritten as a new version, one lineage), else declare a new table at a new
+        location of its own. True when a new table was declared."""
+        tombstones = self._tombstones(table)
+        if tombstones:
+            self._restore(table, tombstones[0])
+            return False
+        self.declare_table(DeclareTableRequest(id=table.parts, properties=request.properties))
+        return True
+
+    def _undo_create(self, table: TableId, declared: bool) -> None:
+        """A create whose write failed: a table it declared goes; one it brought back is
+        soft-deleted again."""
+        loaded = self._load_lance_table(table)
+        if declared:
+            self._drop_now(table, loaded)
+        else:
+            self._set_aside(table, loaded, Tombstone.new(table.name))
+
+    @_operation(CreateTableRequest)
+    def create_table(self, request: CreateTableRequest, request_data: bytes | None = None) -> CreateTableResponse:
+        """Create a table from an Arrow IPC stream: a new table is declared (a new location of its
+        own) and written; over a soft-deleted one, the newest is brought back and overwritten.
+        Modes (any case): Create (a live table is TableAlreadyExistsError, nothing changes),
+        ExistOk (a live table is answered as it is), Overwrite (a live table gets the data as a
+        new version). Raises InvalidInputError (a bad body or mode)."""
+        table = parse_table_id(request.id)
+        mode = _mode(request.mode, "create")
+        if mode not in ("create", "existok", "overwrite"):
+            raise InvalidInputError(
+                f"Unsupported create_table mode {request.mode!r}. Supported modes are: 'Create', 'ExistOk', 'Overwrite'"
+            )
+        data = ipc.read_arrow_stream(request_data, "create_table")
+        live = self._existing_lance_table(table)
+        if live is not None and mode == "create":
+            raise TableAlreadyExistsError(f"Table {table} already exists")
+        if live is not None and mode == "existok":
+            return CreateTableResponse(location=live.location, properties=_shown(live.properties))
+        declared = live is None and self._make_room(table, request)
+        resolved = self._resolve(table.parts, writing=True)
+        try:
+            dataset = writes.overwrite(self._datasets, resolved, data)
+        except BaseException:
+            if live is None:
+                self._undo_create(table, declared)
+            raise
+        entry = self._load_lance_table(table)
+        return CreateTableResponse(
+            location=entry.location, version=dataset.version, properties=_shown(entry.properties)
+        )
+
+    @_operation(InsertIntoTableRequest)
+    def insert_into_table(
+        self, request: InsertIntoTableRequest, request_data: bytes | None = None
+    ) -> InsertIntoTableResponse:
+        """Append the rows of an Arrow IPC stream (mode ``append``) or replace the table's rows
+        with them (``overwrite``), as a new version. Raises TableSchemaValidationError, InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        mode = writes.insert_mode(request.mode)
+        data = ipc.read_arrow_stream(request_data, "insert_into_table")
+        return writes.insert(self._datasets, table, data, mode)
+
+    @_operation(MergeInsertIntoTableRequest)
+    def merge_insert_into_table(
+        self, request: MergeInsertIntoTableRequest, request_data: bytes | None = None
+    ) -> MergeInsertIntoTableResponse:
+        """Upsert the rows of an Arrow IPC stream on the ``on`` columns (see ``writes.merge_insert``)."""
+        table = self._writable(request.id, request.branch)
+        data = ipc.read_arrow_stream(request_data, "merge_insert_into_table")
+        return writes.merge_insert(self._datasets.open(table), request, data)
+
+    @_operation(UpdateTableRequest)
+    def update_table(self, request: UpdateTableRequest) -> UpdateTableResponse:
+        """Set columns to SQL expressions in the rows matching ``predicate``. Raises InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        return writes.update(self._datasets.open(table), request)
+
+    @_operation(DeleteFromTableRequest)
+    def delete_from_table(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
+        """Delete the rows matching ``predicate``. Raises InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        return writes.delete(self._datasets.open(table), request.predicate)
+
+    # --- tags and branches (lance_iceberg_ns.data.tags) ----------------------------------------
+
+    @_operation(ListTableTagsRequest)
+    def list_table_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
+        """A page of the table's tags, sorted by name."""
+        return tags.list_tags(self._datasets.open(self._resolve(request.id)), request.page_token, request.limit)
+
+    @_operation(GetTableTagVersionRequest)
+    def get_table_tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
+        """The version a tag names. Raises TableTagNotFoundError."""
+        return tags.tag_version(self._datasets.open(self._resolve(request.id)), request.tag)
+
+    @_operation(CreateTableTagRequest)
+    def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
+        """Name a version. Raises TableTagAlreadyExistsError, TableVersionNotFoundError."""
+        table = self._resolve(request.id, writing=True)
+        if request.branch:
+            self._versions_on_main(table, "create_table_tag on a branch")
+        tags.create_tag(self._datasets.open(table), request.tag, request.version, request.branch)
+        return CreateTableTagResponse()
+
+    @_operation(UpdateTableTagRequest)
+    def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
+        """Move a tag to another version. Raises TableTagNotFoundError, TableVersionNotFoundError."""
+        table = self._resolve(request.id, writing=True)
+        if request.branch:
+            self._versions_on_main(table, "update_table_tag on a branch")
+        tags.update_tag(self._datasets.open(table), request.tag, request.version, request.branch)
+        return UpdateTableTagResponse()
+
+    @_operation(DeleteTableTagRequest)
+    def delete_table_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
+        """Remove a tag (its version stays). Raises TableTagNotFoundError."""
+        tags.delete_tag(self._datasets.open(self._resolve(request.id, writing=True)), request.tag)
+        return DeleteTableTagResponse()
+
+    @_operation(ListTableBranchesRequest)
+    def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
+        """A page of the table's branches, sorted by name (a managed table has none)."""
+        return tags.list_branches(self._datasets.open(self._resolve(request.id)), request.page_token, request.limit)
+
+    @_operation(CreateTableBranchRequest)
+    def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
+        """Start a branch at a version. Raises TableBranchAlreadyExistsError,
+        TableVersionNotFoundError; on a managed table UnsupportedOperationError."""
+        table = self._resolve(request.id, writing=True)
+        self._versions_on_main(table, "create_table_branch")
+        tags.create_branch(self._datasets.open(table), request.name, request.from_branch, request.from_version)
+        return CreateTableBranchResponse()
+
+    @_operation(DeleteTableBranchRequest)
+    def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
+        """Remove a branch. Raises TableBranchNotFoundError; on a managed table UnsupportedOperationError."""
+        table = self._resolve(request.id, writing=True)
+        self._versions_on_main(table, "delete_table_branch")
+        tags.delete_branch(self._datasets.open(table), request.name)
+        return DeleteTableBranchResponse()
+
+    # --- schema (lance_iceberg_ns.data.schema) -------------------------------------------------
+
+    @_operation(AlterTableAddColumnsRequest)
+    def alter_table_add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
+        """Add columns computed by SQL expressions. Raises InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        return AlterTableAddColumnsResponse(version=schema.add_columns(self._datasets.open(table), request.new_columns))
+
+    @_operation(AlterTableAlterColumnsRequest)
+    def alter_table_alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
+        """Rename, cast or change the nullability of columns. Raises InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        version = schema.alter_columns(self._datasets.open(table), request.alterations)
+        return AlterTableAlterColumnsResponse(version=version)
+
+    @_operation(AlterTableDropColumnsRequest)
+    def alter_table_drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
+        """Drop columns. Raises InvalidInputError."""
+        table = self._writable(request.id, request.branch)
+        return AlterTableDropColumnsResponse(version=schema.drop_columns(self._datasets.open(table), request.columns))
+
+    @_operation(UpdateTableSchemaMetadataRequest)
+    def update_table_schema_metadata(
+        self, request: UpdateTableSchemaMetadataRequest
+    ) -> UpdateTableSchemaMetadataResponse:
+        """Merge keys into the schema's metadata; answers the metadata after."""
+        table = self._writable(request.id, request.branch)
+        metadata = schema.update_schema_metadata(self._datasets.open(table), request.metadata or {})
+        return UpdateTableSchemaMetadataResponse(metadata=metadata)
+
+    @_operation(AlterTableBackfillColumnsRequest)
+    def alter_table_backfill_columns(self, request: AlterTableBackfillColumnsRequest) -> Any:
+        """Unsupported: backfilling runs a column's UDF over the table (Geneva's job runner)."""
+        raise UnsupportedOperationError(
+            "alter_table_backfill_columns runs a virtual column's UDF, which needs a job runner this namespace "
+            "does not have"
+        )
+
+    @_operation(UpdateFieldMetadataRequest)
+    def update_field_metadata(self, request: UpdateFieldMetadataRequest) -> Any:
+        """Unsupported, as in the reference: pylance has no per-field metadata update to commit."""
+        raise UnsupportedOperationError("update_field_metadata is not supported (nor by the directory namespace)")
 
     @_operation(CountTableRowsRequest)
     def count_table_rows(self, request: CountTableRowsRequest) -> int:

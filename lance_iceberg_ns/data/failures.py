@@ -1,57 +1,81 @@
-"""pylance's failures as ``lance_namespace.errors``: a bad filter, column, vector or schema is the
-caller's mistake (InvalidInput, 400, or the specific code the reference answers), never an internal
-error. The one place that reads pylance's messages."""
+"""pylance's failures as ``lance_namespace.errors``: a bad filter, column, vector or schema, a
+missing tag, branch, index or version is the caller's mistake (a 4xx with the code the reference
+answers), never an internal error.
+
+pylance raises its own errors as ValueError, OSError or RuntimeError, named only in the message;
+``_BY_MESSAGE`` is the one place that reads those messages (the first match wins).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from lance_namespace.errors import (
     InvalidInputError,
     LanceNamespaceError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
     TableColumnNotFoundError,
     TableIndexAlreadyExistsError,
     TableIndexNotFoundError,
+    TableSchemaValidationError,
+    TableTagAlreadyExistsError,
+    TableTagNotFoundError,
+    TableVersionNotFoundError,
 )
 
-_CALLERS_MISTAKES = ("Invalid user input",)
-# pylance names its failure only in the message; the first match wins, whatever the exception type.
-_BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = (
+RefKind = Literal["tag", "branch"]
+_REF_NOT_FOUND = "ref not found"  # stands for the tag or branch error, as the operation names refs
+_REF_TAKEN = "ref taken"
+_REFS: dict[str, dict[RefKind, type[LanceNamespaceError]]] = {
+    _REF_NOT_FOUND: {"tag": TableTagNotFoundError, "branch": TableBranchNotFoundError},
+    _REF_TAKEN: {"tag": TableTagAlreadyExistsError, "branch": TableBranchAlreadyExistsError},
+}
+_BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...] = (
+    (re.compile(r"^Append with different schema"), TableSchemaValidationError),
+    (re.compile(r"^Ref not found"), _REF_NOT_FOUND),
+    (re.compile(r"^Ref conflict"), _REF_TAKEN),
+    (re.compile(r"^Version not found|Table version not found|/_versions/.*was not found"), TableVersionNotFoundError),
     (re.compile(r"Index name '[^']*' already exists"), TableIndexAlreadyExistsError),
     (re.compile(r"Lance index not found|Index with name .* not found"), TableIndexNotFoundError),
     (re.compile(r"not found in schema|CreateIndex: column '[^']*' does not exist"), TableColumnNotFoundError),
-    # a query the table cannot answer: the reference's InvalidInput, raised as RuntimeError
-    (re.compile(r"InvalidInput|Invalid user input|Cannot perform full text search|SchemaError"), InvalidInputError),
+    (re.compile(r"^Field '[^\n]*not found"), InvalidInputError),  # an expression's column
+    # a query or change the table cannot take: the reference's InvalidInput, whatever type carries it
+    (
+        re.compile(
+            r"InvalidInput|Invalid user input|Cannot perform full text search|SchemaError|^Ref is invalid"
+            r"|^Cannot drop all columns"
+        ),
+        InvalidInputError,
+    ),
 )
 
 
 @contextmanager
-def pylance_failures(operation: str) -> Iterator[None]:
-    """Re-raise what pylance raises for input it cannot use: an existing or missing index, a
-    missing column (their own codes); an unknown column, a filter that does not parse, a vector
-    of another dimension, data of another schema (ValueError, TypeError, KeyError, or an
-    OSError or RuntimeError saying so) as InvalidInputError."""
+def pylance_failures(operation: str, refs: RefKind = "tag") -> Iterator[None]:
+    """Re-raise what pylance raises for input it cannot use as its ``lance_namespace`` error
+    (``refs`` says whether a missing or taken ref is a tag or a branch); any other ValueError,
+    TypeError or KeyError is InvalidInputError too."""
     try:
         yield
     except LanceNamespaceError:
         raise
     except (ValueError, TypeError, KeyError, OSError, RuntimeError) as exc:
-        translated = _translation(exc)
+        translated = _translation(exc, refs)
         if translated is None:
             raise
         raise translated(f"{operation}: {_message(exc)}") from exc
 
 
-def _translation(exc: BaseException) -> type[LanceNamespaceError] | None:
+def _translation(exc: BaseException, refs: RefKind) -> type[LanceNamespaceError] | None:
     message = _message(exc)
     for pattern, error in _BY_MESSAGE:
         if pattern.search(message):
-            return error
+            return _REFS[error][refs] if isinstance(error, str) else error
     if isinstance(exc, ValueError | TypeError | KeyError):
-        return InvalidInputError
-    if message.startswith(_CALLERS_MISTAKES):  # pylance raises its own errors as OSError, named in the message
         return InvalidInputError
     return None
 

@@ -338,6 +338,8 @@ def _endpoint(route: Route, resolve: Callable[[Request], LanceNamespace]) -> Cal
             result = await run_in_threadpool(method, request, data)
         else:
             result = await run_in_threadpool(method, request)
+        if route.response_field and isinstance(result, BaseModel):
+            result = getattr(result, route.response_field)  # the body is one field of the response
         return _render(result)
 
     endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]

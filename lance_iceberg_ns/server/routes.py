@@ -19,6 +19,7 @@ class Route:
     json_body: bool = True  # False: no body
     arrow_body: bool = False  # the body is Arrow IPC data, passed to the method as bytes
     body_field: str | None = None  # the JSON body is this one field of the request, not the request
+    response_field: str | None = None  # the answer is this one field of the response (as Lance clients read it)
     request_model: str | None = None  # when it is not <Operation>Request
 
     @property
@@ -91,7 +92,13 @@ ROUTES: tuple[Route, ...] = (
     Route("alter_table_drop_columns", "/v1/table/{id}/drop_columns"),
     Route("alter_table_backfill_columns", "/v1/table/{id}/backfill_column"),
     Route("update_field_metadata", "/v1/table/{id}/update_field_metadata"),
-    Route("update_table_schema_metadata", "/v1/table/{id}/schema_metadata/update", ("branch",), body_field="metadata"),
+    Route(
+        "update_table_schema_metadata",
+        "/v1/table/{id}/schema_metadata/update",
+        ("branch",),
+        body_field="metadata",
+        response_field="metadata",
+    ),
     # tables: indices
     Route("create_table_index", "/v1/table/{id}/create_index"),
     Route("create_table_scalar_index", "/v1/table/{id}/create_scalar_index", request_model="CreateTableIndexRequest"),

@@ -1,0 +1,113 @@
+"""Schema evolution: add, alter and drop columns, and the schema's metadata; each a new version."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import lance
+import pyarrow as pa
+from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
+from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
+
+from lance_iceberg_ns.data.failures import pylance_failures
+
+# The Lance spec's JSON Arrow types (JsonArrowDataType.type) that a column can be cast to.
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "bool": pa.bool_(),
+    "boolean": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "utf8": pa.string(),
+    "string": pa.string(),
+    "large_utf8": pa.large_string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+    "date32": pa.date32(),
+    "date64": pa.date64(),
+}
+
+
+def arrow_type(json_type: Mapping[str, Any]) -> pa.DataType:
+    """The Arrow type of a JSON Arrow type (``{"type": "int32"}``, ``{"type": "fixed_size_list",
+    "length": 4, "fields": [{"name": "item", "type": {...}, "nullable": true}]}``).
+    Raises InvalidInputError for a type this cast does not know."""
+    name = str(json_type.get("type", "")).lower()
+    if name in _PRIMITIVES:
+        return _PRIMITIVES[name]
+    fields = json_type.get("fields") or []
+    if name in ("list", "large_list", "fixed_size_list") and len(fields) == 1:
+        item = pa.field(fields[0].get("name", "item"), arrow_type(fields[0]["type"]), fields[0].get("nullable", True))
+        if name == "fixed_size_list":
+            if not json_type.get("length"):
+                raise InvalidInputError("A fixed_size_list type needs its length")
+            return pa.list_(item, int(json_type["length"]))
+        return pa.large_list(item) if name == "large_list" else pa.list_(item)
+    raise InvalidInputError(f"Unsupported data_type {dict(json_type)!r} for a column cast")
+
+
+def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry]) -> int:
+    """Add columns computed by SQL expressions over the existing ones; the new version.
+    Raises InvalidInputError (no expression, a bad one, a taken name), UnsupportedOperationError
+    (virtual columns: they need a UDF runtime this namespace does not have)."""
+    if not entries:
+        raise InvalidInputError("alter_table_add_columns needs at least one new column")
+    expressions: dict[str, str] = {}
+    for entry in entries:
+        if entry.virtual_column is not None:
+            raise UnsupportedOperationError(f"Column {entry.name!r}: virtual (UDF) columns are not supported here")
+        expression = entry.expression or entry.computed
+        if not expression:
+            raise InvalidInputError(f"Expression is required for new column {entry.name!r}")
+        expressions[entry.name] = expression
+    with pylance_failures("alter_table_add_columns"):
+        dataset.add_columns(expressions)
+    return int(dataset.version)
+
+
+def alter_columns(dataset: lance.LanceDataset, entries: Sequence[AlterColumnsEntry]) -> int:
+    """Rename columns, change their nullability or cast them; the new version.
+    Raises InvalidInputError (an unknown column, an impossible cast)."""
+    if not entries:
+        raise InvalidInputError("alter_table_alter_columns needs at least one alteration")
+    alterations: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry.virtual_column is not None:
+            raise UnsupportedOperationError(f"Column {entry.path!r}: virtual (UDF) columns are not supported here")
+        alteration: dict[str, Any] = {"path": entry.path}
+        if entry.rename is not None:
+            alteration["name"] = entry.rename
+        if entry.nullable is not None:
+            alteration["nullable"] = entry.nullable
+        if entry.data_type is not None:
+            alteration["data_type"] = arrow_type(entry.data_type)
+        alterations.append(alteration)
+    with pylance_failures("alter_table_alter_columns"):
+        dataset.alter_columns(*cast(list[Any], alterations))  # pylance's AlterColumn is a TypedDict
+    return int(dataset.version)
+
+
+def drop_columns(dataset: lance.LanceDataset, columns: Sequence[str]) -> int:
+    """Drop columns (their data stays in older versions); the new version.
+    Raises InvalidInputError (an unknown column, or all of them)."""
+    if not columns:
+        raise InvalidInputError("alter_table_drop_columns needs at least one column")
+    with pylance_failures("alter_table_drop_columns"):
+        dataset.drop_columns(list(columns))
+    return int(dataset.version)
+
+
+def update_schema_metadata(dataset: lance.LanceDataset, metadata: Mapping[str, str]) -> dict[str, str]:
+    """Merge ``metadata`` into the schema's metadata (a new version); the schema's metadata after."""
+    with pylance_failures("update_table_schema_metadata"):
+        return dict(dataset.update_schema_metadata(dict(metadata)))

@@ -1,0 +1,134 @@
+"""Tags and branches: names for versions of a dataset, kept by Lance in the dataset (``_refs/``).
+
+A tag names a version and is not itself a version: it commits nothing, so a managed table's tags
+need no catalog commit. A branch is a line of versions of its own; the catalog keeps one line per
+managed table, so branches are refused there (the namespace says so before calling here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import lance
+from lance_namespace import (
+    GetTableTagVersionResponse,
+    ListTableBranchesResponse,
+    ListTableTagsResponse,
+)
+from lance_namespace.errors import InvalidInputError, TableBranchAlreadyExistsError
+from lance_namespace_urllib3_client.models import BranchContents, TagContents
+
+from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.listing import page_after
+
+DEFAULT_PAGE_SIZE = 1000
+
+
+def _page(names: list[str], page_token: str | None, limit: int | None) -> tuple[list[str], str | None]:
+    """Sorted names after ``page_token``, at most ``limit``; the token of the next page, if any."""
+    if limit is not None and limit < 0:
+        raise InvalidInputError("limit must not be negative")
+    size = limit or DEFAULT_PAGE_SIZE
+    after = page_after(names, page_token)
+    page = after[:size]
+    return page, (page[-1] if len(after) > size else None)
+
+
+def _positive(version: int, operation: str) -> int:
+    if version < 1:  # pylance reads 0 as "the latest": a tag names one version
+        raise InvalidInputError(f"{operation}: the version must be a positive integer, got {version}")
+    return version
+
+
+def _reference(version: int, branch: str | None) -> int | tuple[str, int]:
+    return (branch, version) if branch else version
+
+
+def list_tags(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableTagsResponse:
+    """A page of the tags, sorted by name, each with its version."""
+    tags: Mapping[str, Any] = dataset.tags.list()
+    page, token = _page(list(tags), page_token, limit)
+    return ListTableTagsResponse(
+        tags={
+            name: TagContents.model_validate(
+                {
+                    "branch": tags[name].get("branch"),
+                    "version": int(tags[name]["version"]),
+                    "manifest_size": int(tags[name].get("manifest_size") or 0),
+                }
+            )
+            for name in page
+        },
+        page_token=token,
+    )
+
+
+def tag_version(dataset: lance.LanceDataset, tag: str) -> GetTableTagVersionResponse:
+    """The version a tag names. Raises TableTagNotFoundError."""
+    with pylance_failures("get_table_tag_version"):
+        found = dataset.tags.list().get(tag)
+        if found is None:
+            raise ValueError(f"Ref not found error: tag {tag} does not exist")
+    return GetTableTagVersionResponse(version=int(found["version"]), branch=found.get("branch"))
+
+
+def create_tag(dataset: lance.LanceDataset, tag: str, version: int, branch: str | None) -> None:
+    """Name ``version`` (of ``branch``, else main) ``tag``. Raises TableTagAlreadyExistsError,
+    TableVersionNotFoundError, InvalidInputError (a name Lance does not allow)."""
+    with pylance_failures("create_table_tag"):
+        dataset.tags.create(tag, _reference(_positive(version, "create_table_tag"), branch))
+
+
+def update_tag(dataset: lance.LanceDataset, tag: str, version: int, branch: str | None) -> None:
+    """Move ``tag`` to ``version``. Raises TableTagNotFoundError, TableVersionNotFoundError."""
+    with pylance_failures("update_table_tag"):
+        if tag not in dataset.tags.list():  # checked first, as the reference does
+            raise ValueError(f"Ref not found error: tag {tag} does not exist")
+        dataset.tags.update(tag, _reference(_positive(version, "update_table_tag"), branch))
+
+
+def delete_tag(dataset: lance.LanceDataset, tag: str) -> None:
+    """Remove ``tag`` (its version stays). Raises TableTagNotFoundError."""
+    with pylance_failures("delete_table_tag"):
+        dataset.tags.delete(tag)
+
+
+def list_branches(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableBranchesResponse:
+    """A page of the branches, sorted by name, each with where it started."""
+    branches: Mapping[str, Any] = dataset.branches.list()
+    page, token = _page(list(branches), page_token, limit)
+    return ListTableBranchesResponse(
+        branches={
+            name: BranchContents.model_validate(
+                {
+                    "parent_branch": branches[name].get("parent_branch"),
+                    "parent_version": int(branches[name]["parent_version"]),
+                    "create_at": int(branches[name]["create_at"]),
+                    "manifest_size": int(branches[name].get("manifest_size") or 0),
+                    "metadata": dict(branches[name].get("metadata") or {}) or None,
+                }
+            )
+            for name in page
+        },
+        page_token=token,
+    )
+
+
+def create_branch(dataset: lance.LanceDataset, name: str, from_branch: str | None, from_version: int | None) -> None:
+    """Start branch ``name`` at ``from_version`` of ``from_branch`` (default: main's latest).
+    Raises TableBranchAlreadyExistsError, TableVersionNotFoundError, InvalidInputError."""
+    with pylance_failures("create_table_branch", refs="branch"):
+        if name in dataset.branches.list():  # pylance fails on a taken name with an internal error
+            raise TableBranchAlreadyExistsError(f"Branch {name!r} already exists")
+        if from_version is not None:
+            reference: Any = (from_branch, _positive(from_version, "create_table_branch"))
+        else:
+            reference = (from_branch, None) if from_branch else None
+        dataset.create_branch(name, reference)
+
+
+def delete_branch(dataset: lance.LanceDataset, name: str) -> None:
+    """Remove branch ``name`` and the versions only it holds. Raises TableBranchNotFoundError."""
+    with pylance_failures("delete_table_branch", refs="branch"):
+        dataset.branches.delete(name)

@@ -1,0 +1,114 @@
+"""Writes: insert, merge-insert, update and delete, each one new version of the dataset.
+
+Each function takes the dataset at its latest version (``data.opening``) and commits through it:
+a dataset of a managed table was opened through the namespace, so its commit is the catalog's
+compare-and-swap; pylance retries a commit that lost a race on top of the winner.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import lance
+import pyarrow as pa
+from lance_namespace import (
+    DeleteFromTableResponse,
+    InsertIntoTableResponse,
+    MergeInsertIntoTableRequest,
+    MergeInsertIntoTableResponse,
+    UpdateTableRequest,
+    UpdateTableResponse,
+)
+from lance_namespace.errors import InvalidInputError
+
+from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.data.opening import OpenDatasets
+
+INSERT_MODES = ("append", "overwrite")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def insert_mode(raw: str | None) -> str:
+    """``append`` (the default) or ``overwrite``, in any case. Raises InvalidInputError."""
+    mode = (raw or "append").lower()
+    if mode not in INSERT_MODES:
+        raise InvalidInputError(f"Unsupported write mode {raw!r}. Supported modes are: 'append', 'overwrite'")
+    return mode
+
+
+def merge_insert(
+    dataset: lance.LanceDataset, request: MergeInsertIntoTableRequest, data: pa.Table
+) -> MergeInsertIntoTableResponse:
+    """Match ``data`` to the table's rows on ``request.on``, then update the matched rows, insert
+    the unmatched ones and delete the table's rows the data lacks, as the request's clauses say.
+    Raises InvalidInputError (no clause, an unknown key column, a bad filter or timeout) and
+    TableSchemaValidationError (data of another schema)."""
+    if not request.on:
+        raise InvalidInputError("merge_insert_into_table needs the key columns to match on ('on')")
+    with pylance_failures("merge_insert_into_table"):
+        builder = dataset.merge_insert(list(request.on))
+        if request.when_matched_update_all:
+            builder = builder.when_matched_update_all(request.when_matched_update_all_filt or None)
+        if request.when_not_matched_insert_all:
+            builder = builder.when_not_matched_insert_all()
+        if request.when_not_matched_by_source_delete:
+            builder = builder.when_not_matched_by_source_delete(request.when_not_matched_by_source_delete_filt or None)
+        if request.use_index is not None:
+            builder = builder.use_index(request.use_index)
+        if request.timeout:
+            builder = builder.retry_timeout(parse_timeout(request.timeout))
+        stats = builder.execute(data)
+    return MergeInsertIntoTableResponse(
+        num_updated_rows=int(stats.get("num_updated_rows", 0)),
+        num_inserted_rows=int(stats.get("num_inserted_rows", 0)),
+        num_deleted_rows=int(stats.get("num_deleted_rows", 0)),
+        version=dataset.version,
+    )
+
+
+def parse_timeout(raw: str) -> timedelta:
+    """How long a merge-insert retries its commit: ``30s``, ``500ms``, ``2m``, ``1h`` or seconds.
+    Raises InvalidInputError."""
+    match = _DURATION.match(raw)
+    if match is None:
+        raise InvalidInputError(f"Invalid timeout {raw!r}: give a duration such as '30s', '500ms' or '2m'")
+    return timedelta(seconds=float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2) or "s"])
+
+
+def update(dataset: lance.LanceDataset, request: UpdateTableRequest) -> UpdateTableResponse:
+    """Set columns to SQL expressions (``updates``: [column, expression] pairs) in the rows
+    matching ``predicate`` (every row without one). Raises InvalidInputError."""
+    if not request.updates:
+        raise InvalidInputError("update_table needs at least one [column, expression] update")
+    with pylance_failures("update_table"):
+        result = dataset.update(
+            dict((column, expression) for column, expression in request.updates), where=request.predicate or None
+        )
+    return UpdateTableResponse(updated_rows=int(result["num_rows_updated"]), version=dataset.version)
+
+
+def delete(dataset: lance.LanceDataset, predicate: str) -> DeleteFromTableResponse:
+    """Delete the rows matching the SQL ``predicate``. Raises InvalidInputError."""
+    if not predicate or not predicate.strip():
+        raise InvalidInputError("delete_from_table needs a predicate (use 'true' to delete every row)")
+    with pylance_failures("delete_from_table"):
+        dataset.delete(predicate)
+    return DeleteFromTableResponse(version=dataset.version)
+
+
+def overwrite(datasets: OpenDatasets, table: ResolvedTable, data: pa.Table) -> lance.LanceDataset:
+    """Write ``data`` as the table's next version, replacing its rows (or as the first version of
+    a table declared but not yet written)."""
+    with pylance_failures("create_table"):
+        return datasets.write(table, data, "overwrite")
+
+
+def insert(datasets: OpenDatasets, table: ResolvedTable, data: pa.Table, mode: str) -> InsertIntoTableResponse:
+    """Append ``data`` to the table, or replace its rows (``overwrite``), as a new version.
+    Raises TableSchemaValidationError (data of another schema)."""
+    with pylance_failures("insert_into_table"):
+        dataset = datasets.write(table, data, mode)
+    return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
