@@ -673,11 +673,11 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @_operation(ListTablesRequest)
     def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
-        """Names of the Lance tables in a namespace, sorted and paginated (see ``listing``); a
-        warehouse holds namespaces, never tables. Raises NamespaceNotFoundError."""
+        """Names of the Lance tables in a namespace, sorted and paginated (see ``listing``); the
+        root and a warehouse hold namespaces, never tables. Raises NamespaceNotFoundError."""
         namespace = parse_namespace_id(request.id)
-        if namespace is None:
-            raise InvalidInputError("List the tables of [warehouse, namespace, ...]")
+        if namespace is None:  # the root holds warehouses, never tables
+            return ListTablesResponse(tables=[], page_token=None)
         catalog = self._catalog(namespace.warehouse)  # an unknown warehouse is NamespaceNotFound
         if not namespace.path:
             return ListTablesResponse(tables=[], page_token=None)
