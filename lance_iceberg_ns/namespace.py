@@ -37,6 +37,7 @@ from lance_namespace import (
     BatchDeleteTableVersionsRequest,
     BatchDeleteTableVersionsResponse,
     CountTableRowsRequest,
+    CountTableRowsResponse,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
     CreateTableBranchRequest,
@@ -98,7 +99,6 @@ from lance_namespace import (
     MergeInsertIntoTableResponse,
     NamespaceExistsRequest,
     QueryTableRequest,
-    QueryTableResponse,
     RegisterTableRequest,
     RegisterTableResponse,
     RenameTableRequest,
@@ -139,6 +139,7 @@ from lance_iceberg_ns.catalogs import (
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
 from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
+from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import (
@@ -1135,15 +1136,16 @@ class IcebergLanceNamespace(LanceNamespace):
         raise UnsupportedOperationError("update_field_metadata is not supported (nor by the directory namespace)")
 
     @_operation(CountTableRowsRequest)
-    def count_table_rows(self, request: CountTableRowsRequest) -> int:
+    def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
         """Rows of a table (at ``version``), those matching ``predicate`` if given.
         Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError (a bad predicate)."""
         dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return reads.count_rows(dataset, request.predicate)
+        return CountTableRowsResponse(count=reads.count_rows(dataset, request.predicate))
 
     @_operation(QueryTableRequest)
-    def query_table(self, request: QueryTableRequest) -> QueryTableResponse:
-        """The rows a query (scan, vector or full-text search) selects, as Arrow IPC file bytes.
+    def query_table(self, request: QueryTableRequest) -> QueryAnswer:
+        """The rows a query (scan, vector or full-text search) selects, as Arrow IPC file bytes
+        (with the ``data`` of a QueryTableResponse).
         Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError."""
         dataset = self._datasets.open(self._resolve(request.id), request.version)
         return reads.query(dataset, request)

@@ -38,11 +38,11 @@ def test_count_rows_sees_the_latest_version_with_a_predicate_and_at_a_version(
 ) -> None:
     table_id = [*db, "t"]
     write_values(ns, table_id, list(range(10)))
-    assert ns.count_table_rows(CountTableRowsRequest(id=table_id)) == 10
+    assert ns.count_table_rows(CountTableRowsRequest(id=table_id)).count == 10
     write_values(ns, table_id, [100, 101], mode="append")  # another writer: seen at once
-    assert ns.count_table_rows(CountTableRowsRequest(id=table_id)) == 12
-    assert ns.count_table_rows({"id": table_id, "predicate": "v >= 100"}) == 2
-    assert ns.count_table_rows({"id": table_id, "version": 1}) == 10
+    assert ns.count_table_rows(CountTableRowsRequest(id=table_id)).count == 12
+    assert ns.count_table_rows({"id": table_id, "predicate": "v >= 100"}).count == 2
+    assert ns.count_table_rows({"id": table_id, "version": 1}).count == 10
     assert rest.count_table_rows(CountTableRowsRequest(id=table_id, predicate="v < 3")).count == 3
     with pytest.raises(InvalidInputError):
         ns.count_table_rows({"id": table_id, "predicate": "nope >"})

@@ -6,6 +6,15 @@ import pyarrow as pa
 from lance_namespace.errors import InvalidInputError
 
 
+class QueryAnswer(bytes):
+    """A query's answer: the Arrow IPC file bytes themselves, which lancedb's in-process pushdown
+    reads as bytes, carrying the ``data`` of the spec's ``QueryTableResponse`` too."""
+
+    @property
+    def data(self) -> bytes:
+        return bytes(self)
+
+
 def to_ipc_file(table: pa.Table) -> bytes:
     """``table`` as Arrow IPC *file* bytes holding one record batch (empty or not), as the reference
     answers a query: its clients read the answer with ``pyarrow.ipc.open_file``."""

@@ -12,12 +12,12 @@ from typing import Any
 
 import lance
 import lance.query as fts
-from lance_namespace import GetTableStatsResponse, QueryTableRequest, QueryTableResponse
+from lance_namespace import GetTableStatsResponse, QueryTableRequest
 from lance_namespace.errors import InvalidInputError
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary, FtsQuery, MatchQuery
 
 from lance_iceberg_ns.data.failures import pylance_failures
-from lance_iceberg_ns.data.ipc import to_ipc_file
+from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -39,12 +39,12 @@ def count_rows(dataset: lance.LanceDataset, predicate: str | None = None) -> int
         return int(dataset.count_rows(filter=predicate or None))
 
 
-def query(dataset: lance.LanceDataset, request: QueryTableRequest) -> QueryTableResponse:
+def query(dataset: lance.LanceDataset, request: QueryTableRequest) -> QueryAnswer:
     """The rows a query selects, as Arrow IPC file bytes (one batch) in ``data``.
     Raises InvalidInputError for a query the table cannot answer."""
     with pylance_failures("query_table"):
         table = query_scanner(dataset, request).to_table()
-    return QueryTableResponse(data=to_ipc_file(table))
+    return QueryAnswer(to_ipc_file(table))
 
 
 def explain(dataset: lance.LanceDataset, request: QueryTableRequest, verbose: bool = False) -> str:

@@ -39,6 +39,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.errors import http_status_for, public_message
 from lance_iceberg_ns.limits import check_request_bounds
 from lance_iceberg_ns.server.routes import ROUTES, Route
@@ -380,7 +381,7 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
 def _render(result: Any) -> Response:
     if result is None:
         return Response(status_code=200)
-    if isinstance(result, QueryTableResponse):  # query results travel as Arrow IPC file bytes, not JSON
+    if isinstance(result, QueryTableResponse | QueryAnswer):  # query results travel as Arrow IPC file bytes
         data: Any = result.data or b""  # the model also admits str and tuples; namespaces answer bytes
         return Response(bytes(data), media_type=ARROW_FILE)
     if isinstance(result, BaseModel):

@@ -79,7 +79,7 @@ ROUTES: tuple[Route, ...] = (
         json_body=False,
         arrow_body=True,
     ),
-    Route("count_table_rows", "/v1/table/{id}/count_rows"),
+    Route("count_table_rows", "/v1/table/{id}/count_rows", response_field="count"),
     Route("update_table", "/v1/table/{id}/update"),
     Route("delete_from_table", "/v1/table/{id}/delete"),
     Route("query_table", "/v1/table/{id}/query"),
