@@ -22,5 +22,8 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 fi
-"$venv/bin/python" -m pip install -q -e ".[${extras}]" 2>&1 | grep -v "^WARNING: Location" || true
+# setuptools notes, on every editable install, that a folder named like the package may shadow it
+# (it is the package itself here)
+PYTHONWARNINGS="ignore:Editable installation" "$venv/bin/python" -m pip install -q -e ".[${extras}]" 2>&1 \
+  | grep -v "^WARNING: Location" || true
 "$venv/bin/python" -c "import lance_iceberg_ns" # fails loudly if the install did not work
