@@ -127,12 +127,35 @@ def managed_commits(text: str) -> list[Row]:
     return [_at_most("managed vs unmanaged commit (cost ratio)", f"{managed} ms", f"{unmanaged} ms", ratio, 2)]
 
 
+def data_plane(text: str) -> list[Row]:
+    (ours,) = _number(r"^our REST server\s+([\d.]+)", text)
+    (directory,) = _number(r'^pylance RestAdapter\("dir"\)\s+([\d.]+)', text)
+    (kept_open,) = _number(r"^pylance, dataset kept open\s+([\d.]+)", text)
+    (vs_directory,) = _number(r"query p50 vs the directory server: ([\d.]+)x", text)
+    (vs_local,) = _number(r"query p50 vs pylance kept open: ([\d.]+)x", text)
+    (insert_ours,) = _number(r"^our REST server\s+([\d.]+)\s*$", text)
+    (insert_directory,) = _number(r'^pylance RestAdapter\("dir"\)\s+([\d.]+)\s*$', text)
+    (insert_ratio,) = _number(r"insert vs the directory server: ([\d.]+)x", text)
+    return [
+        _at_most("query_table p50 vs the directory server", f"{ours} ms", f"{directory} ms", vs_directory, 0.6),
+        _at_most("query_table p50 vs pylance kept open", f"{ours} ms", f"{kept_open} ms", vs_local, 2.5),
+        _at_most(
+            "insert_into_table 100k rows vs the directory server",
+            f"{insert_ours} s",
+            f"{insert_directory} s",
+            insert_ratio,
+            1.2,
+        ),
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {
     "list_tables": list_tables,
     "latency": latency,
     "rest_server": rest_server,
     "spark_pipeline": spark_pipeline,
     "managed_commits": managed_commits,
+    "data_plane": data_plane,
 }
 
 
