@@ -455,7 +455,7 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
 @click.option("--version", type=int, help="at this version")
 def tables_count(table_id: str, predicate: str | None, version: int | None) -> None:
     """How many rows a table has."""
-    count = _state().call("count_table_rows", table_id, predicate=predicate, version=version)
+    count = _state().call("count_table_rows", table_id, predicate=predicate, version=version).count
     _emit({"table": table_id, "rows": count}, lambda: click.echo(count))
 
 
