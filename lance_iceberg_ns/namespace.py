@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+import lance
 import requests
 from lance_namespace import (
     AlterTableAddColumnsRequest,
@@ -171,6 +172,7 @@ from lance_iceberg_ns.locations import LocationPolicy, check_requested_propertie
 logger = logging.getLogger(__name__)
 
 Request = TypeVar("Request")
+T = TypeVar("T")
 ID_DELIMITER = "$"  # joins a full identifier in string form (the Lance REST spec's default)
 
 
@@ -935,6 +937,14 @@ class IcebergLanceNamespace(LanceNamespace):
             managed=managed.is_managed(loaded.properties),
         )
 
+    def _read(self, table_id: Any, read: Callable[[lance.LanceDataset], T], version: int | str | None = None) -> T:
+        """``read`` on a live table's dataset (at ``version``), while the catalog confirms where
+        the table is (``OpenDatasets.read``)."""
+        table = parse_table_id(table_id)
+        return self._datasets.read(
+            tuple(table.parts), lambda: self._resolve(table.parts), read, version, self._lookup_executor()
+        )
+
     def _writable(self, table_id: Any, branch: str | None = None) -> ResolvedTable:
         """A table for an operation that commits a version: resolved and shown to own its
         location. Writing to a branch other than main is UnsupportedOperationError."""
@@ -1039,12 +1049,12 @@ class IcebergLanceNamespace(LanceNamespace):
     @_operation(ListTableTagsRequest)
     def list_table_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
         """A page of the table's tags, sorted by name."""
-        return tags.list_tags(self._datasets.open(self._resolve(request.id)), request.page_token, request.limit)
+        return self._read(request.id, lambda dataset: tags.list_tags(dataset, request.page_token, request.limit))
 
     @_operation(GetTableTagVersionRequest)
     def get_table_tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
         """The version a tag names. Raises TableTagNotFoundError."""
-        return tags.tag_version(self._datasets.open(self._resolve(request.id)), request.tag)
+        return self._read(request.id, lambda dataset: tags.tag_version(dataset, request.tag))
 
     @_operation(CreateTableTagRequest)
     def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
@@ -1073,7 +1083,7 @@ class IcebergLanceNamespace(LanceNamespace):
     @_operation(ListTableBranchesRequest)
     def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
         """A page of the table's branches, sorted by name (a managed table has none)."""
-        return tags.list_branches(self._datasets.open(self._resolve(request.id)), request.page_token, request.limit)
+        return self._read(request.id, lambda dataset: tags.list_branches(dataset, request.page_token, request.limit))
 
     @_operation(CreateTableBranchRequest)
     def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
@@ -1139,62 +1149,62 @@ class IcebergLanceNamespace(LanceNamespace):
     def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
         """Rows of a table (at ``version``), those matching ``predicate`` if given.
         Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError (a bad predicate)."""
-        dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return CountTableRowsResponse(count=reads.count_rows(dataset, request.predicate))
+        count = self._read(request.id, lambda dataset: reads.count_rows(dataset, request.predicate), request.version)
+        return CountTableRowsResponse(count=count)
 
     @_operation(QueryTableRequest)
     def query_table(self, request: QueryTableRequest) -> QueryAnswer:
         """The rows a query (scan, vector or full-text search) selects, as Arrow IPC file bytes
         (with the ``data`` of a QueryTableResponse).
         Raises TableNotFoundError, TableVersionNotFoundError, InvalidInputError."""
-        dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return reads.query(dataset, request)
+        return self._read(request.id, lambda dataset: reads.query(dataset, request), request.version)
 
     @_operation(ExplainTableQueryPlanRequest)
     def explain_table_query_plan(self, request: ExplainTableQueryPlanRequest) -> str:
         """The physical plan of a query, without running it."""
-        dataset = self._datasets.open(self._resolve(request.id), request.query.version)
-        return reads.explain(dataset, request.query, bool(request.verbose))
+        query, verbose = request.query, bool(request.verbose)
+        return self._read(request.id, lambda dataset: reads.explain(dataset, query, verbose), query.version)
 
     @_operation(AnalyzeTableQueryPlanRequest)
     def analyze_table_query_plan(self, request: AnalyzeTableQueryPlanRequest) -> str:
         """The plan of a query, run, with its metrics."""
-        dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return reads.analyze(dataset, QueryTableRequest.model_validate(request.model_dump(exclude={"id"})))
+        query = QueryTableRequest.model_validate(request.model_dump(exclude={"id"}))
+        return self._read(request.id, lambda dataset: reads.analyze(dataset, query), request.version)
 
     @_operation(GetTableStatsRequest)
     def get_table_stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
         """Bytes on disk, rows, indices and fragment sizes of a table."""
-        return reads.table_stats(self._datasets.open(self._resolve(request.id)))
+        return self._read(request.id, reads.table_stats)
 
     @_operation(CreateTableIndexRequest)
     def create_table_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
         """Build and commit a vector, scalar or full-text index. Raises InvalidInputError,
         TableColumnNotFoundError, TableIndexAlreadyExistsError."""
-        return indices.create(self._datasets.open(self._resolve(request.id)), request)
+        return indices.create(self._datasets.open(self._resolve(request.id, writing=True)), request)
 
     @_operation(CreateTableIndexRequest)
     def create_table_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
         """``create_table_index`` for scalar and full-text index types only."""
-        created = indices.create(self._datasets.open(self._resolve(request.id)), request, scalar_only=True)
+        created = indices.create(
+            self._datasets.open(self._resolve(request.id, writing=True)), request, scalar_only=True
+        )
         return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
 
     @_operation(ListTableIndicesRequest)
     def list_table_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
         """A table's indices (at ``version``) by name, a page at a time."""
-        dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return indices.list_indices(dataset, request.page_token, request.limit)
+        page_token, limit = request.page_token, request.limit
+        return self._read(request.id, lambda dataset: indices.list_indices(dataset, page_token, limit), request.version)
 
     @_operation(DescribeTableIndexStatsRequest)
     def describe_table_index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
         """An index's type and rows indexed. Raises TableIndexNotFoundError."""
-        dataset = self._datasets.open(self._resolve(request.id), request.version)
-        return indices.stats(dataset, request.index_name)
+        return self._read(request.id, lambda dataset: indices.stats(dataset, request.index_name), request.version)
 
     @_operation(DropTableIndexRequest)
     def drop_table_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
         """Drop an index and commit. Raises TableIndexNotFoundError."""
-        return indices.drop(self._datasets.open(self._resolve(request.id)), request.index_name)
+        return indices.drop(self._datasets.open(self._resolve(request.id, writing=True)), request.index_name)
 
     # --- table versions: on the Lance dataset (lance_iceberg_ns.versions), or in the catalog for
     # tables whose versions it manages (lance_iceberg_ns.managed) ----------------------------------

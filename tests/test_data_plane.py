@@ -64,6 +64,30 @@ def test_data_operations_go_through_the_catalog(
         ns.count_table_rows({"id": [*db, "plain"]})
 
 
+def test_reads_answer_for_the_table_the_catalog_names_now(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+) -> None:
+    """A read starts on the place the catalog named last time while the catalog is asked again;
+    another process's rename, re-create and drops must still be seen at once."""
+    table_id, archived = [*db, "t"], [*db, "t_old"]
+    write_values(ns, table_id, [1, 2, 3])
+    assert ns.count_table_rows({"id": table_id}).count == 3  # the place is now known
+    for soft_delete in ("true", "false"):
+        other = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete=soft_delete)
+        other.rename_table({"id": table_id, "new_table_name": archived[-1]})
+        write_values(other, table_id, [7] * 5)  # a new table under the name, at a new location
+        assert ns.count_table_rows({"id": table_id}).count == 5
+        assert ns.count_table_rows({"id": archived}).count == 3
+        other.drop_table({"id": table_id})
+        with pytest.raises(TableNotFoundError):
+            ns.count_table_rows({"id": table_id})
+        with pytest.raises(TableNotFoundError):
+            ns.query_table({"id": table_id, "k": 10, "vector": {}})
+        other.rename_table({"id": archived, "new_table_name": table_id[-1]})
+        assert ns.count_table_rows({"id": table_id}).count == 3
+        other.close()
+
+
 def test_discovery_lists_warehouses_at_the_root_and_no_tables_in_a_warehouse(
     endpoint: str, lance_root: Path, warehouse: str
 ) -> None:

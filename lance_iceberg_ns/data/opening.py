@@ -3,7 +3,15 @@
 The reference implementation reopens a dataset on every call, so each call sees the latest
 committed version. Here an open dataset is kept per location and, on each use, its latest version
 is read (one small read of ``_versions/``) and checked out only when it moved: every operation
-still sees the latest committed version, without paying a full reopen. A table whose versions the
+still sees the latest committed version, without paying a full reopen.
+
+A read does not wait for the catalog before it starts (``read``): it runs on the place the catalog
+named for the table last time while the catalog is asked again, and its answer is kept only when
+the catalog names the same place; otherwise it runs again where the catalog now says. Every read
+is still checked against the catalog during the call; it costs the longer of the two, not their
+sum. Locations are never reused by another table, so the same place means the same table.
+
+A table whose versions the
 catalog manages is opened through the namespace, so that the catalog says which version is the
 latest and every commit goes through its compare-and-swap; so are its writes (``write``): a
 managed table is never written by its location, which would commit outside the catalog.
@@ -13,6 +21,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TypeVar
 
 import lance
 import pyarrow as pa
@@ -20,6 +31,8 @@ from lance_namespace import LanceNamespace
 from lance_namespace.errors import TableVersionNotFoundError
 
 from lance_iceberg_ns.data import ResolvedTable
+
+T = TypeVar("T")
 
 
 class OpenDatasets:
@@ -29,11 +42,45 @@ class OpenDatasets:
         self._namespace = namespace
         self._capacity = capacity
         self._open: OrderedDict[str, lance.LanceDataset] = OrderedDict()
+        self._places: OrderedDict[tuple[str, ...], ResolvedTable] = OrderedDict()  # as the catalog last said
         self._lock = threading.Lock()
+
+    def read(
+        self,
+        table_id: tuple[str, ...],
+        resolve: Callable[[], ResolvedTable],
+        read: Callable[[lance.LanceDataset], T],
+        version: int | str | None,
+        executor: Executor,
+    ) -> T:
+        """``read`` on the table's dataset (at ``version``), overlapped with ``resolve`` (the
+        catalog's answer). The answer is the one read where the catalog says the table is;
+        the catalog's errors (a table gone) win over the read's."""
+        with self._lock:
+            known = self._places.get(table_id)
+        if known is None or known.managed:
+            return read(self.open(resolve(), version))
+        asked = executor.submit(resolve)
+        failure: Exception | None = None
+        try:
+            answer = read(self.open(known, version))
+        except Exception as exc:  # kept until the catalog says whether it read the right table
+            failure = exc
+        current = asked.result()
+        if (current.location, current.managed) != (known.location, known.managed):
+            return read(self.open(current, version))
+        if failure is not None:
+            raise failure
+        return answer
 
     def open(self, table: ResolvedTable, version: int | str | None = None) -> lance.LanceDataset:
         """The table's dataset at its latest version, or at ``version`` (a number or a tag).
         Raises TableVersionNotFoundError for a version or tag it does not have."""
+        with self._lock:
+            self._places[table.id] = table
+            self._places.move_to_end(table.id)
+            while len(self._places) > self._capacity:
+                self._places.popitem(last=False)
         if table.managed:
             dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
         else:
@@ -50,7 +97,10 @@ class OpenDatasets:
         first version of a table declared but not yet written); the dataset written."""
         if table.managed:
             return lance.write_dataset(data, namespace_client=self._namespace, table_id=list(table.id), mode=mode)
-        dataset = lance.write_dataset(data, table.location, mode=mode, storage_options=table.storage_options or None)
+        with self._lock:
+            kept = self._open.get(table.location)  # its session (caches) is reused; the commit reads the latest
+        target = kept if kept is not None else table.location
+        dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
         self._keep(table.location, dataset)
         return dataset
 
@@ -75,3 +125,5 @@ class OpenDatasets:
         """Let go of a dataset whose table was dropped, moved or replaced."""
         with self._lock:
             self._open.pop(location, None)
+            for table_id in [i for i, table in self._places.items() if table.location == location]:
+                del self._places[table_id]

@@ -12,6 +12,7 @@ from typing import Any
 
 import lance
 import lance.query as fts
+import pyarrow as pa
 from lance_namespace import GetTableStatsResponse, QueryTableRequest
 from lance_namespace.errors import InvalidInputError
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary, FtsQuery, MatchQuery
@@ -84,15 +85,18 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
     return dataset.scanner(**{key: value for key, value in options.items() if value is not None})
 
 
-def _query_vector(request: QueryTableRequest) -> list[Any] | None:
+def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:
+    """One query vector as the float32 array pylance searches with, or the vectors of a batch."""
     vector = request.vector
     if vector is None:
         return None
     if vector.single_vector and vector.multi_vector:
         raise InvalidInputError("Give either vector.single_vector or vector.multi_vector, not both")
     if vector.multi_vector is not None and len(vector.multi_vector) == 1:
-        return vector.multi_vector[0]  # one query vector: no batch, as the reference answers it
-    return vector.single_vector or vector.multi_vector or None
+        return pa.array(vector.multi_vector[0], pa.float32())  # one: no batch, as the reference answers it
+    if vector.single_vector:
+        return pa.array(vector.single_vector, pa.float32())
+    return vector.multi_vector or None
 
 
 def _nearest(request: QueryTableRequest) -> dict[str, Any] | None:
