@@ -5,16 +5,18 @@ committed version. Here an open dataset is kept per location and, on each use, i
 is read (one small read of ``_versions/``) and checked out only when it moved: every operation
 still sees the latest committed version, without paying a full reopen.
 
-A read does not wait for the catalog before it starts (``read``): it runs on the place the catalog
-named for the table last time while the catalog is asked again, and its answer is kept only when
-the catalog names the same place; otherwise it runs again where the catalog now says. Every read
-is still checked against the catalog during the call; it costs the longer of the two, not their
-sum. Locations are never reused by another table, so the same place means the same table.
+A read does not wait for the catalog before it starts (``read``): it runs on the dataset kept for
+the place the catalog named last time, while the catalog is asked again and the latest version is
+read. Its answer is kept only when the catalog names the same place and the version has not
+moved; otherwise it runs again where the catalog now says, at the latest version. Every read is
+still checked against the catalog and the latest version during the call, at the cost of the
+longer of the two rather than their sum. Locations are never reused by another table, so the same
+place is the same table.
 
-A table whose versions the
-catalog manages is opened through the namespace, so that the catalog says which version is the
-latest and every commit goes through its compare-and-swap; so are its writes (``write``): a
-managed table is never written by its location, which would commit outside the catalog.
+A table whose versions the catalog manages is opened through the namespace, so that the catalog
+says which version is the latest and every commit goes through its compare-and-swap; so are its
+writes (``write``): a managed table is never written by its location, which would commit outside
+the catalog.
 """
 
 from __future__ import annotations
@@ -54,20 +56,23 @@ class OpenDatasets:
         executor: Executor,
     ) -> T:
         """``read`` on the table's dataset (at ``version``), overlapped with ``resolve`` (the
-        catalog's answer). The answer is the one read where the catalog says the table is;
-        the catalog's errors (a table gone) win over the read's."""
+        catalog's answer) and with the check of its latest version. The answer is the one read
+        where the catalog says the table is, at its latest version (or ``version``); the
+        catalog's errors (a table gone) win over the read's."""
         with self._lock:
             known = self._places.get(table_id)
-        if known is None or known.managed:
+            kept = self._open.get(known.location) if known is not None and not known.managed else None
+        if known is None or kept is None:
             return read(self.open(resolve(), version))
-        asked = executor.submit(resolve)
+        asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
         failure: Exception | None = None
         try:
-            answer = read(self.open(known, version))
+            answer = read(kept if version is None else _checkout(kept, table_id, version))
         except Exception as exc:  # kept until the catalog says whether it read the right table
             failure = exc
-        current = asked.result()
-        if (current.location, current.managed) != (known.location, known.managed):
+        current, latest = asked.result()
+        moved = (current.location, current.managed) != (known.location, known.managed)
+        if moved or (version is None and latest != kept.version):
             return read(self.open(current, version))
         if failure is not None:
             raise failure
@@ -85,12 +90,7 @@ class OpenDatasets:
             dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
         else:
             dataset = self._latest(table)
-        if version is None:
-            return dataset
-        try:
-            return dataset.checkout_version(version)
-        except (ValueError, OSError, KeyError) as exc:
-            raise TableVersionNotFoundError(f"Version {version!r} not found for table {'.'.join(table.id)}") from exc
+        return dataset if version is None else _checkout(dataset, table.id, version)
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
@@ -127,3 +127,19 @@ class OpenDatasets:
             self._open.pop(location, None)
             for table_id in [i for i, table in self._places.items() if table.location == location]:
                 del self._places[table_id]
+
+
+def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str) -> lance.LanceDataset:
+    """The dataset at ``version`` (a number or a tag). Raises TableVersionNotFoundError."""
+    try:
+        return dataset.checkout_version(version)
+    except (ValueError, OSError, KeyError) as exc:
+        raise TableVersionNotFoundError(f"Version {version!r} not found for table {'.'.join(table_id)}") from exc
+
+
+def _latest_version(dataset: lance.LanceDataset) -> int | None:
+    """The latest version at the dataset's place; None when it cannot be read (the place is gone)."""
+    try:
+        return dataset.latest_version
+    except (OSError, ValueError):
+        return None
