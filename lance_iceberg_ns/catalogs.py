@@ -36,6 +36,7 @@ from urllib3.util.retry import Retry
 from lance_iceberg_ns import pyiceberg_internals as internals
 from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.errors import http_status, translated_errors
+from lance_iceberg_ns.lru import RecentlyUsed
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ class BridgeRestCatalog(RestCatalog):
         self._settings = settings  # read by the session hook below, which the base constructor calls
         self._transport = _TransportAdapter(settings, pool_size=connection_pool_size(settings))
         self._first_auth: tuple[str, Any, Any] | None = None  # (auth properties, adapter, manager)
+        # the last loadTable answer per (table, refs only), with its ETag: (etag, summary)
+        self._known_tables: RecentlyUsed[tuple[tuple[str, ...], bool], tuple[str, TableSummary]] = RecentlyUsed(1024)
         super().__init__(name, **properties)
 
     def close(self) -> None:
@@ -142,12 +145,13 @@ class BridgeRestCatalog(RestCatalog):
         params: dict[str, str],
         errors: dict[int, type[Exception]],
         body: bytes | None = None,
-    ) -> bytes | None:
+        extra_headers: dict[str, str] | None = None,
+    ) -> _Answer | None:
         """Send through the session's own adapter (its connection pool, TLS settings, retries and
         timeouts), headers and auth header, without requests' per-call machinery: about half a
         millisecond a call, more than the catalog's own work for a small answer.
 
-        Returns the body of a 2xx answer, and raises pyiceberg's error for an error answer (from
+        Returns a 2xx answer (or a 304 to a conditional request), and raises pyiceberg's error for an error answer (from
         this one answer: the request is not made twice; ``errors`` maps statuses to pyiceberg's
         exceptions as its own calls do). ``None`` means "use the session", which the caller does
         for 401/419 (pyiceberg refreshes the token and retries), redirects, and whenever a proxy, a
@@ -163,7 +167,7 @@ class BridgeRestCatalog(RestCatalog):
         request = requests.PreparedRequest()
         # requests' own quoting (the namespace separator is \x1f), without its full URL checks
         request.url = requests.utils.requote_uri(f"{url}?{urlencode(params)}" if params else url)
-        headers = dict(session.headers)
+        headers = {**session.headers, **(extra_headers or {})}
         if authorization := auth.auth_manager.auth_header():
             headers["Authorization"] = authorization
         host, pool_kwargs = adapter.build_connection_pool_key_attributes(request, session.verify, session.cert)
@@ -181,8 +185,8 @@ class BridgeRestCatalog(RestCatalog):
             )
         except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
             raise requests.ConnectionError(str(exc)) from exc
-        if 200 <= response.status < 300:
-            return bytes(response.data)
+        if 200 <= response.status < 300 or response.status == NOT_MODIFIED:
+            return _Answer(response.status, bytes(response.data), response.headers.get("ETag"))
         if response.status in (401, 419) or 300 <= response.status < 400:
             return None
         answer = internals.response_from_bytes(response.status, response.data, url, response.headers)
@@ -200,14 +204,33 @@ class BridgeRestCatalog(RestCatalog):
         the same request (pyiceberg's session, URL and error handling) is read for two fields.
         ``refs_only`` asks for ``snapshots=refs``, which keeps plain Iceberg tables with long
         histories cheap to classify.
+
+        The load is freshness-aware, as the Iceberg REST spec allows: the answer's ``ETag`` is
+        kept with its summary and sent back as ``If-None-Match``, so a catalog that supports it
+        answers an unchanged table with a bodiless 304 instead of reading and sending its
+        metadata again. Answers that carry vended credentials are not kept (they expire).
         """
         internals.check_endpoint(self, Capability.V1_LOAD_TABLE)
         url = self.url(Endpoints.load_table, prefixed=True, **internals.identifier_path(self, identifier))
         params = {"snapshots": "refs"} if refs_only else {}
-        body = self._send_if_ok("GET", url, params, {404: NoSuchTableError})
-        if body is None:
-            body = self._get_through_session(url, params)
-        return _summary_from_load_table_json(body)
+        key = (tuple(identifier), refs_only)
+        known = self._known_tables.get(key)
+        conditional = {"If-None-Match": known[0]} if known else {}
+        try:
+            answer = self._send_if_ok("GET", url, params, {404: NoSuchTableError}, extra_headers=conditional)
+            if answer is None:
+                answer = self._get_through_session(url, params, conditional)
+        except NoSuchTableError:
+            self._known_tables.forget(key)
+            raise
+        if answer.status == NOT_MODIFIED and known:
+            return known[1]
+        summary = _summary_from_load_table_json(answer.body)
+        if answer.etag and not summary.config and not summary.storage_credentials:
+            self._known_tables.keep(key, (answer.etag, summary))
+        else:
+            self._known_tables.forget(key)
+        return summary
 
     def load_table_refs(self, identifier: tuple[str, ...]) -> Any:
         """pyiceberg's ``Table`` for ``loadTable`` with ``snapshots=refs``: the current state and the
@@ -282,15 +305,27 @@ class BridgeRestCatalog(RestCatalog):
             internals.raise_error_answer(exc, errors)
 
     @internals.retry_on_expired_token()  # pyiceberg's: refresh the token, retry once on 401/419
-    def _get_through_session(self, url: str, params: dict[str, str]) -> bytes:
-        response = internals.session(self).get(url, params=params)
+    def _get_through_session(self, url: str, params: dict[str, str], headers: dict[str, str]) -> _Answer:
+        response = internals.session(self).get(url, params=params, headers=headers)
         try:
             response.raise_for_status()
         except HTTPError as exc:
             internals.raise_error_answer(exc, {404: NoSuchTableError})
         # JSON is UTF-8: the bytes spare requests' charset detection, which servers that send no
         # charset would trigger on every answer.
-        return response.content
+        return _Answer(response.status_code, response.content, response.headers.get("ETag"))
+
+
+NOT_MODIFIED = 304
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A catalog's answer to a request: its status, body and ``ETag``."""
+
+    status: int
+    body: bytes
+    etag: str | None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import requests
@@ -127,3 +128,32 @@ def test_the_first_call_fetches_one_oauth2_token(
         ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
     token_requests = [url for _, url in request_counter.requests if url.endswith("/oauth/tokens")]
     assert len(token_requests) == 1  # the config's token serves the catalog's session too
+
+
+def test_an_unchanged_table_is_loaded_conditionally_and_a_changed_one_in_full(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """loadTable is freshness-aware: the ETag of the last answer goes back as If-None-Match, the
+    catalog answers an unchanged table with a bodiless 304, and any change is answered in full."""
+    table_id = [*db, "t"]
+    ns.declare_table(DeclareTableRequest(id=table_id))
+    catalog = ns._catalog(db[0])
+    statuses: list[int] = []
+    send = catalog._send_if_ok
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        answer = send(*args, **kwargs)
+        statuses.append(answer.status)
+        return answer
+
+    monkeypatch.setattr(catalog, "_send_if_ok", recorded)
+    first = ns.describe_table(DescribeTableRequest(id=table_id))
+    assert ns.describe_table(DescribeTableRequest(id=table_id)) == first
+    assert statuses[-1] == 304
+    catalog.load_table(tuple(table_id[1:])).transaction().set_properties(owner="ops").commit_transaction()
+    assert ns.describe_table(DescribeTableRequest(id=table_id)).properties["owner"] == "ops"  # changed: in full
+    assert statuses[-1] == 200
+    ns.rename_table({"id": table_id, "new_table_name": "t_old"})
+    ns.declare_table(DeclareTableRequest(id=table_id))  # the same name, another table
+    again = ns.describe_table(DescribeTableRequest(id=table_id))
+    assert statuses[-1] == 200 and again.location != first.location

@@ -21,8 +21,6 @@ the catalog.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
@@ -33,6 +31,7 @@ from lance_namespace import LanceNamespace
 from lance_namespace.errors import TableVersionNotFoundError
 
 from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.lru import RecentlyUsed
 
 T = TypeVar("T")
 
@@ -42,10 +41,8 @@ class OpenDatasets:
 
     def __init__(self, namespace: LanceNamespace, capacity: int = 64) -> None:
         self._namespace = namespace
-        self._capacity = capacity
-        self._open: OrderedDict[str, lance.LanceDataset] = OrderedDict()
-        self._places: OrderedDict[tuple[str, ...], ResolvedTable] = OrderedDict()  # as the catalog last said
-        self._lock = threading.Lock()
+        self._open: RecentlyUsed[str, lance.LanceDataset] = RecentlyUsed(capacity)  # by location
+        self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
 
     def read(
         self,
@@ -59,9 +56,8 @@ class OpenDatasets:
         catalog's answer) and with the check of its latest version. The answer is the one read
         where the catalog says the table is, at its latest version (or ``version``); the
         catalog's errors (a table gone) win over the read's."""
-        with self._lock:
-            known = self._places.get(table_id)
-            kept = self._open.get(known.location) if known is not None and not known.managed else None
+        known = self._places.get(table_id)
+        kept = self._open.get(known.location) if known is not None and not known.managed else None
         if known is None or kept is None:
             return read(self.open(resolve(), version))
         asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
@@ -81,11 +77,7 @@ class OpenDatasets:
     def open(self, table: ResolvedTable, version: int | str | None = None) -> lance.LanceDataset:
         """The table's dataset at its latest version, or at ``version`` (a number or a tag).
         Raises TableVersionNotFoundError for a version or tag it does not have."""
-        with self._lock:
-            self._places[table.id] = table
-            self._places.move_to_end(table.id)
-            while len(self._places) > self._capacity:
-                self._places.popitem(last=False)
+        self._places.keep(table.id, table)
         if table.managed:
             dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
         else:
@@ -97,36 +89,27 @@ class OpenDatasets:
         first version of a table declared but not yet written); the dataset written."""
         if table.managed:
             return lance.write_dataset(data, namespace_client=self._namespace, table_id=list(table.id), mode=mode)
-        with self._lock:
-            kept = self._open.get(table.location)  # its session (caches) is reused; the commit reads the latest
+        kept = self._open.get(table.location)  # its session (caches) is reused; the commit reads the latest
         target = kept if kept is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
-        self._keep(table.location, dataset)
+        self._open.keep(table.location, dataset)
         return dataset
 
     def _latest(self, table: ResolvedTable) -> lance.LanceDataset:
-        with self._lock:
-            dataset = self._open.pop(table.location, None)
+        dataset = self._open.get(table.location)
         if dataset is None:
             dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
         elif dataset.latest_version != dataset.version:
             dataset = dataset.checkout_version(dataset.latest_version)
-        self._keep(table.location, dataset)
+        else:
+            return dataset
+        self._open.keep(table.location, dataset)
         return dataset
-
-    def _keep(self, location: str, dataset: lance.LanceDataset) -> None:
-        with self._lock:
-            self._open[location] = dataset
-            self._open.move_to_end(location)
-            while len(self._open) > self._capacity:
-                self._open.popitem(last=False)
 
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
-        with self._lock:
-            self._open.pop(location, None)
-            for table_id in [i for i, table in self._places.items() if table.location == location]:
-                del self._places[table_id]
+        self._open.forget(location)
+        self._places.forget_where(lambda table: table.location == location)
 
 
 def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str) -> lance.LanceDataset:

@@ -46,6 +46,7 @@ import org.apache.iceberg.exceptions.ServiceUnavailableException;
 import org.apache.iceberg.exceptions.UnprocessableEntityException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.jdbc.JdbcClientPool;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.Table;
@@ -100,6 +101,7 @@ public class LocalRestCatalog {
   private final PrefixStyle style;
   private final Set<String> knownWarehouses; // empty: any warehouse is created on first use
   private final Map<String, JdbcCatalog> catalogs = new ConcurrentHashMap<>();
+  private final Map<String, JdbcClientPool> rowReaders = new ConcurrentHashMap<>();
   private final Map<String, String> warehouseByPrefix = new ConcurrentHashMap<>();
 
   // Test switches, all off by default: required bearer tokens, OAuth2 client credentials with
@@ -196,10 +198,16 @@ public class LocalRestCatalog {
   private static final class Reply {
     final int status;
     final Object body; // null: no body
+    final Map<String, String> headers;
 
     Reply(int status, Object body) {
+      this(status, body, Map.of());
+    }
+
+    Reply(int status, Object body, Map<String, String> headers) {
       this.status = status;
       this.body = body;
+      this.headers = headers;
     }
   }
 
@@ -221,6 +229,7 @@ public class LocalRestCatalog {
       if (body != null) {
         exchange.getResponseHeaders().set("Content-Type", "application/json");
       }
+      reply.headers.forEach((name, value) -> exchange.getResponseHeaders().set(name, value));
       boolean head = "HEAD".equals(exchange.getRequestMethod());
       exchange.sendResponseHeaders(reply.status, body == null || head ? -1 : body.length);
       if (body != null && !head) {
@@ -434,6 +443,41 @@ public class LocalRestCatalog {
     return catalogs.computeIfAbsent(name, this::openCatalog);
   }
 
+  private static String databaseUrl(Path dataDir, String warehouse) {
+    return "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(prefixOf(warehouse) + ".db");
+  }
+
+  /** A table's current metadata file, read from the catalog's row (null: no such table). */
+  private String metadataLocation(JdbcCatalog catalog, TableIdentifier table) {
+    JdbcClientPool pool =
+        rowReaders.computeIfAbsent(
+            catalog.name(), name -> new JdbcClientPool(2, databaseUrl(dataDir, name), Map.of()));
+    try {
+      return pool.run(
+          connection -> {
+            try (java.sql.PreparedStatement statement =
+                connection.prepareStatement(
+                    "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
+                        + " AND table_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)")) {
+              statement.setString(1, catalog.name());
+              statement.setString(2, String.join(".", table.namespace().levels()));
+              statement.setString(3, table.name());
+              try (java.sql.ResultSet row = statement.executeQuery()) {
+                return row.next() ? row.getString(1) : null;
+              }
+            }
+          });
+    } catch (java.sql.SQLException | InterruptedException e) {
+      return null; // answered in full instead
+    }
+  }
+
+  /** The ETag of a table's state as answered: its metadata file and the snapshots asked for. */
+  private static String etagOf(String metadataLocation, String snapshots) {
+    byte[] state = (metadataLocation + "\n" + snapshots).getBytes(StandardCharsets.UTF_8);
+    return "\"" + UUID.nameUUIDFromBytes(state) + "\"";
+  }
+
   private JdbcCatalog openCatalog(String name) {
     String key = prefixOf(name);
     try {
@@ -444,7 +488,7 @@ public class LocalRestCatalog {
     }
     Path warehouseDir = dataDir.resolve("warehouses").resolve(key);
     Map<String, String> properties = new HashMap<>();
-    properties.put("uri", "jdbc:sqlite:" + dataDir.resolve("catalogs").resolve(key + ".db"));
+    properties.put("uri", databaseUrl(dataDir, name));
     properties.put("warehouse", warehouseDir.toString());
     properties.put("io-impl", LocalFileIO.class.getName());
     properties.put(LocalFileIO.OBJECT_STORE_ROOT, dataDir.resolve("object-store").toString());
@@ -648,7 +692,18 @@ public class LocalRestCatalog {
     if (matches(parts, "namespaces", "*", "tables", "*")) {
       switch (method) {
         case "GET":
+          // Freshness-aware loading (the REST spec's ETag, If-None-Match and 304): an unchanged
+          // table is answered from the catalog's row alone, without reading its metadata file.
+          String snapshots = query.getOrDefault("snapshots", "all");
+          String known = exchange.getRequestHeaders().getFirst("If-None-Match");
+          if (known != null && !wantsVendedCredentials(exchange)) {
+            String current = metadataLocation(catalog, table);
+            if (current != null && known.equals(etagOf(current, snapshots))) {
+              return new Reply(304, null);
+            }
+          }
           LoadTableResponse loaded = CatalogHandlers.loadTable(catalog, table);
+          String etag = etagOf(loaded.metadataLocation(), snapshots);
           if ("refs".equals(query.get("snapshots"))) { // only the snapshots that branches and tags reference
             loaded =
                 LoadTableResponse.builder()
@@ -658,7 +713,8 @@ public class LocalRestCatalog {
                     .addAllCredentials(loaded.credentials())
                     .build();
           }
-          return tableReply(loaded, exchange);
+          Reply reply = tableReply(loaded, exchange);
+          return new Reply(reply.status, reply.body, Map.of("ETag", etag));
         case "HEAD":
           CatalogHandlers.tableExists(catalog, table);
           return NO_CONTENT;
