@@ -40,6 +40,7 @@ from lance_namespace.errors import (
     TableNotFoundError,
     TableVersionNotFoundError,
 )
+from lancedb.index import FTS
 from lancedb.namespace import LanceNamespaceDBConnection
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -550,7 +551,7 @@ def test_lancedb_pushes_queries_through_the_server_and_finds_what_it_finds_local
 ) -> None:
     local = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
     table = local.create_table("t", rows(0, ROWS), namespace_path=db)
-    table.create_fts_index("text", use_tantivy=False)
+    table.create_index("text", config=FTS())
     pushed = lancedb.connect_namespace(
         "rest", {"uri": server.uri}, namespace_client_pushdown_operations=["QueryTable"]
     ).open_table("t", namespace_path=db)
@@ -564,8 +565,8 @@ def test_lancedb_pushes_queries_through_the_server_and_finds_what_it_finds_local
     adapter.start()
     try:
         uri = f"http://127.0.0.1:{adapter.port}"
-        lancedb.connect_namespace("rest", {"uri": uri}).create_table("t", rows(0, ROWS)).create_fts_index(
-            "text", use_tantivy=False
+        lancedb.connect_namespace("rest", {"uri": uri}).create_table("t", rows(0, ROWS)).create_index(
+            "text", config=FTS()
         )
         theirs = lancedb.connect_namespace("rest", {"uri": uri}, namespace_client_pushdown_operations=["QueryTable"])
         full_text = lancedb_full_text_search(theirs.open_table("t")).to_arrow()
