@@ -5,7 +5,10 @@ open (the floor: no server, no request).
 Data: 100,000 rows of 128-d float32 vectors with an IVF_PQ index; queries ask for k=10 with a new
 random vector each call. Both servers run in their own processes or threads on this machine; the
 client is pylance's native RestNamespace, as Lance itself would use it. Latency is measured with
-sequential calls (p50, p99), throughput with 4 client threads. The insert appends 100,000 rows.
+sequential calls (p50, p99), after 1,000 warm-up calls on each path (servers are measured warm: the
+local catalog is a JVM, which compiles its request path as it serves); the three paths take turns, 30 calls at a time, so that a slow
+stretch of a shared machine falls on all of them alike; throughput with 4 client threads. The
+insert appends 100,000 rows.
 The directory server refuses request bodies over 2 MiB, so rows travel in Arrow IPC bodies of
 3,000 rows (1.5 MB) to both servers, for the table's creation and for the timed insert alike.
 
@@ -36,7 +39,7 @@ from lance_namespace import (
     InsertIntoTableRequest,
     QueryTableRequest,
 )
-from rest_server import latency, start_server, throughput
+from rest_server import interleaved_latency, start_server, throughput
 
 from lance_iceberg_ns.testing import local_catalog
 
@@ -88,11 +91,20 @@ def prepare(client: Any, chunks: list[bytes]) -> None:
     )
 
 
-def measure(client: Any, calls: int, threads: int) -> dict[str, float]:
+def searches(client: Any) -> Callable[[], Any]:
+    """One query after another, each with a new random vector (the same sequence on every path)."""
     generator = np.random.default_rng(7)
-    figures = latency(lambda: client.query_table(query_request(generator)), calls)
-    figures["q/s"] = throughput(lambda: client.query_table(query_request(np.random.default_rng())), threads)
-    return figures
+    return lambda: client.query_table(query_request(generator))
+
+
+def local_searches(dataset: lance.LanceDataset) -> Callable[[], Any]:
+    generator = np.random.default_rng(7)
+
+    def search() -> None:
+        vector = generator.random(DIMENSION, dtype=np.float32)
+        dataset.to_table(columns=["id"], nearest={"column": "vector", "q": vector, "k": 10})
+
+    return search
 
 
 def timed(call: Callable[[], Any]) -> float:
@@ -106,43 +118,34 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=1000, help="calls on each path before measuring")
     args = parser.parse_args()
     data, more = bodies(vectors(args.rows, seed=1)), bodies(vectors(args.rows, seed=2))
-    queries: dict[str, dict[str, float]] = {}
     inserts: dict[str, float] = {}
 
     with (
         tempfile.TemporaryDirectory() as work,
         local_catalog(Path(work) / "catalog", prefix_style="defaults") as catalog,
+        lance.namespace.RestAdapter("dir", {"root": str(Path(work) / "dir")}, port=0) as adapter,
     ):
-        dir_root = str(Path(work) / "dir")
-        with lance.namespace.RestAdapter("dir", {"root": dir_root}, port=0) as adapter:
-            reference = lance.namespace.RestNamespace(uri=f"http://127.0.0.1:{adapter.port}")
-            reference.create_namespace(CreateNamespaceRequest(id=TABLE[:1]))
-            prepare(reference, data)
-            queries[REFERENCE] = measure(reference, args.calls, args.threads)
-            inserts[REFERENCE] = timed(lambda: insert(reference, more))
-
+        reference = lance.namespace.RestNamespace(uri=f"http://127.0.0.1:{adapter.port}")
+        reference.create_namespace(CreateNamespaceRequest(id=TABLE[:1]))
+        prepare(reference, data)
         process, uri = start_server(catalog.endpoint, str(Path(work) / "lance"))
         try:
             ours = lance.namespace.RestNamespace(uri=uri)
             prepare(ours, data)
-            queries[OURS] = measure(ours, args.calls, args.threads)
             searched = ours.describe_table(DescribeTableRequest(id=TABLE, load_detailed_metadata=True))
+            dataset = lance.dataset(searched.location, version=searched.version)  # the rows the servers search
+            paths = {REFERENCE: searches(reference), OURS: searches(ours), LOCAL: local_searches(dataset)}
+            queries = interleaved_latency(paths, args.calls, rounds=max(1, args.calls // 30), warmup=args.warmup)
+            for name, search in paths.items():
+                queries[name]["q/s"] = throughput(search, args.threads)
+            inserts[REFERENCE] = timed(lambda: insert(reference, more))
             inserts[OURS] = timed(lambda: insert(ours, more))
         finally:
             process.terminate()
             process.wait(timeout=30)
-
-        dataset = lance.dataset(searched.location, version=searched.version)  # the rows the servers searched
-        generator = np.random.default_rng(7)
-
-        def local_search() -> None:
-            vector = generator.random(DIMENSION, dtype=np.float32)
-            dataset.to_table(columns=["id"], nearest={"column": "vector", "q": vector, "k": 10})
-
-        queries[LOCAL] = latency(local_search, args.calls)
-        queries[LOCAL]["q/s"] = throughput(local_search, args.threads)
 
     print(
         f"query_table: {args.rows} rows of {DIMENSION}-d vectors, IVF_PQ, k=10; {args.calls} sequential calls (ms), "

@@ -58,14 +58,29 @@ def start_server(endpoint: str, root: str) -> tuple[subprocess.Popen[bytes], str
 
 
 def latency(call: Callable[[], Any], calls: int) -> dict[str, float]:
-    for _ in range(min(200, calls)):
-        call()
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - started)
-    samples.sort()
+    return interleaved_latency({"call": call}, calls, warmup=min(200, calls))["call"]
+
+
+def interleaved_latency(
+    paths: dict[str, Callable[[], Any]], calls: int, rounds: int = 1, warmup: int = 200
+) -> dict[str, dict[str, float]]:
+    """p50, p99 and mean (ms) of ``calls`` sequential calls of each path, after ``warmup`` calls
+    each. With several ``rounds`` the paths take turns, ``calls / rounds`` at
+    a time, so that a slow minute of the machine falls on all of them alike."""
+    for call in paths.values():
+        for _ in range(warmup):
+            call()
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for turn in range(rounds):
+        for name, call in paths.items():
+            for _ in range(calls // rounds + (turn < calls % rounds)):
+                started = time.perf_counter()
+                call()
+                samples[name].append(time.perf_counter() - started)
+    return {name: _summary(sorted(taken)) for name, taken in samples.items()}
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
     return {
         "p50": samples[len(samples) // 2] * 1000,
         "p99": samples[int(len(samples) * 0.99)] * 1000,

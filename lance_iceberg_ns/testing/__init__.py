@@ -110,6 +110,7 @@ def start_local_catalog(
         "-Dsun.net.httpserver.nodelay=true",  # without it every response waits ~40 ms for Nagle
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
         "-Xmx512m",
         "-cp",
         built.classpath,
