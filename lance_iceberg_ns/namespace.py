@@ -952,6 +952,14 @@ class IcebergLanceNamespace(LanceNamespace):
             raise UnsupportedOperationError("Writes go to the main branch here; writing to a branch is not supported")
         return self._resolve(table_id, writing=True)
 
+    def _dataset_to_tag(self, table_id: Any, branch: str | None, operation: str) -> lance.LanceDataset:
+        """The dataset whose tags an operation changes: resolved as for a write (tags live in the
+        dataset's own files); a tag on a branch is refused on a managed table."""
+        table = self._resolve(table_id, writing=True)
+        if branch:
+            self._versions_on_main(table, f"{operation} on a branch")
+        return self._datasets.open(table)
+
     def _versions_on_main(self, table: ResolvedTable, what: str) -> None:
         """Branches are refused on a managed table: the catalog keeps one line of its versions."""
         if table.managed:
@@ -1059,19 +1067,15 @@ class IcebergLanceNamespace(LanceNamespace):
     @_operation(CreateTableTagRequest)
     def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
         """Name a version. Raises TableTagAlreadyExistsError, TableVersionNotFoundError."""
-        table = self._resolve(request.id, writing=True)
-        if request.branch:
-            self._versions_on_main(table, "create_table_tag on a branch")
-        tags.create_tag(self._datasets.open(table), request.tag, request.version, request.branch)
+        dataset = self._dataset_to_tag(request.id, request.branch, "create_table_tag")
+        tags.create_tag(dataset, request.tag, request.version, request.branch)
         return CreateTableTagResponse()
 
     @_operation(UpdateTableTagRequest)
     def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
         """Move a tag to another version. Raises TableTagNotFoundError, TableVersionNotFoundError."""
-        table = self._resolve(request.id, writing=True)
-        if request.branch:
-            self._versions_on_main(table, "update_table_tag on a branch")
-        tags.update_tag(self._datasets.open(table), request.tag, request.version, request.branch)
+        dataset = self._dataset_to_tag(request.id, request.branch, "update_table_tag")
+        tags.update_tag(dataset, request.tag, request.version, request.branch)
         return UpdateTableTagResponse()
 
     @_operation(DeleteTableTagRequest)

@@ -16,12 +16,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import lance.namespace
 import pytest
 import requests
 import urllib3
 from lance_namespace import CreateNamespaceRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.server import RunningServer, serve_in_background
 from lance_iceberg_ns.testing import local_catalog
 
 from .docker_fixture import compose_rest_fixture, docker_rest_fixture
@@ -103,6 +105,19 @@ def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
 
     monkeypatch.setattr(urllib3.connectionpool.HTTPConnectionPool, "urlopen", counting_urlopen)
     return counter
+
+
+@pytest.fixture
+def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
+    """The Lance REST server over the bridge on the local catalog, in a thread."""
+    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
+        yield running
+
+
+@pytest.fixture
+def rest(server: RunningServer) -> lance.namespace.RestNamespace:
+    """pylance's native (Rust) REST client of ``server``."""
+    return lance.namespace.RestNamespace(uri=server.uri)
 
 
 def _free_port() -> int:

@@ -17,20 +17,9 @@ from lance_namespace import CountTableRowsRequest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError, TableVersionNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.server import RunningServer, serve_in_background
+from lance_iceberg_ns.server import serve_in_background
 
 from .helpers import create_plain_iceberg_table, write_values
-
-
-@pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
-        yield running
-
-
-@pytest.fixture
-def rest(server: RunningServer) -> lance.namespace.RestNamespace:
-    return lance.namespace.RestNamespace(uri=server.uri)
 
 
 def test_count_rows_sees_the_latest_version_with_a_predicate_and_at_a_version(

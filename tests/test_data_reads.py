@@ -5,7 +5,6 @@ the same distances and scores; in process and through the REST server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from lancedb.namespace import LanceNamespaceDBConnection
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.data.ipc import QueryAnswer
-from lance_iceberg_ns.server import RunningServer, serve_in_background
+from lance_iceberg_ns.server import RunningServer
 
 DIM = 8
 ROWS = 300
@@ -133,12 +132,6 @@ def indexed(ours: Side, reference: Side) -> tuple[Side, Side]:
     write_both(ours, reference)
     index_both(ours, reference)
     return ours, reference
-
-
-@pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
-        yield running
 
 
 Q = VECTORS[3].tolist()

@@ -28,7 +28,7 @@ from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsE
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.managed import VERSION_KEY
-from lance_iceberg_ns.server import RunningServer, serve_in_background
+from lance_iceberg_ns.server import RunningServer
 from lance_iceberg_ns.versions import version_of_manifest
 
 from .helpers import create_plain_iceberg_table, files_under
@@ -183,17 +183,6 @@ def reference(tmp_path: Path) -> ln.LanceNamespace:
     namespace = lance.namespace.DirectoryNamespace(root=str(tmp_path / "reference"))
     namespace.create_namespace(ln.CreateNamespaceRequest(id=["db"]))
     return namespace
-
-
-@pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
-        yield running
-
-
-@pytest.fixture
-def rest(server: RunningServer) -> lance.namespace.RestNamespace:
-    return lance.namespace.RestNamespace(uri=server.uri)
 
 
 @pytest.fixture

@@ -49,12 +49,6 @@ from .stubs import OAuthRecordingStub
 
 
 @pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
-        yield running
-
-
-@pytest.fixture
 def client(server: RunningServer) -> lance.namespace.RestNamespace:
     """pylance's native (Rust) REST client."""
     return lance.namespace.RestNamespace(uri=server.uri)

@@ -7,8 +7,8 @@ managed table, so branches are refused there (the namespace says so before calli
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import lance
 from lance_namespace import (
@@ -23,16 +23,20 @@ from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.listing import page_after
 
 DEFAULT_PAGE_SIZE = 1000
+M = TypeVar("M")
 
 
-def _page(names: list[str], page_token: str | None, limit: int | None) -> tuple[list[str], str | None]:
-    """Sorted names after ``page_token``, at most ``limit``; the token of the next page, if any."""
+def _page(
+    refs: Mapping[str, Any], page_token: str | None, limit: int | None, contents: Callable[[Mapping[str, Any]], M]
+) -> tuple[dict[str, M], str | None]:
+    """The refs (tags or branches) after ``page_token`` by name, at most ``limit``, each as
+    ``contents`` makes it; the token of the next page, if any."""
     if limit is not None and limit < 0:
         raise InvalidInputError("limit must not be negative")
     size = limit or DEFAULT_PAGE_SIZE
-    after = page_after(names, page_token)
+    after = page_after(list(refs), page_token)
     page = after[:size]
-    return page, (page[-1] if len(after) > size else None)
+    return {name: contents(refs[name]) for name in page}, (page[-1] if len(after) > size else None)
 
 
 def _positive(version: int, operation: str) -> int:
@@ -47,20 +51,17 @@ def _reference(version: int, branch: str | None) -> int | tuple[str, int]:
 
 def list_tags(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableTagsResponse:
     """A page of the tags, sorted by name, each with its version."""
-    tags: Mapping[str, Any] = dataset.tags.list()
-    page, token = _page(list(tags), page_token, limit)
-    return ListTableTagsResponse(
-        tags={
-            name: TagContents.model_validate(
-                {
-                    "branch": tags[name].get("branch"),
-                    "version": int(tags[name]["version"]),
-                    "manifest_size": int(tags[name].get("manifest_size") or 0),
-                }
-            )
-            for name in page
-        },
-        page_token=token,
+    tags, token = _page(dataset.tags.list(), page_token, limit, _tag_contents)
+    return ListTableTagsResponse(tags=tags, page_token=token)
+
+
+def _tag_contents(tag: Mapping[str, Any]) -> TagContents:
+    return TagContents.model_validate(
+        {
+            "branch": tag.get("branch"),
+            "version": int(tag["version"]),
+            "manifest_size": int(tag.get("manifest_size") or 0),
+        }
     )
 
 
@@ -96,22 +97,19 @@ def delete_tag(dataset: lance.LanceDataset, tag: str) -> None:
 
 def list_branches(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableBranchesResponse:
     """A page of the branches, sorted by name, each with where it started."""
-    branches: Mapping[str, Any] = dataset.branches.list()
-    page, token = _page(list(branches), page_token, limit)
-    return ListTableBranchesResponse(
-        branches={
-            name: BranchContents.model_validate(
-                {
-                    "parent_branch": branches[name].get("parent_branch"),
-                    "parent_version": int(branches[name]["parent_version"]),
-                    "create_at": int(branches[name]["create_at"]),
-                    "manifest_size": int(branches[name].get("manifest_size") or 0),
-                    "metadata": dict(branches[name].get("metadata") or {}) or None,
-                }
-            )
-            for name in page
-        },
-        page_token=token,
+    branches, token = _page(dataset.branches.list(), page_token, limit, _branch_contents)
+    return ListTableBranchesResponse(branches=branches, page_token=token)
+
+
+def _branch_contents(branch: Mapping[str, Any]) -> BranchContents:
+    return BranchContents.model_validate(
+        {
+            "parent_branch": branch.get("parent_branch"),
+            "parent_version": int(branch["parent_version"]),
+            "create_at": int(branch["create_at"]),
+            "manifest_size": int(branch.get("manifest_size") or 0),
+            "metadata": dict(branch.get("metadata") or {}) or None,
+        }
     )
 
 
