@@ -37,7 +37,7 @@ class RecentlyUsed(Generic[K, V]):
         with self._lock:
             return self._entries.pop(key, None)
 
-    def forget_where(self, matches: Callable[[V], bool]) -> None:
+    def forget_where(self, matches: Callable[[K, V], bool]) -> None:
         with self._lock:
-            for key in [key for key, value in self._entries.items() if matches(value)]:
+            for key in [key for key, value in self._entries.items() if matches(key, value)]:
                 del self._entries[key]

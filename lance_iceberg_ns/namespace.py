@@ -935,6 +935,7 @@ class IcebergLanceNamespace(LanceNamespace):
             location=self._owned_location(loaded) if writing else self._locations.confine(loaded.location),
             storage_options=self._entry_storage_options(loaded),
             managed=managed.is_managed(loaded.properties),
+            uuid=loaded.table_uuid,
         )
 
     def _read(self, table_id: Any, read: Callable[[lance.LanceDataset], T], version: int | str | None = None) -> T:

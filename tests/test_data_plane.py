@@ -12,6 +12,7 @@ from pathlib import Path
 
 import lance
 import lance.namespace
+import pyarrow as pa
 import pytest
 from lance_namespace import CountTableRowsRequest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError, TableVersionNotFoundError
@@ -75,6 +76,25 @@ def test_reads_answer_for_the_table_the_catalog_names_now(
         other.rename_table({"id": archived, "new_table_name": table_id[-1]})
         assert ns.count_table_rows({"id": table_id}).count == 3
         other.close()
+
+
+def test_a_location_used_again_after_a_hard_drop_answers_for_the_new_table(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+) -> None:
+    """An explicit location is free again once its table is dropped for good; the dataset kept
+    for the old table, at the same version number, must not answer for the new one."""
+    table_id, location = [*db, "t"], str(lance_root.joinpath(*db, "t.lance"))
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as other:
+        versions = []
+        for values in ([1, 2, 3], [7, 7]):
+            other.declare_table({"id": table_id, "location": location})
+            write_values(other, table_id, values, mode="overwrite")
+            versions.append(other.describe_table({"id": table_id}).version)
+            assert ns.count_table_rows({"id": table_id}).count == len(values)
+            answer = pa.ipc.open_file(ns.query_table({"id": table_id, "k": 10, "vector": {}}).data).read_all()
+            assert answer.column("v").to_pylist() == values
+            other.drop_table({"id": table_id})
+        assert versions[0] == versions[1]  # the same version number, another table
 
 
 def test_discovery_lists_warehouses_at_the_root_and_no_tables_in_a_warehouse(

@@ -19,3 +19,10 @@ class ResolvedTable:
     location: str
     storage_options: dict[str, str] = field(repr=False)  # may hold credentials
     managed: bool = False  # every commit goes through the catalog's compare-and-swap
+    uuid: str | None = None  # the catalog's id of the companion table: it survives renames only
+
+    @property
+    def place(self) -> tuple[str, str | None]:
+        """Where the table is and which table it is: an explicit location can be used again by a
+        new table after a hard drop, and a dataset kept for one must never answer for the other."""
+        return (self.location, self.uuid)

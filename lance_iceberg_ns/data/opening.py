@@ -1,7 +1,7 @@
 """The one place that opens Lance datasets for the data operations.
 
 The reference implementation reopens a dataset on every call, so each call sees the latest
-committed version. Here an open dataset is kept per location and, on each use, its latest version
+committed version. Here an open dataset is kept per place and, on each use, its latest version
 is read (one small read of ``_versions/``) and checked out only when it moved: every operation
 still sees the latest committed version, without paying a full reopen.
 
@@ -10,8 +10,9 @@ the place the catalog named last time, while the catalog is asked again and the 
 read. Its answer is kept only when the catalog names the same place and the version has not
 moved; otherwise it runs again where the catalog now says, at the latest version. Every read is
 still checked against the catalog and the latest version during the call, at the cost of the
-longer of the two rather than their sum. Locations are never reused by another table, so the same
-place is the same table.
+longer of the two rather than their sum. A dataset is kept for a place: a location and the
+catalog's id of the table there, since an explicit location can be used again by a new table after
+a hard drop.
 
 A table whose versions the catalog manages is opened through the namespace, so that the catalog
 says which version is the latest and every commit goes through its compare-and-swap; so are its
@@ -41,7 +42,7 @@ class OpenDatasets:
 
     def __init__(self, namespace: LanceNamespace, capacity: int = 64) -> None:
         self._namespace = namespace
-        self._open: RecentlyUsed[str, lance.LanceDataset] = RecentlyUsed(capacity)  # by location
+        self._open: RecentlyUsed[tuple[str, str | None], lance.LanceDataset] = RecentlyUsed(capacity)  # by place
         self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
 
     def read(
@@ -57,7 +58,7 @@ class OpenDatasets:
         where the catalog says the table is, at its latest version (or ``version``); the
         catalog's errors (a table gone) win over the read's."""
         known = self._places.get(table_id)
-        kept = self._open.get(known.location) if known is not None and not known.managed else None
+        kept = self._open.get(known.place) if known is not None and not known.managed else None
         if known is None or kept is None:
             return read(self.open(resolve(), version))
         asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
@@ -67,7 +68,7 @@ class OpenDatasets:
         except Exception as exc:  # kept until the catalog says whether it read the right table
             failure = exc
         current, latest = asked.result()
-        moved = (current.location, current.managed) != (known.location, known.managed)
+        moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
             return read(self.open(current, version))
         if failure is not None:
@@ -89,27 +90,27 @@ class OpenDatasets:
         first version of a table declared but not yet written); the dataset written."""
         if table.managed:
             return lance.write_dataset(data, namespace_client=self._namespace, table_id=list(table.id), mode=mode)
-        kept = self._open.get(table.location)  # its session (caches) is reused; the commit reads the latest
+        kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
         target = kept if kept is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
-        self._open.keep(table.location, dataset)
+        self._open.keep(table.place, dataset)
         return dataset
 
     def _latest(self, table: ResolvedTable) -> lance.LanceDataset:
-        dataset = self._open.get(table.location)
+        dataset = self._open.get(table.place)
         if dataset is None:
             dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
         elif dataset.latest_version != dataset.version:
             dataset = dataset.checkout_version(dataset.latest_version)
         else:
             return dataset
-        self._open.keep(table.location, dataset)
+        self._open.keep(table.place, dataset)
         return dataset
 
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
-        self._open.forget(location)
-        self._places.forget_where(lambda table: table.location == location)
+        self._open.forget_where(lambda place, _: place[0] == location)
+        self._places.forget_where(lambda _, table: table.location == location)
 
 
 def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str) -> lance.LanceDataset:
