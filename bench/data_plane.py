@@ -5,10 +5,10 @@ open (the floor: no server, no request).
 Data: 100,000 rows of 128-d float32 vectors with an IVF_PQ index; queries ask for k=10 with a new
 random vector each call. Both servers run in their own processes or threads on this machine; the
 client is pylance's native RestNamespace, as Lance itself would use it. Latency is measured with
-sequential calls (p50, p99), after 1,000 warm-up calls on each path (servers are measured warm: the
-local catalog is a JVM, which compiles its request path as it serves); the three paths take turns, 30 calls at a time, so that a slow
-stretch of a shared machine falls on all of them alike; throughput with 4 client threads. The
-insert appends 100,000 rows.
+sequential calls (p50, p99), after 1,000 warm-up calls on each path (servers are measured warm:
+the local catalog is a JVM, which compiles its request path as it serves); the three paths take
+turns, 30 calls at a time, so that a slow stretch of a shared machine falls on all of them alike.
+Throughput is measured with 4 client threads. The insert appends 100,000 rows.
 The directory server refuses request bodies over 2 MiB, so rows travel in Arrow IPC bodies of
 3,000 rows (1.5 MB) to both servers, for the table's creation and for the timed insert alike.
 

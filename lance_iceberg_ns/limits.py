@@ -1,4 +1,4 @@
-"""Bounds on what one request may carry: page sizes and property maps.
+"""Bounds on what one request may carry: page sizes, property maps and query windows.
 
 They are checked before anything is done, by the namespace (every operation, where it coerces
 its request) and by the REST server (for whatever namespace it fronts, once it has built the
@@ -16,6 +16,8 @@ MAX_PAGE_LIMIT = 10_000  # names or versions in one page; more pages are a page_
 MAX_PROPERTIES = 100  # entries in one request's properties
 MAX_PROPERTY_KEY_BYTES = 255  # UTF-8 bytes of a property key
 MAX_PROPERTY_VALUE_BYTES = 8 * 1024  # UTF-8 bytes of a property value
+MAX_QUERY_ROWS = 2**31 - 1  # a scan's k (its limit) or offset: a 32-bit count, as the reference reads them
+MAX_NEAREST = 1_000_000  # a vector search's k + offset: the search sets room aside for that many rows up front
 
 
 def check_page_limit(limit: int | None) -> int | None:
@@ -50,3 +52,16 @@ def check_request_bounds(request: object) -> None:
     Raises ``InvalidInputError``."""
     check_page_limit(getattr(request, "limit", None))
     check_properties(getattr(request, "properties", None))
+
+
+def check_query_window(k: int, offset: int | None, nearest: bool) -> None:
+    """A query's ``k`` and ``offset`` within 0 and ``MAX_QUERY_ROWS``, and for a vector search
+    their sum within ``MAX_NEAREST`` (pylance reserves memory for that many neighbours before it
+    searches: a huge ``k`` would end the server process). Raises ``InvalidInputError``."""
+    for name, value in (("k", k), ("offset", offset or 0)):
+        if not 0 <= value <= MAX_QUERY_ROWS:
+            raise InvalidInputError(f"{name} must be between 0 and {MAX_QUERY_ROWS}, got {value}")
+    if nearest and k + (offset or 0) > MAX_NEAREST:
+        raise InvalidInputError(
+            f"A vector search returns at most {MAX_NEAREST} rows (k + offset), got {k + (offset or 0)}"
+        )

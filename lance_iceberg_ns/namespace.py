@@ -930,12 +930,17 @@ class IcebergLanceNamespace(LanceNamespace):
         Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
         table = parse_table_id(table_id)
         loaded = self._load_lance_table(table)
+        if not writing and managed.is_managed(loaded.properties):
+            # pylance opens it through describe_table next: from the catalog, not from a commit
+            # this process made a moment ago (another process may have committed since)
+            self._forget_current(table)
         return ResolvedTable(
             id=tuple(table.parts),
             location=self._owned_location(loaded) if writing else self._locations.confine(loaded.location),
             storage_options=self._entry_storage_options(loaded),
             managed=managed.is_managed(loaded.properties),
             uuid=loaded.table_uuid,
+            claim_id=loaded.properties.get(CREATE_ID),
         )
 
     def _read(self, table_id: Any, read: Callable[[lance.LanceDataset], T], version: int | str | None = None) -> T:
@@ -1039,7 +1044,7 @@ class IcebergLanceNamespace(LanceNamespace):
         """Upsert the rows of an Arrow IPC stream on the ``on`` columns (see ``writes.merge_insert``)."""
         table = self._writable(request.id, request.branch)
         data = ipc.read_arrow_stream(request_data, "merge_insert_into_table")
-        return writes.merge_insert(self._datasets.open(table), request, data)
+        return writes.merge_insert_into(self._datasets, table, request, data)
 
     @_operation(UpdateTableRequest)
     def update_table(self, request: UpdateTableRequest) -> UpdateTableResponse:

@@ -231,15 +231,17 @@ def prove(location: str, table_uuid: str | None, claim_id: str | None, storage_o
     """Return when the marker at ``location`` names this entry. Raises ``PermissionDeniedError``
     (saying why) when there is no marker or it names another entry: the caller deletes nothing."""
     if is_local(location) and os.path.islink(location):
-        raise PermissionDeniedError(f"The location {location!r} is a symbolic link: nothing was deleted or changed")
+        raise PermissionDeniedError(
+            f"The location {location!r} is a symbolic link: nothing was read, deleted or changed"
+        )
     held = read_owner(location, storage_options)
     if held is None:
         raise PermissionDeniedError(
             f"The location {location!r} carries no ownership marker, so this entry cannot show that the data is "
-            "its own: nothing was deleted or changed (deregister the table, then register it again to adopt it)"
+            "its own: nothing was read, deleted or changed (deregister the table, then register it again to adopt it)"
         )
     if not held.is_entry(table_uuid, claim_id):
         raise PermissionDeniedError(
             f"The location {location!r} is owned by another catalog entry ({held.table}): "
-            "nothing was deleted or changed"
+            "nothing was read, deleted or changed"
         )

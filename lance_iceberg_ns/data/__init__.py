@@ -20,6 +20,7 @@ class ResolvedTable:
     storage_options: dict[str, str] = field(repr=False)  # may hold credentials
     managed: bool = False  # every commit goes through the catalog's compare-and-swap
     uuid: str | None = None  # the catalog's id of the companion table: it survives renames only
+    claim_id: str | None = None  # the one-off id its create carried, also named by its ownership marker
 
     @property
     def place(self) -> tuple[str, str | None]:

@@ -47,7 +47,9 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     (
         re.compile(
             r"InvalidInput|Invalid user input|Cannot perform full text search|SchemaError|^Ref is invalid"
-            r"|^Cannot drop all columns"
+            r"|^Cannot drop all columns|LanceError\(Schema\)"
+            # an expression that fails as it runs over the rows: a bad cast, a division by zero
+            r"|Cast error|Divide by zero|Arithmetic overflow"
         ),
         InvalidInputError,
     ),

@@ -22,15 +22,17 @@ the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from typing import TypeVar
 
 import lance
 import pyarrow as pa
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import TableVersionNotFoundError
+from lance_namespace.errors import TableNotFoundError, TableVersionNotFoundError
 
+from lance_iceberg_ns import datasets, ownership
 from lance_iceberg_ns.data import ResolvedTable
 from lance_iceberg_ns.lru import RecentlyUsed
 
@@ -77,12 +79,16 @@ class OpenDatasets:
 
     def open(self, table: ResolvedTable, version: int | str | None = None) -> lance.LanceDataset:
         """The table's dataset at its latest version, or at ``version`` (a number or a tag).
-        Raises TableVersionNotFoundError for a version or tag it does not have."""
-        self._places.keep(table.id, table)
+        Raises TableVersionNotFoundError for a version or tag it does not have, TableNotFoundError
+        for a table declared but not written yet, PermissionDeniedError for a place the entry
+        cannot show is its own (checked when a place is first opened)."""
         if table.managed:
-            dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
+            self._prove(table)
+            with _declared_only(table):
+                dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
         else:
             dataset = self._latest(table)
+        self._places.keep(table.id, table)
         return dataset if version is None else _checkout(dataset, table.id, version)
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
@@ -99,13 +105,21 @@ class OpenDatasets:
     def _latest(self, table: ResolvedTable) -> lance.LanceDataset:
         dataset = self._open.get(table.place)
         if dataset is None:
-            dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
+            self._prove(table)
+            with _declared_only(table):
+                dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
         elif dataset.latest_version != dataset.version:
             dataset = dataset.checkout_version(dataset.latest_version)
         else:
             return dataset
         self._open.keep(table.place, dataset)
         return dataset
+
+    @staticmethod
+    def _prove(table: ResolvedTable) -> None:
+        """Only the entry that owns a place reads or writes through it: an entry made in the
+        catalog at another table's location must not reach that table's data."""
+        ownership.prove(table.location, table.uuid, table.claim_id, table.storage_options)
 
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
@@ -119,6 +133,18 @@ def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: i
         return dataset.checkout_version(version)
     except (ValueError, OSError, KeyError) as exc:
         raise TableVersionNotFoundError(f"Version {version!r} not found for table {'.'.join(table_id)}") from exc
+
+
+@contextmanager
+def _declared_only(table: ResolvedTable) -> Iterator[None]:
+    """A table declared but not written yet has no dataset: TableNotFoundError, as the reference
+    answers, rather than pylance's internal error."""
+    try:
+        yield
+    except (ValueError, OSError) as exc:
+        if datasets.dataset_exists(table.location, table.storage_options):
+            raise
+        raise TableNotFoundError(f"Table {'.'.join(table.id)} is declared but has no data yet") from exc
 
 
 def _latest_version(dataset: lance.LanceDataset) -> int | None:

@@ -8,6 +8,7 @@ error, these answer InvalidInput (``data.failures``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import lance
@@ -19,6 +20,7 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
+from lance_iceberg_ns.limits import check_query_window
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -69,6 +71,7 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
     reference searches with the first vector only); of one vector, a search with that vector.
     """
     nearest = _nearest(request)
+    check_query_window(request.k, request.offset, nearest is not None)
     options: dict[str, Any] = {
         "columns": _columns(request),
         "filter": request.filter or None,
@@ -92,11 +95,16 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
         return None
     if vector.single_vector and vector.multi_vector:
         raise InvalidInputError("Give either vector.single_vector or vector.multi_vector, not both")
-    if vector.multi_vector is not None and len(vector.multi_vector) == 1:
-        return pa.array(vector.multi_vector[0], pa.float32())  # one: no batch, as the reference answers it
-    if vector.single_vector:
-        return pa.array(vector.single_vector, pa.float32())
-    return vector.multi_vector or None
+    vectors = [list(vector.single_vector)] if vector.single_vector else [list(v) for v in vector.multi_vector or []]
+    if not any(vectors):  # no vector, or only empty ones: a scan, as the reference answers it
+        return None
+    if not all(vectors):
+        raise InvalidInputError("Every query vector needs at least one value")
+    if not all(math.isfinite(value) for values in vectors for value in values):
+        raise InvalidInputError("Query vectors must hold finite numbers (no NaN or infinity)")
+    if len(vectors) == 1:  # one: no batch, as the reference answers it
+        return pa.array(vectors[0], pa.float32())
+    return vectors
 
 
 def _nearest(request: QueryTableRequest) -> dict[str, Any] | None:

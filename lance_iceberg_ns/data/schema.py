@@ -69,6 +69,8 @@ def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry])
         expression = entry.expression or entry.computed
         if not expression:
             raise InvalidInputError(f"Expression is required for new column {entry.name!r}")
+        if not entry.name or entry.name in expressions:
+            raise InvalidInputError(f"Each new column needs a name of its own, got {entry.name!r}")
         expressions[entry.name] = expression
     with pylance_failures("alter_table_add_columns"):
         dataset.add_columns(expressions)

@@ -25,6 +25,7 @@ from lance_namespace.errors import InvalidInputError
 from lance_iceberg_ns.data import ResolvedTable
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.opening import OpenDatasets
+from lance_iceberg_ns.datasets import dataset_exists
 
 INSERT_MODES = ("append", "overwrite")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -37,6 +38,23 @@ def insert_mode(raw: str | None) -> str:
     if mode not in INSERT_MODES:
         raise InvalidInputError(f"Unsupported write mode {raw!r}. Supported modes are: 'append', 'overwrite'")
     return mode
+
+
+def merge_insert_into(
+    datasets: OpenDatasets, table: ResolvedTable, request: MergeInsertIntoTableRequest, data: pa.Table
+) -> MergeInsertIntoTableResponse:
+    """``merge_insert`` on the table's dataset; on a table declared but not written yet, whose
+    rows are all unmatched, the rows to insert are its first version (as the reference does)."""
+    if request.when_not_matched_insert_all and not dataset_exists(table.location, table.storage_options):
+        missing = [column for column in request.on or [] if column not in data.schema.names]
+        if not request.on or missing:
+            raise InvalidInputError(f"merge_insert_into_table: the key columns {missing or '(on)'} are missing")
+        with pylance_failures("merge_insert_into_table"):
+            dataset = datasets.write(table, data, "overwrite")
+        return MergeInsertIntoTableResponse(
+            num_updated_rows=0, num_inserted_rows=data.num_rows, num_deleted_rows=0, version=dataset.version
+        )
+    return merge_insert(datasets.open(table), request, data)
 
 
 def merge_insert(
