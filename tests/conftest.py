@@ -15,6 +15,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lance.namespace
 import pytest
@@ -23,8 +24,10 @@ import urllib3
 from lance_namespace import CreateNamespaceRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.server import RunningServer, serve_in_background
 from lance_iceberg_ns.testing import local_catalog
+
+if TYPE_CHECKING:
+    from lance_iceberg_ns.server import RunningServer
 
 from .docker_fixture import compose_rest_fixture, docker_rest_fixture
 
@@ -110,6 +113,8 @@ def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
 @pytest.fixture
 def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
     """The Lance REST server over the bridge on the local catalog, in a thread."""
+    from lance_iceberg_ns.server import serve_in_background  # the server extra: not in every test environment
+
     with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
         yield running
 

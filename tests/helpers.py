@@ -64,6 +64,14 @@ def catalog_state(endpoint: str, warehouse: str) -> list[tuple[tuple[str, ...], 
     return sorted(state)
 
 
+def ipc(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC stream: the body of a data operation's request."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def write_values(ns: LanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
     """Write a one-column table ``v`` through a namespace, as pylance does; its location."""
     return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri

@@ -20,17 +20,10 @@ from pyiceberg.types import LongType, NestedField
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import RunningServer
 
-from .helpers import other_client, write_values
+from .helpers import ipc, other_client, write_values
 
 VECTORS = pa.FixedSizeListArray.from_arrays(pa.array([float(i % 7) for i in range(40)], pa.float32()), 4)
 TABLE = pa.table({"id": list(range(10)), "vector": VECTORS, "text": [f"row {i}" for i in range(10)]})
-
-
-def ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def answer(ns: IcebergLanceNamespace, query: dict[str, Any]) -> pa.Table:

@@ -31,16 +31,9 @@ from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.server import RunningServer
 from lance_iceberg_ns.versions import version_of_manifest
 
-from .helpers import create_plain_iceberg_table, files_under
+from .helpers import create_plain_iceberg_table, files_under, ipc
 
 ROWS = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]})
-
-
-def ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def rows(namespace: ln.LanceNamespace, table_id: list[str]) -> list[tuple[Any, ...]]:
