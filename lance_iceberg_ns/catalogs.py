@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import PREFIX, Capability, Endpoint, Endpoints, RestCatalog
+from pyiceberg.catalog.rest import PAGE_SIZE, PREFIX, Capability, Endpoint, Endpoints, RestCatalog
 from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
@@ -219,7 +219,7 @@ class BridgeRestCatalog(RestCatalog):
         try:
             answer = self._send_if_ok("GET", url, params, {404: NoSuchTableError}, extra_headers=conditional)
             if answer is None:
-                answer = self._get_through_session(url, params, conditional)
+                answer = self._get_through_session(url, params, {404: NoSuchTableError}, conditional)
         except NoSuchTableError:
             self._known_tables.forget(key)
             raise
@@ -304,13 +304,45 @@ class BridgeRestCatalog(RestCatalog):
         except HTTPError as exc:
             internals.raise_error_answer(exc, errors)
 
+    def list_namespaces(self, namespace: str | tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        """pyiceberg's ``listNamespaces``, with the ``parent`` parameter encoded once.
+
+        pyiceberg 0.12 percent-encodes each part of ``parent`` and then lets requests encode the
+        query string again, so the server is asked about ``caf%C3%A9`` for ``café`` and answers
+        that it does not exist. The Iceberg REST spec's ``parent`` is the parts joined by the
+        namespace separator, encoded as any query parameter is.
+        """
+        from pyiceberg.catalog.rest import ListNamespaceResponse
+
+        internals.check_endpoint(self, Capability.V1_LIST_NAMESPACES)
+        parent = self.identifier_to_tuple(namespace)
+        url = self.url(Endpoints.list_namespaces)
+        params = {"parent": internals.namespace_separator(self).join(parent)} if parent else {}
+        if page_size := self.properties.get(PAGE_SIZE):
+            params["pageSize"] = page_size
+        errors: dict[int, type[Exception]] = {404: iceberg.NoSuchNamespaceError}
+        namespaces: list[tuple[str, ...]] = []
+        while True:
+            answer = self._send_if_ok("GET", url, params, errors) or self._get_through_session(url, params, errors)
+            page = ListNamespaceResponse.model_validate_json(answer.body)
+            namespaces += [tuple(ident) for ident in page.namespaces]
+            if not page.next_page_token:
+                return namespaces
+            params["pageToken"] = page.next_page_token
+
     @internals.retry_on_expired_token()  # pyiceberg's: refresh the token, retry once on 401/419
-    def _get_through_session(self, url: str, params: dict[str, str], headers: dict[str, str]) -> _Answer:
+    def _get_through_session(
+        self,
+        url: str,
+        params: dict[str, str],
+        errors: dict[int, type[Exception]],
+        headers: dict[str, str] | None = None,
+    ) -> _Answer:
         response = internals.session(self).get(url, params=params, headers=headers)
         try:
             response.raise_for_status()
         except HTTPError as exc:
-            internals.raise_error_answer(exc, {404: NoSuchTableError})
+            internals.raise_error_answer(exc, errors)
         # JSON is UTF-8: the bytes spare requests' charset detection, which servers that send no
         # charset would trigger on every answer.
         return _Answer(response.status_code, response.content, response.headers.get("ETag"))

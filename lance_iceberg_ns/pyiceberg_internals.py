@@ -36,6 +36,7 @@ BORROWED_ON_INSTANCES: tuple[tuple[str, str], ...] = (
     ("RestCatalog", "_session"),
     ("RestCatalog", "_supported_endpoints"),
     ("RestCatalog", "_auth_manager"),
+    ("RestCatalog", "_namespace_separator"),
     ("OAuth2TokenProvider", "_lock"),
     ("Response", "_content"),  # requests'
 )
@@ -129,6 +130,11 @@ def check_endpoint(catalog: Any, endpoint: Any) -> None:
 def supports_endpoint(catalog: Any, endpoint: Any) -> bool:
     """Whether the server advertised ``endpoint`` in its config answer."""
     return endpoint in catalog._supported_endpoints
+
+
+def namespace_separator(catalog: Any) -> str:
+    """The separator that joins a namespace's parts in URLs (the server's, or ``\\x1f``)."""
+    return catalog._namespace_separator  # type: ignore[no-any-return]
 
 
 def identifier_path(catalog: Any, identifier: tuple[str, ...]) -> dict[str, str]:

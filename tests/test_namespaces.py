@@ -154,3 +154,26 @@ def test_namespace_operations_accept_plain_dicts(ns: IcebergLanceNamespace, ware
     ns.create_namespace({"id": [warehouse, "fromdict"], "properties": {"a": "b"}})
     assert ns.describe_namespace({"id": [warehouse, "fromdict"]}).properties["a"] == "b"
     assert ns.list_namespaces({"id": [warehouse]}).namespaces == ["fromdict"]
+
+
+@pytest.mark.parametrize("client", ["ns", "rest"])
+@pytest.mark.parametrize("name", ["café", "a b", "a+b", "100%", "x&y=z", "日本"])
+def test_namespaces_whose_names_need_escaping_list_and_guard_their_children(
+    request: pytest.FixtureRequest, client: str, warehouse: str, name: str
+) -> None:
+    """The parent of a listing is encoded once: a parent whose name needs escaping is found,
+    its children listed, and a drop while it has children refused (not reported done), in
+    process and through the REST server."""
+    ns = request.getfixturevalue(client)
+    parent = [warehouse, name]
+    ns.create_namespace(CreateNamespaceRequest(id=parent))
+    ns.create_namespace(CreateNamespaceRequest(id=[*parent, "inner"]))
+    assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse])).namespaces == [name]
+    assert ns.list_namespaces(ListNamespacesRequest(id=parent)).namespaces == ["inner"]
+    with pytest.raises(NamespaceNotEmptyError):
+        ns.drop_namespace(DropNamespaceRequest(id=parent))
+    ns.namespace_exists(NamespaceExistsRequest(id=[*parent, "inner"]))
+    ns.drop_namespace(DropNamespaceRequest(id=[*parent, "inner"]))
+    assert ns.list_namespaces(ListNamespacesRequest(id=parent)).namespaces == []
+    ns.drop_namespace(DropNamespaceRequest(id=parent))
+    assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse])).namespaces == []

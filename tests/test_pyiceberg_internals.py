@@ -45,6 +45,7 @@ def test_an_instance_attribute_gone_from_pyiceberg_is_named(ns: IcebergLanceName
         f"{__name__}.RestCatalog._session",
         f"{__name__}.RestCatalog._supported_endpoints",
         f"{__name__}.RestCatalog._auth_manager",
+        f"{__name__}.RestCatalog._namespace_separator",
     ]
 
 

@@ -13,15 +13,19 @@ import pytest
 import requests
 from lance_namespace import (
     CreateNamespaceRequest,
+    CreateTableIndexRequest,
     DeclareTableRequest,
     DeregisterTableRequest,
     DescribeNamespaceRequest,
+    DescribeTableIndexStatsRequest,
     DescribeTableRequest,
     DescribeTransactionRequest,
     DropNamespaceRequest,
+    DropTableIndexRequest,
     DropTableRequest,
     LanceNamespace,
     ListNamespacesRequest,
+    ListTableIndicesRequest,
     ListTablesRequest,
     ListTableVersionsRequest,
     NamespaceExistsRequest,
@@ -278,3 +282,39 @@ def test_every_route_names_a_real_operation_and_request_model() -> None:
         assert hasattr(LanceNamespace, route.operation), route.operation
         model = getattr(lance_namespace, route.model)  # derived: describe_table → DescribeTableRequest
         assert all(field in model.model_fields for field in route.query), route
+
+
+def test_identifiers_in_the_path_are_read_as_lance_clients_encode_them(server: RunningServer, warehouse: str) -> None:
+    """Lance's generated clients form-encode the path: ``+`` is a space, ``%2B`` a plus."""
+    for raw in ("a+b", "a%2Bb", "a%20c"):
+        answer = requests.post(f"{server.uri}/v1/namespace/{warehouse}%24{raw}/create", json={})
+        assert answer.status_code == 200, answer.text
+    listed = requests.get(f"{server.uri}/v1/namespace/{warehouse}/list").json()["namespaces"]
+    assert listed == ["a b", "a c", "a+b"]
+    assert requests.get(f"{server.uri}/v1/namespace/{warehouse}%24a+b/list").status_code == 200
+
+
+def test_a_body_naming_another_identifier_than_the_path_is_refused(server: RunningServer, warehouse: str) -> None:
+    answer = requests.post(f"{server.uri}/v1/namespace/{warehouse}$one/create", json={"id": [warehouse, "two"]})
+    assert answer.status_code == 400 and answer.json()["code"] == ErrorCode.INVALID_INPUT
+    assert requests.get(f"{server.uri}/v1/namespace/{warehouse}/list").json()["namespaces"] == []  # nothing made
+    bad_utf8 = requests.post(f"{server.uri}/v1/namespace/{warehouse}$%FF/create", json={})
+    assert bad_utf8.status_code == 400 and bad_utf8.json()["code"] == ErrorCode.INVALID_INPUT
+
+
+def test_a_table_whose_name_has_a_space_works_through_pylance_and_lancedb(
+    client: lance.namespace.RestNamespace, server: RunningServer, warehouse: str
+) -> None:
+    db = [warehouse, "my db"]
+    client.create_namespace(CreateNamespaceRequest(id=db))
+    lance.write_dataset(pa.table({"x": [1, 2, 3]}), namespace_client=client, table_id=[*db, "my table"])
+    assert client.list_tables(ListTablesRequest(id=db)).tables == ["my table"]
+    assert lance.dataset(namespace_client=client, table_id=[*db, "my table"]).count_rows() == 3
+    connection = lancedb.connect_namespace("rest", {"uri": server.uri})
+    assert connection.open_table("my table", namespace_path=db).count_rows() == 3
+    table_id = [*db, "my table"]
+    client.create_table_scalar_index(CreateTableIndexRequest(id=table_id, column="x", index_type="BTREE", name="x a+b"))
+    stats = client.describe_table_index_stats(DescribeTableIndexStatsRequest(id=table_id, index_name="x a+b"))
+    assert stats.num_indexed_rows == 3
+    client.drop_table_index(DropTableIndexRequest(id=table_id, index_name="x a+b"))
+    assert client.list_table_indices(ListTableIndicesRequest(id=table_id)).indexes == []

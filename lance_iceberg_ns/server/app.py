@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Union, get_args, get_origin
+from urllib.parse import unquote_plus
 
 import lance_namespace
 from fastapi import Body, FastAPI, Path, Query, Request
@@ -76,6 +77,31 @@ def parse_path_id(raw: str, delimiter: str) -> list[str]:
     if raw == delimiter:
         return []
     return raw.split(delimiter)
+
+
+def _path_parameter(http_request: Request, route: Route, name: str, decoded: str) -> str:
+    """The path parameter ``name`` (``id``, ``index_name``), form-decoded as Lance's clients
+    encode it: the generated Rust clients (pylance's ``RestNamespace``, lancedb) send a space as
+    ``+``, and every generated client escapes a ``+`` in a name as ``%2B``. The path Starlette
+    decoded cannot tell those two apart, so the segment is read from the raw path (when the
+    server gives one)."""
+    raw_path = http_request.scope.get("raw_path")
+    if not raw_path:
+        return decoded
+    from_end = route.path.split("/")[::-1].index(f"{{{name}}}")
+    segment = raw_path.decode("latin-1").split("/")[-1 - from_end]
+    try:
+        return unquote_plus(segment, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"The {name} in the path is not UTF-8") from None
+
+
+def _identifier_of(path_id: list[str], body_id: Any) -> list[str]:
+    """The request's identifier: the path's. A body that names one too must name the same, else
+    the request is refused rather than run on either."""
+    if body_id is None or body_id == path_id:
+        return path_id
+    raise InvalidInputError(f"The request body names {body_id!r}, the path names {path_id!r}")
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -331,6 +357,9 @@ def _endpoint(route: Route, resolve: Callable[[Request], LanceNamespace]) -> Cal
         parameters.append(inspect.Parameter("body", keyword, annotation=Union[body_type, None], default=Body(None)))  # noqa: UP007
 
     async def endpoint(http_request: Request, **arguments: Any) -> Response:
+        for name in ("id", "index_name"):
+            if name in arguments:
+                arguments[name] = _path_parameter(http_request, route, name, arguments[name])
         request = _build_request(route, model, arguments)
         namespace = resolve(http_request)
         method = getattr(namespace, route.operation)
@@ -358,7 +387,7 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     else:
         data = {}
     if "id" in arguments:
-        data["id"] = parse_path_id(arguments["id"], arguments["delimiter"])
+        data["id"] = _identifier_of(parse_path_id(arguments["id"], arguments["delimiter"]), data.get("id"))
     if "index_name" in arguments:
         data["index_name"] = arguments["index_name"]
     for field in route.query:
