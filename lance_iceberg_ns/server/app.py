@@ -96,14 +96,6 @@ def _path_parameter(http_request: Request, route: Route, name: str, decoded: str
         raise InvalidInputError(f"The {name} in the path is not UTF-8") from None
 
 
-def _identifier_of(path_id: list[str], body_id: Any) -> list[str]:
-    """The request's identifier: the path's. A body that names one too must name the same, else
-    the request is refused rather than run on either."""
-    if body_id is None or body_id == path_id:
-        return path_id
-    raise InvalidInputError(f"The request body names {body_id!r}, the path names {path_id!r}")
-
-
 def _unwrap(annotation: Any) -> Any:
     """``Optional[Annotated[int, Strict]]`` → ``int``."""
     while True:
@@ -387,7 +379,7 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     else:
         data = {}
     if "id" in arguments:
-        data["id"] = _identifier_of(parse_path_id(arguments["id"], arguments["delimiter"]), data.get("id"))
+        data["id"] = parse_path_id(arguments["id"], arguments["delimiter"])  # the path's wins
     if "index_name" in arguments:
         data["index_name"] = arguments["index_name"]
     for field in route.query:
