@@ -1,4 +1,5 @@
-"""The Lance side of a table: opening, checking and deleting the dataset at a table's location."""
+"""The Lance side of a table: opening (the one place that does), checking and deleting the
+dataset at a table's location."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import contextlib
 import os
 import pathlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import unquote
 
 import lance
 import pyarrow.fs as pafs
+from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
 
@@ -52,8 +54,16 @@ def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[p
     return filesystem, path
 
 
+def lance_dataset(
+    location: str, storage_options: Mapping[str, str], version: int | str | None = None
+) -> lance.LanceDataset:
+    """The one call that opens a dataset by its location (at ``version``: a number or a tag), with
+    pylance's own errors; ``open_dataset`` types them."""
+    return lance.dataset(location, version=version, storage_options=dict(storage_options) or None)
+
+
 def open_dataset(
-    location: str, storage_options: dict[str, str], version: int | str | None = None
+    location: str, storage_options: Mapping[str, str], version: int | str | None = None
 ) -> lance.LanceDataset:
     """Open the dataset at ``location`` (at ``version``: a number or a tag).
 
@@ -61,15 +71,30 @@ def open_dataset(
     ``InvalidInputError`` when no dataset is there.
     """
     try:
-        dataset = lance.dataset(location, storage_options=storage_options or None)
+        dataset = lance_dataset(location, storage_options)
     except (ValueError, OSError) as exc:
         raise InvalidInputError(f"No Lance dataset at {location}: {exc}") from exc
+    return checkout(dataset, version, f"the dataset at {location}")
+
+
+def open_through_namespace(
+    namespace: LanceNamespace, table_id: Sequence[str], version: int | str | None = None
+) -> lance.LanceDataset:
+    """A table's dataset opened through ``namespace``, so that for a table whose versions the
+    catalog manages, the catalog names the latest version and takes every commit."""
+    dataset = lance.dataset(namespace_client=namespace, table_id=list(table_id))
+    return checkout(dataset, version, f"table {'.'.join(table_id)}")
+
+
+def checkout(dataset: lance.LanceDataset, version: int | str | None, what: str) -> lance.LanceDataset:
+    """``dataset`` at ``version`` (a number or a tag; ``None`` is as it is). Raises
+    ``TableVersionNotFoundError`` naming ``what`` for a version or tag it does not have."""
     if version is None:
         return dataset
     try:
         return dataset.checkout_version(version)
     except (ValueError, OSError, KeyError) as exc:
-        raise TableVersionNotFoundError(f"Version {version!r} not found for the dataset at {location}") from exc
+        raise TableVersionNotFoundError(f"Version {version!r} not found for {what}") from exc
 
 
 def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
@@ -77,7 +102,7 @@ def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
     if is_local(location) and not os.path.isdir(os.path.join(local_path(location), VERSIONS_DIRECTORY)):
         return False  # cheap answer without opening anything
     try:
-        lance.dataset(location, storage_options=storage_options or None)
+        lance_dataset(location, storage_options)
         return True
     except (ValueError, OSError):
         return False

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
 from lance_namespace.errors import InvalidInputError
 
+from lance_iceberg_ns import datasets
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 WRITE_MODES = ("create", "append", "overwrite")
@@ -143,10 +144,9 @@ class TableWrite:
             described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
             location, options = described.location, dict(described.storage_options or {})
             managed = bool(described.managed_versioning)
-            # "is None", not "or": a dataset's truth value is its row count, a full count of the table
-            existing = lance.dataset(namespace_client=ns, table_id=list(table_id)) if managed else None
-            if existing is None:
-                existing = lance.dataset(location, storage_options=options or None)
+            existing = (
+                datasets.open_through_namespace(ns, table_id) if managed else datasets.lance_dataset(location, options)
+            )
             read_version = existing.version
             if mode == "append":  # the batches are cast into the table's schema (its vector types too)
                 schema = existing.schema
@@ -312,7 +312,7 @@ class TableRead:
         described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
         location, options = described.location, dict(described.storage_options or {})
         assert location is not None
-        dataset = lance.dataset(location, version=version, storage_options=options or None)
+        dataset = datasets.lance_dataset(location, options, version)
         schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
         fragments = dataset.get_fragments()
         sizes = {fragment.fragment_id: _fragment_bytes(fragment) for fragment in fragments}
@@ -342,7 +342,7 @@ class TableRead:
     def read_task(self, task: int) -> Iterator[pa.RecordBatch]:
         """On an executor: the task's fragments, at the pinned version, projected and filtered by Lance."""
         target = self.output_schema
-        dataset = lance.dataset(self.location, version=self.version, storage_options=self.storage_options or None)
+        dataset = datasets.lance_dataset(self.location, self.storage_options, self.version)
         for fragment_id in self.tasks[task]:
             fragment = dataset.get_fragment(fragment_id)
             if fragment is None:  # cannot happen at a pinned version; say so if it does

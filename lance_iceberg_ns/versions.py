@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 from lance_namespace import LanceNamespace, TableVersion
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset, open_through_namespace
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
@@ -108,6 +108,5 @@ def restore_version(location: str, storage_options: Mapping[str, str], version: 
 def restore_through_namespace(namespace: LanceNamespace, table_id: list[str], version: int) -> int:
     """Restore through a namespace, so that the new version is committed where the namespace
     commits them (the catalog, for managed tables); the new version."""
-    dataset = lance.dataset(namespace_client=namespace, table_id=table_id, version=version)
-    dataset.restore()
-    return lance.dataset(namespace_client=namespace, table_id=table_id).version
+    open_through_namespace(namespace, table_id, version).restore()
+    return open_through_namespace(namespace, table_id).version

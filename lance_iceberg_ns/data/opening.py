@@ -1,4 +1,4 @@
-"""The one place that opens Lance datasets for the data operations.
+"""Datasets kept open for the data operations (opened by ``datasets``, the one place that opens them).
 
 The reference implementation reopens a dataset on every call, so each call sees the latest
 committed version. Here an open dataset is kept per place and, on each use, its latest version
@@ -30,7 +30,7 @@ from typing import TypeVar
 import lance
 import pyarrow as pa
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import TableNotFoundError, TableVersionNotFoundError
+from lance_namespace.errors import TableNotFoundError
 
 from lance_iceberg_ns import datasets, ownership
 from lance_iceberg_ns.data import ResolvedTable
@@ -85,11 +85,11 @@ class OpenDatasets:
         if table.managed:
             self._prove(table)
             with _declared_only(table):
-                dataset = lance.dataset(namespace_client=self._namespace, table_id=list(table.id))
+                dataset = datasets.open_through_namespace(self._namespace, table.id)
         else:
             dataset = self._latest(table)
         self._places.keep(table.id, table)
-        return dataset if version is None else _checkout(dataset, table.id, version)
+        return _checkout(dataset, table.id, version)
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
@@ -107,7 +107,7 @@ class OpenDatasets:
         if dataset is None:
             self._prove(table)
             with _declared_only(table):
-                dataset = lance.dataset(table.location, storage_options=table.storage_options or None)
+                dataset = datasets.lance_dataset(table.location, table.storage_options)
         elif dataset.latest_version != dataset.version:
             dataset = dataset.checkout_version(dataset.latest_version)
         else:
@@ -127,12 +127,8 @@ class OpenDatasets:
         self._places.forget_where(lambda _, table: table.location == location)
 
 
-def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str) -> lance.LanceDataset:
-    """The dataset at ``version`` (a number or a tag). Raises TableVersionNotFoundError."""
-    try:
-        return dataset.checkout_version(version)
-    except (ValueError, OSError, KeyError) as exc:
-        raise TableVersionNotFoundError(f"Version {version!r} not found for table {'.'.join(table_id)}") from exc
+def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str | None) -> lance.LanceDataset:
+    return datasets.checkout(dataset, version, f"table {'.'.join(table_id)}")
 
 
 @contextmanager
