@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Union, get_args, get_origin
-from urllib.parse import unquote_plus
+from urllib.parse import unquote, unquote_plus
 
 import lance_namespace
 from fastapi import Body, FastAPI, Path, Query, Request
@@ -89,7 +89,10 @@ def _path_parameter(http_request: Request, route: Route, name: str, decoded: str
     if not raw_path:
         return decoded
     from_end = route.path.split("/")[::-1].index(f"{{{name}}}")
-    segment = raw_path.decode("latin-1").split("/")[-1 - from_end]
+    segments = raw_path.decode("latin-1").split("/")
+    segment = segments[-1 - from_end] if from_end < len(segments) else ""
+    if unquote(segment) != decoded:  # not the segment routed on (an escaped "/" moved them)
+        return decoded
     try:
         return unquote_plus(segment, errors="strict")
     except UnicodeDecodeError:
