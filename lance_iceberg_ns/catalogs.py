@@ -322,12 +322,16 @@ class BridgeRestCatalog(RestCatalog):
             params["pageSize"] = page_size
         errors: dict[int, type[Exception]] = {404: iceberg.NoSuchNamespaceError}
         namespaces: list[tuple[str, ...]] = []
+        tokens: set[str] = set()
         while True:
             answer = self._send_if_ok("GET", url, params, errors) or self._get_through_session(url, params, errors)
             page = ListNamespaceResponse.model_validate_json(answer.body)
             namespaces += [tuple(ident) for ident in page.namespaces]
             if not page.next_page_token:
                 return namespaces
+            if page.next_page_token in tokens:  # a catalog that repeats itself would be asked forever
+                raise iceberg.ServerError(f"The catalog repeated the page token {page.next_page_token!r}")
+            tokens.add(page.next_page_token)
             params["pageToken"] = page.next_page_token
 
     @internals.retry_on_expired_token()  # pyiceberg's: refresh the token, retry once on 401/419

@@ -220,6 +220,7 @@ class Settings:
                 catalog_properties[key[len(ICEBERG_PREFIX) :]] = str(value)
             elif key not in KNOWN_KEYS:
                 logger.warning("Ignoring unknown namespace property %r", key)
+        _int_setting(properties, f"{ICEBERG_PREFIX}rest-page-size", 1, minimum=1)  # a page of 0 never ends
         return cls(
             endpoint=endpoint.rstrip("/"),
             root=_absolute_root(properties.get("root")),

@@ -1340,6 +1340,8 @@ class IcebergLanceNamespace(LanceNamespace):
         if request.version is None:
             raise InvalidInputError("restore_table needs the version to restore")
         self._owned_location(loaded)  # it writes a new version: only into data the entry owns
+        if not datasets.dataset_exists(loaded.location, options):
+            raise TableNotFoundError(f"Table {table} is declared but has no data yet")
         if managed.is_managed(loaded.properties):
             versions.restore_through_namespace(self, table.parts, request.version)
         else:

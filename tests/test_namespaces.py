@@ -14,12 +14,14 @@ from lance_namespace import (
 from lance_namespace.errors import (
     ErrorCode,
     InvalidInputError,
+    LanceNamespaceError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
     NamespaceNotFoundError,
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.catalogs import _Answer
 
 
 def test_create_namespace_returns_its_properties(ns: IcebergLanceNamespace, warehouse: str) -> None:
@@ -177,3 +179,35 @@ def test_namespaces_whose_names_need_escaping_list_and_guard_their_children(
     assert ns.list_namespaces(ListNamespacesRequest(id=parent)).namespaces == []
     ns.drop_namespace(DropNamespaceRequest(id=parent))
     assert ns.list_namespaces(ListNamespacesRequest(id=[warehouse])).namespaces == []
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "many"])
+def test_a_catalog_page_size_that_is_not_positive_is_refused_up_front(endpoint: str, size: str) -> None:
+    with pytest.raises(InvalidInputError, match="rest-page-size"):
+        IcebergLanceNamespace(endpoint=endpoint, **{"iceberg.rest-page-size": size})
+
+
+def test_child_namespaces_are_listed_across_catalog_pages(endpoint: str, warehouse: str) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, **{"iceberg.rest-page-size": "2"}) as ns:
+        parent = [warehouse, "café parent"]
+        ns.create_namespace(CreateNamespaceRequest(id=parent))
+        children = [f"k{i} é+" for i in range(5)]
+        for child in children:
+            ns.create_namespace(CreateNamespaceRequest(id=[*parent, child]))
+        assert ns.list_namespaces(ListNamespacesRequest(id=parent)).namespaces == children
+
+
+def test_a_catalog_that_repeats_a_page_token_is_an_error_not_an_endless_listing(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = ns._catalog(db[0])
+    answers = []
+
+    def same_page(*_args: object, **_kwargs: object) -> _Answer:
+        answers.append(1)
+        return _Answer(200, b'{"namespaces": [["x"]], "next-page-token": "again"}', None)
+
+    monkeypatch.setattr(catalog, "_send_if_ok", same_page)
+    with pytest.raises(LanceNamespaceError, match="repeated the page token"):
+        ns.list_namespaces(ListNamespacesRequest(id=db))
+    assert len(answers) == 2

@@ -321,3 +321,16 @@ def test_a_table_whose_name_has_a_space_works_through_pylance_and_lancedb(
     assert stats.num_indexed_rows == 3
     client.drop_table_index(DropTableIndexRequest(id=table_id, index_name="x a+b"))
     assert client.list_table_indices(ListTableIndicesRequest(id=table_id)).indexes == []
+
+
+def test_a_literal_plus_is_honoured_when_the_body_names_it_so(server: RunningServer, warehouse: str) -> None:
+    """curl sends ``+`` literally (RFC 3986); a body naming ``a+b`` makes the path mean ``a+b``."""
+    for name in ("a b", "a+b"):
+        quoted = name.replace(" ", "%20").replace("+", "%2B")
+        assert requests.post(f"{server.uri}/v1/namespace/{warehouse}%24{quoted}/create", json={}).status_code == 200
+    dropped = requests.post(f"{server.uri}/v1/namespace/{warehouse}$a+b/drop", json={"id": [warehouse, "a+b"]})
+    assert dropped.status_code == 200, dropped.text
+    assert requests.get(f"{server.uri}/v1/namespace/{warehouse}/list").json()["namespaces"] == ["a b"]
+    plus_delimited = requests.post(f"{server.uri}/v1/namespace/{warehouse}+x/create?delimiter=%2B", json={})
+    assert plus_delimited.status_code == 200
+    assert requests.get(f"{server.uri}/v1/namespace/{warehouse}/list").json()["namespaces"] == ["a b", "x"]

@@ -88,3 +88,16 @@ def test_manifest_names_of_both_naming_schemes() -> None:
     assert version_of_manifest("18446744073709551613.manifest") == 2
     assert version_of_manifest("2.manifest-0b1c") is None
     assert version_of_manifest("latest_version_hint.json") is None
+
+
+@pytest.mark.parametrize("managed", ["false", "true"])
+def test_restoring_a_table_declared_but_never_written_is_table_not_found(
+    endpoint: str, lance_root: object, db: list[str], managed: str
+) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management=managed) as ns:
+        table_id = [*db, "declared"]
+        ns.declare_table({"id": table_id})
+        with pytest.raises(TableNotFoundError, match="declared but has no data yet") as caught:
+            ns.restore_table({"id": table_id, "version": 1})
+        assert str(lance_root) not in str(caught.value)
+        assert ns.describe_table({"id": table_id, "check_declared": True}).is_only_declared is True

@@ -99,6 +99,18 @@ def _path_parameter(http_request: Request, route: Route, name: str, decoded: str
         raise InvalidInputError(f"The {name} in the path is not UTF-8") from None
 
 
+def _identifier(arguments: dict[str, Any], body_id: Any) -> list[str]:
+    """The request's identifier: the path's, form-decoded as Lance's clients encode it. The path
+    read with ``+`` as a plus sign (RFC 3986, as curl sends it) is taken instead when the body
+    names exactly that identifier, or when the delimiter itself has a ``+``. Otherwise the path
+    wins over the body (DuckDB's Lance extension puts only the table's name there)."""
+    delimiter = arguments["delimiter"]
+    as_sent = parse_path_id(arguments.get("id_as_sent", arguments["id"]), delimiter)
+    if body_id == as_sent or "+" in delimiter:
+        return as_sent
+    return parse_path_id(arguments["id"], delimiter)
+
+
 def _unwrap(annotation: Any) -> Any:
     """``Optional[Annotated[int, Strict]]`` → ``int``."""
     while True:
@@ -352,9 +364,11 @@ def _endpoint(route: Route, resolve: Callable[[Request], LanceNamespace]) -> Cal
         parameters.append(inspect.Parameter("body", keyword, annotation=Union[body_type, None], default=Body(None)))  # noqa: UP007
 
     async def endpoint(http_request: Request, **arguments: Any) -> Response:
-        for name in ("id", "index_name"):
-            if name in arguments:
-                arguments[name] = _path_parameter(http_request, route, name, arguments[name])
+        if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
+            arguments["id_as_sent"] = arguments["id"]
+            arguments["id"] = _path_parameter(http_request, route, "id", arguments["id"])
+        if "index_name" in arguments:
+            arguments["index_name"] = _path_parameter(http_request, route, "index_name", arguments["index_name"])
         request = _build_request(route, model, arguments)
         namespace = resolve(http_request)
         method = getattr(namespace, route.operation)
@@ -382,7 +396,7 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     else:
         data = {}
     if "id" in arguments:
-        data["id"] = parse_path_id(arguments["id"], arguments["delimiter"])  # the path's wins
+        data["id"] = _identifier(arguments, data.get("id"))
     if "index_name" in arguments:
         data["index_name"] = arguments["index_name"]
     for field in route.query:
