@@ -15,10 +15,10 @@ The decision is kept with the catalog for the life of the namespace object.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
-from pyiceberg.catalog.rest import PAGE_SIZE, PREFIX, Capability, Endpoint, Endpoints, RestCatalog
+from pyiceberg.catalog.rest import PAGE_SIZE, PREFIX, Capability, Endpoint, Endpoints, RestCatalog, TableResponse
 from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
@@ -34,9 +34,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from lance_iceberg_ns import pyiceberg_internals as internals
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.errors import http_status, translated_errors
-from lance_iceberg_ns.lru import RecentlyUsed
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,14 @@ def _environment_settings(url: str) -> tuple[dict[str, str], str | None]:
 # The properties pyiceberg builds a session's authentication from.
 _AUTH_PROPERTIES = frozenset(
     {"auth", "token", "credential", "scope", "oauth2-server-uri", "audience", "resource", "rest.sigv4-enabled"}
+)
+# Failures after which a create may or may not have landed.
+LOST_ANSWER = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    iceberg.CommitStateUnknownException,
+    iceberg.ServerError,
 )
 COMMIT_TRANSACTION = Endpoint.from_string("POST /v1/{prefix}/transactions/commit")  # no pyiceberg constant
 
@@ -239,9 +247,7 @@ class BridgeRestCatalog(RestCatalog):
 
     def table_from_summary(self, identifier: tuple[str, ...], summary: TableSummary) -> Any:
         """pyiceberg's ``Table`` from the answer a summary was read from, with no new request."""
-        from pyiceberg.catalog.rest import TableResponse
-
-        return internals.table_from_response(self, tuple(identifier), TableResponse.model_validate_json(summary.body))
+        return internals.table_from_response(self, tuple(identifier), summary.answer)
 
     def supports_credentials_endpoint(self) -> bool:
         """Whether the server advertised ``GET .../tables/{table}/credentials``."""
@@ -250,7 +256,7 @@ class BridgeRestCatalog(RestCatalog):
     def load_table_credentials(self, identifier: tuple[str, ...]) -> list[dict[str, Any]]:
         """The table's vended storage credentials, from the credentials endpoint."""
         answer = internals.load_credentials(self, identifier)
-        return [{"prefix": c.prefix, "config": dict(c.config)} for c in answer.storage_credentials]
+        return _credential_dicts(answer.storage_credentials)
 
     def _refresh_token(self) -> None:  # pyiceberg's hook (see pyiceberg_internals)
         """Called by pyiceberg's retry on 401/419: fetch a new OAuth2 token before the retry.
@@ -303,6 +309,41 @@ class BridgeRestCatalog(RestCatalog):
             response.raise_for_status()
         except HTTPError as exc:
             internals.raise_error_answer(exc, errors)
+
+    def create_table_once(self, identifier: tuple[str, ...], create_key: str, create_id: str, **create: Any) -> Any:
+        """``createTable``, safely retried when the answer is lost.
+
+        A create is not idempotent: if its answer is lost (a reset, a timeout, a 5xx from a
+        gateway) the table may exist or not, and a plain retry would report TableAlreadyExists for
+        the table it made itself. The create therefore carries the one-off property ``create_key``
+        = ``create_id``; after a lost answer the table is looked up, and it is ours if it carries
+        that id. ``create`` holds pyiceberg's ``create_table`` arguments (schema, location,
+        properties)."""
+        create = {**create, "properties": {**create.get("properties", {}), create_key: create_id}}
+        answer_lost = False
+        for attempt in range(self._settings.max_retries + 1):
+            try:
+                return self.create_table(identifier, **create)
+            except iceberg.TableAlreadyExistsError:
+                if answer_lost and self._created_with(identifier, create_key, create_id):
+                    return self.load_table(identifier)
+                raise
+            except LOST_ANSWER as exc:
+                answer_lost = True
+                logger.debug("create %s: answer lost (%s); checking whether it landed", identifier, type(exc).__name__)
+                if self._created_with(identifier, create_key, create_id):
+                    return self.load_table(identifier)
+                if attempt == self._settings.max_retries:
+                    raise
+                time.sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _created_with(self, identifier: tuple[str, ...], create_key: str, create_id: str) -> bool:
+        try:
+            summary = self.load_table_summary(identifier, refs_only=True)
+        except iceberg.NoSuchTableError:
+            return False
+        return summary.properties.get(create_key) == create_id
 
     def list_namespaces(self, namespace: str | tuple[str, ...] = ()) -> list[tuple[str, ...]]:
         """pyiceberg's ``listNamespaces``, with the ``parent`` parameter encoded once.
@@ -373,20 +414,25 @@ class TableSummary:
     table_uuid: str | None = None  # the catalog's id of the table: it survives renames
     config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold vended secrets
     storage_credentials: list[dict[str, Any]] = field(default_factory=list, repr=False)
-    body: bytes = field(default=b"", repr=False, compare=False)  # the answer, for table_from_summary
+    answer: Any = field(default=None, repr=False, compare=False)  # pyiceberg's TableResponse, for table_from_summary
 
 
 def _summary_from_load_table_json(body: bytes) -> TableSummary:
-    answer = json.loads(body)
-    metadata = answer["metadata"]
+    """A loadTable answer, read into pyiceberg's own model of it."""
+    answer = TableResponse.model_validate_json(body)
     return TableSummary(
-        location=metadata["location"],
-        properties=dict(metadata.get("properties") or {}),
-        table_uuid=metadata.get("table-uuid"),
-        config=dict(answer.get("config") or {}),
-        storage_credentials=list(answer.get("storage-credentials") or []),
-        body=body,
+        location=answer.metadata.location,
+        properties=dict(answer.metadata.properties),
+        table_uuid=str(answer.metadata.table_uuid),
+        config=dict(answer.config),
+        storage_credentials=_credential_dicts(answer.storage_credentials),
+        answer=answer,
     )
+
+
+def _credential_dicts(credentials: list[Any]) -> list[dict[str, Any]]:
+    """pyiceberg's ``StorageCredential`` models as the prefix/config mappings ``credentials`` reads."""
+    return [{"prefix": credential.prefix, "config": dict(credential.config)} for credential in credentials]
 
 
 def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:

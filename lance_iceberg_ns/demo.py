@@ -57,6 +57,7 @@ def run_demo(data_dir: str | None = None, say=print) -> dict[str, object]:  # ty
         say(f"4. Lance tables in demo_wh.sales: {tables}")
 
         described = ns.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True))
+        assert described.version is not None  # detailed metadata carries the version
         columns = [field.name for field in described.var_schema.fields] if described.var_schema else []
         say(f"5. describe_table: location={described.location} version={described.version} columns={columns}")
         say(f"   catalog properties: {described.properties}")

@@ -21,6 +21,7 @@ from lance_namespace import (
     DescribeTableRequest,
     ListNamespacesRequest,
     ListTablesRequest,
+    NamespaceExistsRequest,
     RegisterTableRequest,
 )
 from lance_namespace.errors import InvalidInputError, NamespaceNotFoundError, TableNotFoundError
@@ -129,7 +130,7 @@ def import_directory(
     target_namespace = parse_namespace_id(list(into))
     if target_namespace is None or not target_namespace.path:
         raise InvalidInputError("Import into a namespace inside a warehouse: [warehouse, namespace, ...]")
-    ns.namespace_exists({"id": target_namespace.parts})
+    ns.namespace_exists(NamespaceExistsRequest(id=target_namespace.parts))
     local = root[len("file://") :] if root.startswith("file://") else root
     if "://" not in local and not os.path.isdir(local):
         raise InvalidInputError(f"No directory at {root}")

@@ -84,17 +84,6 @@ def _parts(raw: Sequence[str] | None, kind: str) -> tuple[str, ...]:
     return tuple(_check_part(part, kind) for part in raw)
 
 
-def check_location(location: str) -> str:
-    """An explicit table location, taken as given except for what could make it mean another
-    place than it says: ``..`` or ``.`` segments and control characters."""
-    path = location.split("://", 1)[-1]
-    if any(segment in (".", "..") for segment in path.split("/")):
-        raise InvalidInputError(f"A table location must not contain '.' or '..' segments: {location!r}")
-    if _CONTROL_CHARACTERS.search(location):
-        raise InvalidInputError("A table location must not contain control characters")
-    return location
-
-
 @dataclass(frozen=True)
 class NamespaceId:
     """A namespace inside a warehouse; ``path`` is empty for the warehouse itself."""
@@ -152,8 +141,3 @@ def parse_table_id(raw: Sequence[str] | None) -> TableId:
             f"A table identifier needs a warehouse, a namespace and a table name, got {list(parts)}"
         )
     return TableId(NamespaceId(parts[0], _check_namespace_levels(parts[1:-1])), parts[-1])
-
-
-def default_table_location(root: str, table: TableId) -> str:
-    """Where a table declared without a location keeps its Lance data: ``{root}/{warehouse}/{ns...}/{table}``."""
-    return "/".join([root.rstrip("/"), *table.parts])

@@ -21,14 +21,29 @@ other type under the same name; such a change shows once the remembered type exp
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from lance_namespace import ListTablesRequest, ListTablesResponse
+from lance_namespace.errors import InvalidInputError
+from pydantic import ValidationError
+from pyiceberg import exceptions as iceberg
+
+from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.catalogs import BridgeRestCatalog, TableSummary
+from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
+from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+from lance_iceberg_ns.paging import page_after, take_page
 
 TABLE_TYPE_KEY = "table_type"
 TABLE_TYPE_LANCE = "lance"
+ID_DELIMITER = "$"  # joins a full identifier in string form (the Lance REST spec's default)
+_REMEMBERED_TYPES = 100_000  # table names whose type one process remembers
 
 CacheKey = tuple[str, tuple[str, ...]]  # (warehouse, identifier inside the warehouse)
+TableTypes = RecentlyUsed[CacheKey, bool]  # is the name a Lance table
 
 
 def is_lance_table(properties: dict[str, str] | None) -> bool:
@@ -36,90 +51,120 @@ def is_lance_table(properties: dict[str, str] | None) -> bool:
     return (properties or {}).get(TABLE_TYPE_KEY, "").lower() == TABLE_TYPE_LANCE
 
 
-class TableTypeCache:
-    """Remembers, for a while, which table names are Lance tables."""
-
-    _PRUNE_EVERY = 4096  # entries added between sweeps of expired ones
-
-    def __init__(self, ttl_seconds: float) -> None:
-        self._ttl = ttl_seconds
-        self._entries: dict[CacheKey, tuple[bool, float]] = {}
-        self._lock = threading.Lock()
-        self._added_since_prune = 0
-
-    def get(self, key: CacheKey) -> bool | None:
-        """The remembered type, or ``None`` when unknown or expired."""
-        entry = self._entries.get(key)
-        if entry is None or entry[1] < time.monotonic():
-            return None
-        return entry[0]
-
-    def remember(self, key: CacheKey, is_lance: bool) -> None:
-        if self._ttl <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._entries[key] = (is_lance, now + self._ttl)
-            self._added_since_prune += 1
-            if self._added_since_prune >= self._PRUNE_EVERY:
-                self._entries = {k: v for k, v in self._entries.items() if v[1] >= now}
-                self._added_since_prune = 0
-
-    def forget(self, key: CacheKey) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
+_shared_types: dict[tuple[str, str, float], TableTypes] = {}
+_shared_types_lock = threading.Lock()
 
 
-_shared_caches: dict[tuple[str, str, float], TableTypeCache] = {}
-_shared_caches_lock = threading.Lock()
-
-
-def shared_table_types(endpoint: str, principal: str, ttl_seconds: float) -> TableTypeCache:
+def shared_table_types(endpoint: str, principal: str, ttl_seconds: float) -> TableTypes:
     """The process-wide memory of table types for one endpoint and principal."""
     key = (endpoint, principal, ttl_seconds)
-    with _shared_caches_lock:
-        cache = _shared_caches.get(key)
-        if cache is None:
-            cache = _shared_caches[key] = TableTypeCache(ttl_seconds)
-        return cache
+    with _shared_types_lock:
+        types = _shared_types.get(key)
+        if types is None:
+            types = _shared_types[key] = RecentlyUsed(_REMEMBERED_TYPES, ttl_seconds=ttl_seconds)
+        return types
 
 
-def page_after(names: Sequence[str], page_token: str | None) -> list[str]:
-    """The sorted names that come after ``page_token`` (the last name of the previous page)."""
-    ordered = sorted(set(names))
-    if page_token:
-        return [name for name in ordered if name > page_token]
-    return ordered
-
-
-def take_page(
-    candidates: list[str],
-    limit: int | None,
-    keep: Callable[[list[str]], Iterable[str]],
-    batch_size: int,
-) -> tuple[list[str], str | None]:
-    """Walk sorted ``candidates`` in batches, keeping what ``keep`` keeps, until ``limit`` names.
-
-    Returns the page and the token for the next one (``None`` when nothing is left), so that a
-    small page costs lookups only for the names it had to look at.
-    """
-    page: list[str] = []
-    position = 0
-    while position < len(candidates) and (limit is None or len(page) < limit):
-        wanted = batch_size if limit is None else max(batch_size, limit - len(page))
-        batch = candidates[position : position + wanted]
-        position += len(batch)
-        page.extend(keep(batch))
-    if limit is not None and len(page) > limit:
-        page = page[:limit]
-        return page, page[-1]
-    if limit is not None and len(page) == limit and position < len(candidates):
-        return page, page[-1]
-    return page, None
-
-
-def parallel_map(executor: ThreadPoolExecutor | None, function: Callable, items: list) -> list:  # type: ignore[type-arg]
+def parallel_map(executor: Executor | None, function: Callable[[Any], Any], items: list[Any]) -> list[Any]:
     """``map`` on the executor when there is more than one item."""
     if executor is None or len(items) <= 1:
         return [function(item) for item in items]
     return list(executor.map(function, items))
+
+
+def walk(catalog: BridgeRestCatalog, top: NamespaceId) -> Iterator[tuple[NamespaceId, list[str]]]:
+    """``top`` and every namespace beneath it (never into a trash), each with its children's names."""
+    pending = [top.path]
+    while pending:
+        path = pending.pop()
+        children = sorted(ident[-1] for ident in catalog.list_namespaces(path))
+        yield NamespaceId(top.warehouse, path), children
+        pending += [(*path, child) for child in reversed(children) if child != TRASH_NAMESPACE]
+
+
+@dataclass(frozen=True)
+class TableListing:
+    """Lance tables by name: the catalog lists the names, and what each is comes from the
+    remembered types first, then from lookups in parallel (see the module docstring).
+    ``has_data`` tells whether a location holds a dataset yet (for listings without declared
+    tables); ``lookup_threads`` sizes the batches a page is looked up in."""
+
+    catalog: Callable[[str], BridgeRestCatalog]
+    types: TableTypes
+    lookups: Callable[[], Executor]
+    has_data: Callable[[str], bool]
+    lookup_threads: int
+
+    def tables(self, request: ListTablesRequest) -> ListTablesResponse:
+        """A page of the Lance tables of a namespace, by name (the root and a warehouse hold
+        namespaces, never tables). Raises NoSuchNamespaceError."""
+        namespace = parse_namespace_id(request.id)
+        if namespace is None:
+            return ListTablesResponse(tables=[], page_token=None)
+        catalog = self.catalog(namespace.warehouse)  # an unknown warehouse is NamespaceNotFound
+        if not namespace.path:
+            return ListTablesResponse(tables=[], page_token=None)
+        names = [ident[-1] for ident in catalog.list_tables(namespace.path)]
+        with_data_only = request.include_declared is False
+
+        def keep(batch: list[str]) -> list[str]:
+            found = self.lance_tables_among(catalog, namespace, batch, with_data_only)
+            return [name for name in batch if name in found]
+
+        page, token = take_page(
+            page_after(names, request.page_token), request.limit, keep, max(32, self.lookup_threads * 8)
+        )
+        return ListTablesResponse(tables=page, page_token=token)
+
+    def all_tables(self, request: ListTablesRequest, warehouses: tuple[str, ...]) -> ListTablesResponse:
+        """A page of every Lance table beneath a warehouse or namespace (or every one of
+        ``warehouses``), as full identifiers joined by ``$``."""
+        top = parse_namespace_id(request.id)
+        tops = [top] if top is not None else [NamespaceId(warehouse, ()) for warehouse in warehouses]
+        if not tops:
+            raise InvalidInputError("Give the warehouse to list, or configure the property 'warehouses'")
+        include_declared = request.include_declared is not False
+        found = []
+        for top in tops:
+            catalog = self.catalog(top.warehouse)
+            for namespace, _children in walk(catalog, top):
+                if namespace.path:
+                    names = [ident[-1] for ident in catalog.list_tables(namespace.path)]
+                    lance_names = self.lance_tables_among(catalog, namespace, names, not include_declared)
+                    found += [ID_DELIMITER.join([*namespace.parts, name]) for name in lance_names]
+        page, token = take_page(page_after(found, request.page_token), request.limit, lambda names: names, 1000)
+        return ListTablesResponse(tables=page, page_token=token)
+
+    def lance_tables_among(
+        self, catalog: BridgeRestCatalog, namespace: NamespaceId, names: list[str], with_data_only: bool
+    ) -> set[str]:
+        """Which of ``names`` are Lance tables: remembered types first, the rest loaded in parallel."""
+
+        def key(name: str) -> CacheKey:
+            return (namespace.warehouse, (*namespace.path, name))
+
+        def load(name: str) -> TableSummary | None:
+            try:
+                return catalog.load_table_summary((*namespace.path, name), refs_only=True)
+            except iceberg.NoSuchTableError:  # dropped since the listing
+                return None
+            except ValidationError:  # metadata pyiceberg cannot read: not a companion the bridge made
+                return None
+
+        is_lance = {name: self.types.get(key(name)) for name in names}
+        unknown = [name for name, kind in is_lance.items() if kind is None]
+        loaded = dict(zip(unknown, parallel_map(self.lookups(), load, unknown), strict=True))
+        for name, table in loaded.items():
+            is_lance[name] = table is not None and is_lance_table(table.properties)
+            if table is not None:
+                self.types.keep(key(name), bool(is_lance[name]))
+        lance_names = sorted(name for name in names if is_lance[name])
+        if not with_data_only:
+            return set(lance_names)
+
+        def has_data(name: str) -> bool:
+            table = loaded.get(name) or catalog.load_table_summary((*namespace.path, name))
+            return self.has_data(table.location)
+
+        checks = parallel_map(self.lookups(), has_data, lance_names)
+        return {name for name, ok in zip(lance_names, checks, strict=True) if ok}

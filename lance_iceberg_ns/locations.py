@@ -126,10 +126,6 @@ class LocationPolicy:
     def bases(self) -> tuple[str, ...]:
         return (self.root, *self.allowed)
 
-    def with_allowed(self, *places: str) -> LocationPolicy:
-        """This policy, also allowing ``places`` (an import's source directory, say)."""
-        return LocationPolicy(self.root, (*self.allowed, *(normalize_location(place) for place in places)))
-
     def confine(self, raw: str) -> str:
         """The normal form of ``raw``, if it lies strictly under the root or an allowed location.
         Raises ``PermissionDeniedError`` otherwise (and ``InvalidInputError`` for a non-location)."""

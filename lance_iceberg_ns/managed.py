@@ -198,6 +198,11 @@ class VersionCommit:
     io: FileIO
     version: TableVersion
 
+    @property
+    def change(self) -> tuple[tuple[str, ...], tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
+        """The catalog change, as ``BridgeRestCatalog.commit_changes`` takes it."""
+        return self.identifier, self.requirements, self.updates
+
     def discard(self) -> None:
         """Delete the manifest list of a commit that did not land."""
         with contextlib.suppress(OSError):

@@ -64,17 +64,22 @@ def _leftover_manifests(listed: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
 
 
 def find_orphan_files(
-    location: str, storage_options: Mapping[str, str], older_than: str | float = DEFAULT_MARGIN, dry_run: bool = True
+    location: str,
+    storage_options: Mapping[str, str],
+    older_than: str | float = DEFAULT_MARGIN,
+    dry_run: bool = True,
+    dataset: lance.LanceDataset | None = None,
 ) -> OrphanFiles:
     """The files of the dataset at ``location`` that nothing needs and that were last written more
     than ``older_than`` ago (a duration such as ``"3d"`` or seconds): data files no version
-    references, and leftover manifest copies. Deleted unless ``dry_run``."""
+    references, and leftover manifest copies. Deleted unless ``dry_run``. ``dataset``: the
+    dataset at ``location``, when the caller has it open."""
     margin = older_than if isinstance(older_than, (int, float)) else parse_duration(older_than)
     filesystem, root = filesystem_for(location, storage_options)
     root = root.rstrip("/")
     data = filesystem.get_file_info(pafs.FileSelector(f"{root}/{DATA_DIRECTORY}", allow_not_found=True))
     manifests = filesystem.get_file_info(pafs.FileSelector(f"{root}/{VERSIONS_DIRECTORY}", allow_not_found=True))
-    referenced = _referenced_data_files(open_dataset(location, dict(storage_options)))
+    referenced = _referenced_data_files(dataset or open_dataset(location, dict(storage_options)))
     candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
     candidates += [(VERSIONS_DIRECTORY, info) for info in _leftover_manifests(manifests)]
     cutoff = time.time() - margin
@@ -102,6 +107,8 @@ def remove_orphan_files(
 ) -> OrphanFiles:
     """Delete the orphan data files of a table in the catalog (see the module's docstring for why
     this is safe). ``namespace`` is an ``IcebergLanceNamespace`` or its properties."""
-    described = as_namespace(namespace).describe_table(DescribeTableRequest(id=list(table_id)))
+    ns = as_namespace(namespace)
+    described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
     assert described.location is not None
-    return find_orphan_files(described.location, dict(described.storage_options or {}), older_than, dry_run)
+    dataset = ns.dataset(list(table_id))  # through the one opener: the entry has shown the data is its own
+    return find_orphan_files(described.location, dict(described.storage_options or {}), older_than, dry_run, dataset)

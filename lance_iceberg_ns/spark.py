@@ -144,9 +144,7 @@ class TableWrite:
             described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
             location, options = described.location, dict(described.storage_options or {})
             managed = bool(described.managed_versioning)
-            existing = (
-                datasets.open_through_namespace(ns, table_id) if managed else datasets.lance_dataset(location, options)
-            )
+            existing = ns.dataset(list(table_id))
             read_version = existing.version
             if mode == "append":  # the batches are cast into the table's schema (its vector types too)
                 schema = existing.schema
@@ -312,7 +310,7 @@ class TableRead:
         described = ns.describe_table(DescribeTableRequest(id=list(table_id), version=version))
         location, options = described.location, dict(described.storage_options or {})
         assert location is not None
-        dataset = datasets.lance_dataset(location, options, version)
+        dataset = ns.dataset(list(table_id), version)
         schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
         fragments = dataset.get_fragments()
         sizes = {fragment.fragment_id: _fragment_bytes(fragment) for fragment in fragments}

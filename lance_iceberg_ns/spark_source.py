@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from lance_namespace import TableExistsRequest
 from lance_namespace.errors import TableNotFoundError
 from pyspark.sql import SparkSession
 
@@ -143,7 +144,7 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
         ns = _bridge(self.options)
         table_id = _table_id(self.options)
         try:
-            ns.table_exists({"id": table_id})
+            ns.table_exists(TableExistsRequest(id=table_id))
             mode = "overwrite" if overwrite else "append"
         except TableNotFoundError:
             mode = "create"

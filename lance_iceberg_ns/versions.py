@@ -15,10 +15,11 @@ from datetime import datetime
 
 import lance
 import pyarrow.fs as pafs
-from lance_namespace import LanceNamespace, TableVersion
+from lance_namespace import TableVersion
 from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset, open_through_namespace
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.paging import page_of
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
@@ -51,9 +52,10 @@ def _millis(timestamp: datetime | int) -> int:
     return int(timestamp.timestamp() * 1000) if isinstance(timestamp, datetime) else int(timestamp) // 1_000_000
 
 
-def table_versions(location: str, storage_options: Mapping[str, str]) -> list[TableVersion]:
-    """Every version of the dataset at ``location``, oldest first."""
-    dataset = open_dataset(location, dict(storage_options))
+def table_versions(
+    dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str]
+) -> list[TableVersion]:
+    """Every version of ``dataset`` (opened at ``location``), oldest first."""
     manifests = _manifests(location, storage_options)
     versions = []
     for entry in dataset.versions():
@@ -77,36 +79,23 @@ def page_of_versions(
     """One page of versions in the wanted order, after ``page_token`` (the last version number of
     the previous page), and the token for the next page (None when nothing is left). ``limit`` is
     bounded by the caller (``limits.check_page_limit``)."""
-    ordered = sorted(versions, key=lambda v: v.version, reverse=descending)
+    last = None
     if page_token:
         try:
             last = int(page_token)
         except ValueError:
             raise InvalidInputError(f"Not a version page token: {page_token!r}") from None
-        ordered = [v for v in ordered if (v.version < last if descending else v.version > last)]
-    if limit is None or len(ordered) <= limit:
-        return ordered, None
-    page = ordered[:limit]
-    return page, str(page[-1].version) if page else None
+    page, token = page_of(versions, lambda version: version.version, last, limit, descending)
+    return page, None if token is None else str(token)
 
 
-def describe_version(location: str, storage_options: Mapping[str, str], version: int) -> TableVersion:
-    """One version of the dataset; TableVersionNotFoundError when it has no such version."""
-    for candidate in table_versions(location, storage_options):
-        if candidate.version == version:
+def describe_version(
+    dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str], version: int | None
+) -> TableVersion:
+    """One version of the dataset (the latest when None); TableVersionNotFoundError when it has no
+    such version."""
+    found = table_versions(dataset, location, storage_options)
+    for candidate in found:
+        if candidate.version == version or (version is None and candidate is found[-1]):
             return candidate
     raise TableVersionNotFoundError(f"Version {version} not found for the dataset at {location}")
-
-
-def restore_version(location: str, storage_options: Mapping[str, str], version: int) -> int:
-    """Make ``version`` the latest again, as a new version (history is kept); the new version."""
-    dataset: lance.LanceDataset = open_dataset(location, dict(storage_options), version)
-    dataset.restore()
-    return open_dataset(location, dict(storage_options)).version
-
-
-def restore_through_namespace(namespace: LanceNamespace, table_id: list[str], version: int) -> int:
-    """Restore through a namespace, so that the new version is committed where the namespace
-    commits them (the catalog, for managed tables); the new version."""
-    open_through_namespace(namespace, table_id, version).restore()
-    return open_through_namespace(namespace, table_id).version

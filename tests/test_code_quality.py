@@ -35,3 +35,99 @@ def test_only_the_datasets_module_opens_lance_datasets() -> None:
         if "lance.dataset(" in source.read_text() or "LanceDataset(" in source.read_text()
     )
     assert openers == ["datasets.py", "demo.py"]
+
+
+def _imports_of(module: str) -> set[str]:
+    """The modules a module of the package imports, directly or through other modules of the
+    package (imports made only for type checking count too: they say what a module knows of)."""
+    import ast
+
+    package = REPOSITORY / "lance_iceberg_ns"
+    seen: set[str] = set()
+    found: set[str] = set()
+    pending = [module]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = package.joinpath(*name.split(".")[1:])
+        source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        if not source.exists():
+            continue
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in imported:
+                found.add(target.split(".")[0])
+                if target.startswith("lance_iceberg_ns.") and (
+                    package.joinpath(*target.split(".")[1:]).with_suffix(".py").exists()
+                    or package.joinpath(*target.split(".")[1:]).is_dir()
+                ):
+                    found.add(target)
+                    pending.append(target)
+    return found
+
+
+CATALOG_HALF = [
+    "lance_iceberg_ns.catalogs",
+    "lance_iceberg_ns.companions",
+    "lance_iceberg_ns.namespaces",
+    "lance_iceberg_ns.listing",
+    "lance_iceberg_ns.managed_state",
+]
+STORAGE_AND_DATA = [
+    "lance_iceberg_ns.locations",
+    "lance_iceberg_ns.ownership",
+    "lance_iceberg_ns.datasets",
+    "lance_iceberg_ns.storage_options",
+    "lance_iceberg_ns.credentials",
+    "lance_iceberg_ns.data",
+    "lance_iceberg_ns.data.opening",
+    "lance_iceberg_ns.data.plane",
+    "lance_iceberg_ns.data.reads",
+    "lance_iceberg_ns.data.writes",
+    "lance_iceberg_ns.data.indices",
+    "lance_iceberg_ns.data.tags",
+    "lance_iceberg_ns.data.schema",
+]
+
+
+@pytest.mark.parametrize("module", CATALOG_HALF)
+def test_the_catalog_half_never_imports_lance(module: str) -> None:
+    assert "lance" not in _imports_of(module), f"{module} reaches Lance"
+
+
+@pytest.mark.parametrize("module", STORAGE_AND_DATA)
+def test_storage_and_the_data_plane_never_import_pyiceberg(module: str) -> None:
+    imported = _imports_of(module)
+    assert "pyiceberg" not in imported, f"{module} reaches pyiceberg"
+    assert "lance_iceberg_ns.catalogs" not in imported and "lance_iceberg_ns.companions" not in imported
+
+
+def test_the_boundary_check_sees_indirect_imports() -> None:
+    """The check itself: the namespace reaches both halves, through the modules it imports."""
+    imported = _imports_of("lance_iceberg_ns.namespace")
+    assert {"lance", "pyiceberg", "lance_iceberg_ns.companions", "lance_iceberg_ns.data.plane"} <= imported
+
+
+def test_no_class_is_over_450_lines_and_no_module_over_600() -> None:
+    """The shape of the house: small rooms (the local test catalog, a build helper, aside)."""
+    import ast
+
+    package = REPOSITORY / "lance_iceberg_ns"
+    too_long = []
+    for source in package.rglob("*.py"):
+        if "testing" in source.relative_to(package).parts:
+            continue
+        text = source.read_text()
+        if len(text.splitlines()) > 600:
+            too_long.append(f"{source.relative_to(package)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno and node.end_lineno - node.lineno + 1 > 450:
+                too_long.append(f"{source.relative_to(package)}:{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []

@@ -340,7 +340,7 @@ def managed_ns(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespac
 
 
 def _catalog_versions(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
-    table = ns._catalog(table_id[0]).load_table(tuple(table_id[1:]))
+    table = ns.catalog(table_id[0]).load_table(tuple(table_id[1:]))
     return sorted(int(s.summary.additional_properties[VERSION_KEY]) for s in table.metadata.snapshots if s.summary)
 
 

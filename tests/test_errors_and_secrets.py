@@ -184,3 +184,27 @@ def test_oauth2_credential_is_exchanged_for_a_token_used_on_every_request(tmp_pa
     # session then keeps one token for every request until it nears expiry
     assert len(stub.token_requests) <= 2
     assert stub.authorizations and set(stub.authorizations) == {"Bearer issued-token-123"}
+
+
+def test_callers_see_only_static_storage_options_known_to_be_safe(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """What a caller sees of the static options is a list of safe names, not a filter on names that
+    look secret: a customer encryption key and a proxy URL carrying a token pass no such filter."""
+    storage = {
+        "storage.region": "eu-1",
+        "storage.allow_http": "true",
+        "storage.aws_sse_customer_key_base64": SECRET_STORAGE_KEY,
+        "storage.proxy_url": f"http://{SECRET_TOKEN}@proxy.example:3128",
+        "storage.aws_endpoint": f"http://user:{SECRET_CLIENT}@minio.example:9000",
+    }
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=str(lance_root), share_static_credentials="false", **storage
+    ) as ns:
+        declared = ns.declare_table({"id": [*db, "t"]})
+        described = ns.describe_table({"id": [*db, "t"]})
+    assert declared.storage_options == described.storage_options == {"region": "eu-1", "allow_http": "true"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), **storage) as trusted:  # in process
+        assert trusted.describe_table({"id": [*db, "t"]}).storage_options == {
+            key.removeprefix("storage."): value for key, value in storage.items()
+        }

@@ -141,7 +141,7 @@ def test_an_unchanged_table_is_loaded_conditionally_and_a_changed_one_in_full(
     catalog answers an unchanged table with a bodiless 304, and any change is answered in full."""
     table_id = [*db, "t"]
     ns.declare_table(DeclareTableRequest(id=table_id))
-    catalog = ns._catalog(db[0])
+    catalog = ns.catalog(db[0])
     statuses: list[int] = []
     send = catalog._send_if_ok
 

@@ -35,7 +35,7 @@ def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> IcebergLanceNa
 
 def _snapshots(ns: IcebergLanceNamespace, table_id: list[str]) -> list[dict[str, str]]:
     """The companion table's snapshots as a plain Iceberg client sees them, oldest first."""
-    table = ns._catalog(table_id[0]).load_table(tuple(table_id[1:]))
+    table = ns.catalog(table_id[0]).load_table(tuple(table_id[1:]))
     return [
         {**snapshot.summary.additional_properties, "timestamp-ms": str(snapshot.timestamp_ms)}
         for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
@@ -62,7 +62,7 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     history = _snapshots(managed_ns, table_id)  # the Lance history, seen from Iceberg
     assert [h[VERSION_KEY] for h in history] == ["1", "2", "3"]
     assert all(int(h["timestamp-ms"]) > 0 and h["lance.manifest-path"] for h in history)
-    iceberg_table = managed_ns._catalog(db[0]).load_table((*db[1:], "events"))
+    iceberg_table = managed_ns.catalog(db[0]).load_table((*db[1:], "events"))
     assert iceberg_table.scan().to_arrow().num_rows == 0  # plain Iceberg readers read no Lance files
 
     listed = managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 2})
@@ -229,7 +229,7 @@ def test_unmanaged_tables_keep_lance_versions(ns: IcebergLanceNamespace, db: lis
 
 def _count_loads(monkeypatch: pytest.MonkeyPatch, ns: IcebergLanceNamespace, warehouse: str) -> list[int]:
     """A counter of the ``loadTable`` requests the namespace's catalog client sends from now on."""
-    catalog = ns._catalog(warehouse)
+    catalog = ns.catalog(warehouse)
     loads = [0]
     load = catalog.load_table_summary
 

@@ -200,7 +200,7 @@ def test_child_namespaces_are_listed_across_catalog_pages(endpoint: str, warehou
 def test_a_catalog_that_repeats_a_page_token_is_an_error_not_an_endless_listing(
     ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    catalog = ns._catalog(db[0])
+    catalog = ns.catalog(db[0])
     answers = []
 
     def same_page(*_args: object, **_kwargs: object) -> _Answer:

@@ -22,7 +22,7 @@ def test_round_trip_against_the_official_rest_fixture(tmp_path: Path) -> None:
         lance.write_dataset(pa.table({"x": [1, 2]}), namespace_client=ns, table_id=["wh", "db", "t"])
         assert ns.list_tables(ListTablesRequest(id=["wh", "db"])).tables == ["t"]
         assert lance.dataset(namespace_client=ns, table_id=["wh", "db", "t"]).count_rows() == 2
-        assert ns._catalogs.prefix("wh") == ""
+        assert ns.prefix("wh") == ""
 
 
 def test_round_trip_through_the_compose_stack_on_minio() -> None:

@@ -165,7 +165,7 @@ def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
         IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as other,
     ):
         kept = _write(other, [*db, "t"], [1, 2])
-        prove = dropper._owned_location
+        prove = dropper.placement.prove
 
         def meanwhile(entry: object) -> str:  # between the drop's load and its act
             location = prove(entry)  # type: ignore[arg-type]
@@ -173,7 +173,7 @@ def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
             _write(other, [*db, "t"], [9])
             return location
 
-        monkeypatch.setattr(dropper, "_owned_location", meanwhile)
+        monkeypatch.setattr(dropper.placement, "prove", meanwhile)
         with pytest.raises(ConcurrentModificationError):
             dropper.drop_table({"id": [*db, "t"]})
         assert _read(other, [*db, "t_keep"]) == [1, 2] and _read(other, [*db, "t"]) == [9]
@@ -288,7 +288,7 @@ def test_register_overwrite_that_fails_leaves_the_previous_table_whole(
     def unavailable(*args: object, **kwargs: object) -> None:
         raise ServiceUnavailableError("the catalog went away")
 
-    monkeypatch.setattr(ns, "_create_companion", unavailable)
+    monkeypatch.setattr(ns.companions, "create", unavailable)
     with pytest.raises(ServiceUnavailableError):
         ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
     monkeypatch.undo()

@@ -33,7 +33,7 @@ def test_round_trip_in_every_prefix_style(styled_server: LocalCatalog, tmp_path:
         assert "db" in ns.list_namespaces(ListNamespacesRequest(id=["wh1"])).namespaces
         assert ns.list_tables(ListTablesRequest(id=["wh1", "db"])).tables == ["t"]
         assert lance.dataset(namespace_client=ns, table_id=["wh1", "db", "t"]).count_rows() == 2
-        prefix = ns._catalogs.prefix("wh1")
+        prefix = ns.prefix("wh1")
     if styled_server.prefix_style in EXPECTED_PREFIX:
         assert prefix == EXPECTED_PREFIX[styled_server.prefix_style]
     else:  # an opaque prefix from the config's defaults or overrides

@@ -16,7 +16,7 @@ PACKAGE = Path(pyiceberg_internals.__file__).parent
 
 
 def test_every_borrowed_name_exists_in_the_installed_pyiceberg(ns: IcebergLanceNamespace, warehouse: str) -> None:
-    catalog = ns._catalog(warehouse)  # a real catalog, constructed against the real server
+    catalog = ns.catalog(warehouse)  # a real catalog, constructed against the real server
     provider = OAuth2TokenProvider("client", "secret", "http://127.0.0.1:1/token")
     missing = pyiceberg_internals.missing_internals(catalog, provider)
     assert not missing, f"pyiceberg changed what the bridge borrows: {missing}"

@@ -9,9 +9,10 @@ from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.errors import public_message
-from lance_iceberg_ns.identifiers import default_table_location, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
 from lance_iceberg_ns.limits import check_page_limit, check_properties
-from lance_iceberg_ns.listing import TableTypeCache, is_lance_table, page_after, take_page
+from lance_iceberg_ns.listing import is_lance_table, shared_table_types
+from lance_iceberg_ns.paging import page_after, take_page
 from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, PARQUET_JACKSON, _relocate_names
 
 
@@ -54,7 +55,6 @@ def test_identifiers_parse_into_value_objects() -> None:
     assert str(table) == "wh.a.b.t"
     assert parse_namespace_id([]) is None
     assert parse_namespace_id(["wh"]).path == ()  # type: ignore[union-attr]
-    assert default_table_location("/data/", table) == "/data/wh/a/b/t"
 
 
 @pytest.mark.parametrize("part", ["", ".", "..", "a/b", "a\\b", "tab\tbed", "x\x7f", " x"])
@@ -131,14 +131,16 @@ def test_take_page_walks_batches_until_the_limit() -> None:
     assert take_page(names, None, keep_even, batch_size=4) == (["n0", "n2", "n4", "n6", "n8"], None)
 
 
-def test_type_cache_forgets_and_expires() -> None:
-    cache = TableTypeCache(ttl_seconds=60)
-    cache.remember(("wh", ("db", "t")), True)
-    assert cache.get(("wh", ("db", "t"))) is True
-    cache.forget(("wh", ("db", "t")))
-    assert cache.get(("wh", ("db", "t"))) is None
-    disabled = TableTypeCache(ttl_seconds=0)
-    disabled.remember(("wh", ("db", "t")), True)
+def test_table_types_are_remembered_per_endpoint_and_forgotten() -> None:
+    types = shared_table_types("http://types.example", "anonymous", ttl_seconds=60)
+    assert shared_table_types("http://types.example", "anonymous", ttl_seconds=60) is types
+    assert shared_table_types("http://types.example", "client:other", ttl_seconds=60) is not types
+    types.keep(("wh", ("db", "t")), False)
+    assert types.get(("wh", ("db", "t"))) is False  # a remembered "not Lance" is an answer too
+    types.forget(("wh", ("db", "t")))
+    assert types.get(("wh", ("db", "t"))) is None
+    disabled = shared_table_types("http://types.example", "anonymous", ttl_seconds=0)
+    disabled.keep(("wh", ("db", "t")), True)
     assert disabled.get(("wh", ("db", "t"))) is None
 
 

@@ -23,6 +23,7 @@ from lance_namespace.errors import InvalidInputError, TableIndexNotFoundError
 from lance_namespace_urllib3_client.models import IndexContent
 
 from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.paging import page_of
 
 # The reference's names of each index type → pylance's.
 SCALAR_TYPES = {
@@ -120,16 +121,9 @@ def _transaction_id(dataset: lance.LanceDataset) -> str | None:
 def list_indices(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableIndicesResponse:
     """The table's indices by name, a page of ``limit`` after the name ``page_token``; the next
     page's token is the last name of a full page, as the reference pages them."""
-    described = sorted(dataset.describe_indices(), key=lambda index: index.name)
-    if page_token:
-        described = [index for index in described if index.name > page_token]
-    next_token = None
-    if limit is not None and limit >= 0:
-        if 0 < limit < len(described):
-            next_token = described[limit - 1].name
-        described = described[:limit]
+    described, next_token = page_of(dataset.describe_indices(), lambda index: index.name, page_token or None, limit)
     return ListTableIndicesResponse(
-        indexes=[_index_content(dataset, index) for index in described], page_token=next_token if described else None
+        indexes=[_index_content(dataset, index) for index in described], page_token=next_token
     )
 
 

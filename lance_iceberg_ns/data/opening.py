@@ -17,7 +17,9 @@ a hard drop.
 A table whose versions the catalog manages is opened through the namespace, so that the catalog
 says which version is the latest and every commit goes through its compare-and-swap; so are its
 writes (``write``): a managed table is never written by its location, which would commit outside
-the catalog.
+the catalog. A read opens it through a namespace that always asks the catalog (``reads_through``),
+never answering from a commit this process made a moment ago: another process may have committed
+since.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from lance_namespace import LanceNamespace
 from lance_namespace.errors import TableNotFoundError
 
 from lance_iceberg_ns import datasets, ownership
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import ResolvedTable
-from lance_iceberg_ns.lru import RecentlyUsed
 
 T = TypeVar("T")
 
@@ -42,8 +44,11 @@ T = TypeVar("T")
 class OpenDatasets:
     """Datasets kept open for reuse (the least recently used are let go beyond ``capacity``)."""
 
-    def __init__(self, namespace: LanceNamespace, capacity: int = 64) -> None:
-        self._namespace = namespace
+    def __init__(
+        self, writes_through: LanceNamespace, reads_through: Callable[[], LanceNamespace], capacity: int = 64
+    ) -> None:
+        self._writes_through = writes_through
+        self._reads_through = reads_through
         self._open: RecentlyUsed[tuple[str, str | None], lance.LanceDataset] = RecentlyUsed(capacity)  # by place
         self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
 
@@ -62,7 +67,7 @@ class OpenDatasets:
         known = self._places.get(table_id)
         kept = self._open.get(known.place) if known is not None and not known.managed else None
         if known is None or kept is None:
-            return read(self.open(resolve(), version))
+            return read(self.open(resolve(), version, reading=True))
         asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
         failure: Exception | None = None
         try:
@@ -72,20 +77,22 @@ class OpenDatasets:
         current, latest = asked.result()
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
-            return read(self.open(current, version))
+            return read(self.open(current, version, reading=True))
         if failure is not None:
             raise failure
         return answer
 
-    def open(self, table: ResolvedTable, version: int | str | None = None) -> lance.LanceDataset:
-        """The table's dataset at its latest version, or at ``version`` (a number or a tag).
-        Raises TableVersionNotFoundError for a version or tag it does not have, TableNotFoundError
-        for a table declared but not written yet, PermissionDeniedError for a place the entry
-        cannot show is its own (checked when a place is first opened)."""
+    def open(self, table: ResolvedTable, version: int | str | None = None, reading: bool = False) -> lance.LanceDataset:
+        """The table's dataset at its latest version, or at ``version`` (a number or a tag);
+        ``reading`` when it will only be read, never committed to. Raises TableVersionNotFoundError
+        for a version or tag it does not have, TableNotFoundError for a table declared but not
+        written yet, PermissionDeniedError for a place the entry cannot show is its own (checked
+        when a place is first opened)."""
         if table.managed:
             self._prove(table)
+            namespace = self._reads_through() if reading else self._writes_through
             with _declared_only(table):
-                dataset = datasets.open_through_namespace(self._namespace, table.id)
+                dataset = datasets.open_through_namespace(namespace, table.id)
         else:
             dataset = self._latest(table)
         self._places.keep(table.id, table)
@@ -95,7 +102,7 @@ class OpenDatasets:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
         first version of a table declared but not yet written); the dataset written."""
         if table.managed:
-            return lance.write_dataset(data, namespace_client=self._namespace, table_id=list(table.id), mode=mode)
+            return lance.write_dataset(data, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
         kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
         target = kept if kept is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)

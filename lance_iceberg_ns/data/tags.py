@@ -20,7 +20,7 @@ from lance_namespace.errors import InvalidInputError, TableBranchAlreadyExistsEr
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
 from lance_iceberg_ns.data.failures import pylance_failures
-from lance_iceberg_ns.listing import page_after
+from lance_iceberg_ns.paging import page_of
 
 DEFAULT_PAGE_SIZE = 1000
 M = TypeVar("M")
@@ -33,10 +33,8 @@ def _page(
     ``contents`` makes it; the token of the next page, if any."""
     if limit is not None and limit < 0:
         raise InvalidInputError("limit must not be negative")
-    size = limit or DEFAULT_PAGE_SIZE
-    after = page_after(list(refs), page_token)
-    page = after[:size]
-    return {name: contents(refs[name]) for name in page}, (page[-1] if len(after) > size else None)
+    names, token = page_of(refs, lambda name: name, page_token or None, limit or DEFAULT_PAGE_SIZE)
+    return {name: contents(refs[name]) for name in names}, token
 
 
 def _positive(version: int, operation: str) -> int:

@@ -14,7 +14,8 @@ from typing import Any
 import uvicorn
 from lance_namespace import LanceNamespace
 
-from lance_iceberg_ns.server.app import DEFAULT_DELIMITER, create_app, parse_path_id
+from lance_iceberg_ns.server.app import create_app
+from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
 
 __all__ = ["DEFAULT_DELIMITER", "RunningServer", "create_app", "parse_path_id", "serve_in_background"]
 

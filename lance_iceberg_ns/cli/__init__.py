@@ -1,0 +1,45 @@
+"""The ``lance-iceberg-ns`` command: namespaces, tables, versions, the soft-delete lifecycle,
+import from a directory namespace, the REST server and the local catalog.
+
+Connection options (``--catalog``, ``--endpoint``, ``--root``, ``-p key=value``) and output options
+(``--json``, ``--debug``, ``--delimiter``) go before or after the command; a command's own win.
+Settings also come from ``LANCE_ICEBERG_*`` variables and, with ``--catalog NAME`` (or
+``LANCE_ICEBERG_CATALOG``), from a pyiceberg catalog configuration.
+
+Exit codes: 0 success, 1 unexpected failure, 2 invalid input or usage, 3 not found, 4 conflict,
+5 unavailable (or throttled), 6 not authenticated or not allowed, 7 unsupported.
+
+The package: ``base`` (state, options, helpers, the groups), ``catalog_commands``, ``data_commands``
+and ``serve`` (the foreground commands and ``main``); importing it registers every command.
+"""
+
+from __future__ import annotations
+
+from lance_iceberg_ns.cli import catalog_commands, data_commands  # noqa: F401  (they register their commands)
+from lance_iceberg_ns.cli.base import (
+    EXIT_UNEXPECTED,
+    EXIT_USAGE,
+    CliState,
+    cli,
+    common_options,
+    exit_code_for,
+    namespaces,
+    tables,
+)
+from lance_iceberg_ns.cli.data_commands import SCALAR_INDEX_TYPES, indices, tags
+from lance_iceberg_ns.cli.serve import main
+
+__all__ = [
+    "EXIT_UNEXPECTED",
+    "EXIT_USAGE",
+    "SCALAR_INDEX_TYPES",
+    "CliState",
+    "cli",
+    "common_options",
+    "exit_code_for",
+    "indices",
+    "main",
+    "namespaces",
+    "tables",
+    "tags",
+]

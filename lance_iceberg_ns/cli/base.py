@@ -1,0 +1,205 @@
+"""The CLI's shared parts: exit codes, option state, common options, output and paging helpers, groups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+# Lance error code → exit code (see the package docstring); every code of lance_namespace's
+# ErrorCode has its row (tests/test_cli.py holds it to the enum).
+_EXIT_CODES = {
+    0: 7,
+    1: 3,
+    2: 4,
+    3: 4,
+    4: 3,
+    5: 4,
+    6: 3,
+    7: 4,
+    8: 3,
+    9: 4,
+    10: 3,
+    11: 3,
+    12: 3,
+    13: 2,
+    14: 4,
+    15: 6,
+    16: 6,
+    17: 5,
+    18: 1,
+    19: 4,
+    20: 2,
+    21: 5,
+    22: 3,  # branch not found
+    23: 4,  # branch already exists
+}
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+
+
+def exit_code_for(error_code: int) -> int:
+    """The exit code for a Lance error code."""
+    return _EXIT_CODES.get(error_code, EXIT_UNEXPECTED)
+
+
+@dataclass
+class CliState:
+    """The options given so far, from the group and then the command."""
+
+    catalog: str | None = None
+    endpoint: str | None = None
+    root: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    as_json: bool = False
+    debug: bool = False
+    delimiter: str = "."
+
+    def namespace(self) -> Any:
+        from lance_iceberg_ns import IcebergLanceNamespace
+        from lance_iceberg_ns.sources import resolve_properties
+
+        explicit = {**self.properties, "endpoint": self.endpoint, "root": self.root}
+        properties = resolve_properties({k: v for k, v in explicit.items() if v is not None}, catalog=self.catalog)
+        if not properties.get("endpoint"):
+            raise click.UsageError(
+                "No catalog: give --endpoint URL, --catalog NAME (pyiceberg) or set LANCE_ICEBERG_ENDPOINT"
+            )
+        return IcebergLanceNamespace(**properties)
+
+    def call(self, operation: str, identifier: str, **fields: Any) -> Any:
+        """One namespace operation on the object an identifier names, with its other fields."""
+        return getattr(self.namespace(), operation)({"id": self.identifier(identifier), **fields})
+
+    def identifier(self, text: str) -> list[str]:
+        return [] if text == "" else text.split(self.delimiter)
+
+    def name(self, parts: Iterable[str]) -> str:
+        return self.delimiter.join(parts)
+
+
+def _state() -> CliState:
+    return click.get_current_context().ensure_object(CliState)
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Store an option in the shared state (a command's value overrides the group's)."""
+    state = ctx.ensure_object(CliState)
+    if value is None or value == () or value is False:
+        return
+    if param.name == "properties":
+        for item in value:
+            key, separator, text = item.partition("=")
+            if not separator or not key:
+                raise click.BadParameter(f"expected key=value, got {item!r}", ctx=ctx, param=param)
+            state.properties[key] = text
+    else:
+        setattr(state, str(param.name), value)
+
+
+def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The connection and output options, accepted by the group and by every command."""
+    options = [
+        click.option("--catalog", help="start from this pyiceberg catalog (~/.pyiceberg.yaml, PYICEBERG_CATALOG__*)"),
+        click.option("--endpoint", help="the Iceberg REST catalog URL"),
+        click.option("--root", help="storage root for tables declared without a location"),
+        click.option(
+            "-p", "--property", "properties", multiple=True, metavar="KEY=VALUE", help="a bridge property (repeatable)"
+        ),
+        click.option("--json", "as_json", is_flag=True, default=None, help="print JSON for scripts"),
+        click.option("--debug", is_flag=True, default=None, help="log at DEBUG and show tracebacks"),
+        click.option("--delimiter", help="what joins identifier parts (default '.')"),
+    ]
+    already = len(getattr(function, "__click_params__", []))  # the command's own, decorated first
+    for option in reversed(options):
+        function = option(function)
+    for param in function.__click_params__[already:]:  # type: ignore[attr-defined]
+        param.expose_value = False
+        param.callback = _remember
+        param.is_eager = True
+    return function
+
+
+def _command(group: click.Group, name: str, argument: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """A command of ``group`` on one object, named by ARGUMENT (its identifier), that takes the
+    common options too; the options and arguments decorated below it follow ARGUMENT."""
+
+    def decorate(function: Callable[..., Any]) -> click.Command:
+        command = group.command(name)(click.argument(argument)(common_options(function)))
+        command.params.sort(key=lambda param: param.callback is _remember)  # common options last in help
+        return command
+
+    return decorate
+
+
+def _emit(data: Any, human: Callable[[], None]) -> None:
+    """JSON with ``--json``, else the human form."""
+    if _state().as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        human()
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for row in rows:
+        table.add_row(*("" if value is None else str(value) for value in row))
+    Console(width=200, soft_wrap=True).print(table)
+
+
+def _fields(pairs: Iterable[tuple[str, Any]]) -> None:
+    _table(("field", "value"), ((key, value) for key, value in pairs if value not in (None, "", {}, [])))
+
+
+def _value(text: str) -> Any:
+    """A parameter given on the command line: a number or a boolean as such, else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """Every page of a listing, following its page tokens."""
+    token = None
+    while True:
+        page = fetch(token)
+        yield page
+        token = page.page_token
+        if not token:
+            return
+
+
+def _all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
+    return [item for page in _pages(fetch) for item in getattr(page, items) or []]
+
+
+def _fetcher(ns: Any, operation: str, **request: Any) -> Callable[[str | None], Any]:
+    """One page of a listing operation for a page token, the rest of its request fixed."""
+    return lambda token: getattr(ns, operation)({**request, "page_token": token})
+
+
+# --- the command tree -------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@common_options
+def cli() -> None:
+    """Lance tables in an Apache Iceberg REST catalog."""
+
+
+@cli.group()
+def namespaces() -> None:
+    """Namespaces: [warehouse, namespace...]."""
+
+
+@cli.group()
+def tables() -> None:
+    """Lance tables: [warehouse, namespace..., table]."""

@@ -1,0 +1,164 @@
+"""The data-side commands: row counts, stats, indices, tags, orphan files and import from a directory namespace."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from lance_iceberg_ns.cli.base import (
+    _all_pages,
+    _command,
+    _emit,
+    _fetcher,
+    _fields,
+    _pages,
+    _state,
+    _table,
+    _value,
+    cli,
+    exit_code_for,
+    tables,
+)
+
+SCALAR_INDEX_TYPES = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "FTS", "NGRAM", "ZONEMAP"})
+
+
+@_command(tables, "count", "table_id")
+@click.option("--where", "predicate", help="only rows matching this SQL predicate")
+@click.option("--version", type=int, help="at this version")
+def tables_count(table_id: str, predicate: str | None, version: int | None) -> None:
+    """How many rows a table has."""
+    count = _state().call("count_table_rows", table_id, predicate=predicate, version=version).count
+    _emit({"table": table_id, "rows": count}, lambda: click.echo(count))
+
+
+@_command(tables, "stats", "table_id")
+def tables_stats(table_id: str) -> None:
+    """A table's rows, bytes, indices and fragments."""
+    response = _state().call("get_table_stats", table_id)
+    _emit(response.to_dict(), lambda: _fields(response.to_dict().items()))
+
+
+@tables.group("indices")
+def indices() -> None:
+    """A table's indices."""
+
+
+@_command(indices, "list", "table_id")
+def indices_list(table_id: str) -> None:
+    """The indices of a table."""
+    state = _state()
+    found = _all_pages(_fetcher(state.namespace(), "list_table_indices", id=state.identifier(table_id)), "indexes")
+    rows = [(i.index_name, i.index_type, ",".join(i.columns), i.num_indexed_rows, i.num_unindexed_rows) for i in found]
+    _emit(
+        {"indices": [index.to_dict() for index in found]},
+        lambda: _table(("index", "type", "columns", "indexed rows", "unindexed rows"), rows),
+    )
+
+
+@_command(indices, "create", "table_id")
+@click.option("--column", required=True, help="the column to index")
+@click.option("--type", "index_type", required=True, help="IVF_PQ, IVF_HNSW_SQ, BTREE, BITMAP, LABEL_LIST, FTS, ...")
+@click.option("--name", help="the index name (default: Lance's, from the column)")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="an index parameter (num_partitions=64)")
+def indices_create(table_id: str, column: str, index_type: str, name: str | None, settings: tuple[str, ...]) -> None:
+    """Build an index on a column (vector types build a vector index, the rest a scalar one)."""
+    parameters = {key: _value(text) for key, text in (item.partition("=")[::2] for item in settings)}
+    scalar = index_type.upper() in SCALAR_INDEX_TYPES
+    operation = "create_table_scalar_index" if scalar else "create_table_index"
+    _state().call(operation, table_id, column=column, index_type=index_type.upper(), name=name, **parameters)
+    _emit({"table": table_id, "column": column, "index_type": index_type.upper()}, lambda: click.echo("created"))
+
+
+@_command(indices, "drop", "table_id")
+@click.argument("index_name")
+def indices_drop(table_id: str, index_name: str) -> None:
+    """Drop an index."""
+    _state().call("drop_table_index", table_id, index_name=index_name)
+    _emit({"table": table_id, "dropped": index_name}, lambda: click.echo(f"dropped {index_name}"))
+
+
+@tables.group("tags")
+def tags() -> None:
+    """A table's tags: names for versions."""
+
+
+@_command(tags, "list", "table_id")
+def tags_list(table_id: str) -> None:
+    """The tags of a table."""
+    state = _state()
+    pages = _pages(_fetcher(state.namespace(), "list_table_tags", id=state.identifier(table_id)))
+    tags_by_name = {name: contents for page in pages for name, contents in (page.tags or {}).items()}
+    rows = [(name, contents.version) for name, contents in sorted(tags_by_name.items())]
+    as_json = {"tags": {name: contents.to_dict() for name, contents in tags_by_name.items()}}
+    _emit(as_json, lambda: _table(("tag", "version"), rows))
+
+
+@_command(tags, "create", "table_id")
+@click.argument("tag")
+@click.argument("version", type=int)
+def tags_create(table_id: str, tag: str, version: int) -> None:
+    """Name a version of a table."""
+    _state().call("create_table_tag", table_id, tag=tag, version=version)
+    _emit({"table": table_id, "tag": tag, "version": version}, lambda: click.echo(f"tagged version {version} {tag}"))
+
+
+@_command(tags, "delete", "table_id")
+@click.argument("tag")
+def tags_delete(table_id: str, tag: str) -> None:
+    """Delete a tag (the version stays)."""
+    _state().call("delete_table_tag", table_id, tag=tag)
+    _emit({"table": table_id, "deleted": tag}, lambda: click.echo(f"deleted tag {tag}"))
+
+
+@_command(tables, "remove-orphans", "table_id")
+@click.option("--older-than", default="3d", show_default=True, help="only files last written this long ago")
+@click.option("--dry-run", is_flag=True, help="list them, delete nothing")
+def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
+    """Delete data files no version references (left by failed or speculative task attempts)."""
+    from lance_iceberg_ns.orphans import remove_orphan_files
+
+    state = _state()
+    found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    _emit(
+        {"files": found.files, "bytes": found.bytes, "dry_run": dry_run},
+        lambda: click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes"),
+    )
+
+
+@_command(cli, "import-directory", "directory")
+@click.option("--into", "into", required=True, help="the target namespace: WAREHOUSE.NAMESPACE")
+@click.option("--dry-run", is_flag=True, help="say what would be registered, register nothing")
+@click.option("--storage", multiple=True, metavar="KEY=VALUE", help="storage option for the directory (repeatable)")
+def import_directory_command(directory: str, into: str, dry_run: bool, storage: tuple[str, ...]) -> None:
+    """Register every Lance table of the directory namespace at DIRECTORY (V1 *.lance directories and
+    V2 __manifest tables) at its existing location. Safe to re-run."""
+    from rich.progress import Progress
+
+    from lance_iceberg_ns.directory_import import CONFLICT, import_directory
+
+    state = _state()
+    progress = Progress(transient=True, disable=state.as_json or not sys.stderr.isatty())
+    task = progress.add_task("importing", total=None)
+    with progress:
+        summary = import_directory(
+            state.namespace(),
+            directory,
+            state.identifier(into),
+            storage_options=dict(item.partition("=")[::2] for item in storage),
+            dry_run=dry_run,
+            planned=lambda total: progress.update(task, total=total),
+            progress=lambda _table: progress.advance(task),
+        )
+    rows = [(state.name(t.source), state.name(t.target), t.outcome, t.reason) for t in summary.tables]
+    counts = {outcome: summary.count(outcome) for outcome in sorted({t.outcome for t in summary.tables})}
+
+    def human() -> None:
+        _table(("directory table", "catalog table", "outcome", "reason"), rows)
+        click.echo(", ".join(f"{count} {outcome}" for outcome, count in counts.items()) or "no tables found")
+
+    _emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts}, human)
+    if summary.count(CONFLICT):
+        raise SystemExit(exit_code_for(5))  # a conflict, as for TableAlreadyExists

@@ -1,0 +1,216 @@
+"""Companion tables: the Iceberg entries that stand for Lance tables in the catalog.
+
+Every Lance table is a companion Iceberg table with a one-column dummy schema, the property
+``table_type=lance`` and the Lance dataset root as its location. This module loads, finds,
+creates, renames, sets aside and drops them, through the warehouse catalogs; it speaks pyiceberg
+only (the catalog half of the bridge never touches Lance data).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
+from pyiceberg import exceptions as iceberg
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StringType
+
+from lance_iceberg_ns.catalogs import (
+    BridgeRestCatalog,
+    TableSummary,
+    WarehouseCatalogs,
+    acquire_warehouse_catalogs,
+    release_warehouse_catalogs,
+)
+from lance_iceberg_ns.config import Settings, looks_secret
+from lance_iceberg_ns.identifiers import TableId
+from lance_iceberg_ns.lifecycle import trash_path
+from lance_iceberg_ns.listing import TABLE_TYPE_KEY, TABLE_TYPE_LANCE, TableTypes, is_lance_table, shared_table_types
+from lance_iceberg_ns.locations import check_requested_properties
+from lance_iceberg_ns.managed_state import ManagedState
+
+logger = logging.getLogger(__name__)
+
+BOOKKEEPING_PREFIX = "lance-iceberg-ns."
+# The property that tells, after a lost answer, whether a create landed
+# (``BridgeRestCatalog.create_table_once``); the location's ownership marker names it too, until
+# the catalog's table UUID is known.
+CREATE_ID = BOOKKEEPING_PREFIX + "create-id"
+TRASH_COMMENT = "soft-deleted Lance tables (lance-iceberg-ns)"
+
+
+def companion_table_schema() -> Schema:
+    """The schema of every companion table: one nullable string column ``dummy``."""
+    return Schema(NestedField(field_id=1, name="dummy", field_type=StringType(), required=False))
+
+
+def shown(properties: Mapping[str, str]) -> dict[str, str]:
+    """A companion table's properties as answered: without the bridge's own bookkeeping."""
+    return {key: value for key, value in properties.items() if key != CREATE_ID}
+
+
+def stored_properties(requested: Mapping[str, str] | None) -> dict[str, str]:
+    """Request properties as stored on a companion table: never a secret, always the type.
+    Raises InvalidInputError for properties that would move the catalog's or the bridge's files."""
+    check_requested_properties(dict(requested or {}), BOOKKEEPING_PREFIX)
+    properties = {}
+    for key, value in (requested or {}).items():
+        if looks_secret(key, value):
+            logger.warning("Not storing property %r in the catalog: it looks like a secret", key)
+            continue
+        properties[key] = value
+    properties[TABLE_TYPE_KEY] = TABLE_TYPE_LANCE  # always wins over a requested value
+    return properties
+
+
+class Companions:
+    """The companion tables of the warehouses one bridge reaches, with what the bridge remembers
+    of them: which names are Lance tables, and managed tables' latest states."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._warehouses = acquire_warehouse_catalogs(settings)
+        self._released = False
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self.types: TableTypes = shared_table_types(
+            settings.endpoint, settings.principal(), settings.table_type_cache_seconds
+        )
+        self.managed = ManagedState(settings.commit_cache_seconds)
+
+    # --- connections ----------------------------------------------------------------------
+
+    def catalog(self, warehouse: str) -> BridgeRestCatalog:
+        """The warehouse's pyiceberg catalog. Raises NamespaceNotFoundError for a warehouse the
+        server does not know."""
+        return self.warehouses().get(warehouse)
+
+    def warehouses(self) -> WarehouseCatalogs:
+        """The warehouse catalogs (taken back after ``close``: the object stays usable)."""
+        if self._released:
+            with self._lock:
+                if self._released:
+                    self._warehouses = acquire_warehouse_catalogs(self._settings)
+                    self._released = False
+        return self._warehouses
+
+    def lookups(self) -> ThreadPoolExecutor:
+        """Threads for catalog lookups that run side by side (a listing's loadTable requests, a
+        read's check of where its table is); started as needed."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=self._settings.lookup_threads, thread_name_prefix="lance-iceberg-ns-lookup"
+                )
+            return self._executor
+
+    def close(self) -> None:
+        """Give back the catalog connections (closed when no other bridge of the process shares
+        them) and stop the lookup threads."""
+        with self._lock:
+            if not self._released:
+                self._released = True
+                release_warehouse_catalogs(self._settings)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+
+    # --- lookups ----------------------------------------------------------------------------
+
+    def load(self, table: TableId) -> TableSummary:
+        """The companion table's summary. Raises NoSuchTableError; a plain Iceberg table under
+        that name is InvalidInputError."""
+        loaded = self.catalog(table.warehouse).load_table_summary(table.iceberg_identifier, refs_only=True)
+        self._require_lance(table, loaded.properties)
+        return loaded
+
+    def find(self, table: TableId) -> TableSummary | None:
+        """The companion table's summary, or None when the name holds no table."""
+        try:
+            return self.load(table)
+        except iceberg.NoSuchTableError:
+            return None
+
+    def load_table(self, table: TableId, history: bool) -> Any:
+        """The companion table as pyiceberg loads it: with every snapshot when ``history``, else
+        only the current ones (one cheap request). A plain Iceberg table is InvalidInputError."""
+        catalog = self.catalog(table.warehouse)
+        identifier = table.iceberg_identifier
+        loaded = catalog.load_table(identifier) if history else catalog.load_table_refs(identifier)
+        self._require_lance(table, loaded.properties)
+        return loaded
+
+    def table_from_summary(self, table: TableId, summary: TableSummary) -> Any:
+        """pyiceberg's ``Table`` for a summary just loaded, with no new request."""
+        return self.catalog(table.warehouse).table_from_summary(table.iceberg_identifier, summary)
+
+    def exists(self, table: TableId) -> bool:
+        """Whether the name holds a table (of any type)."""
+        return self.catalog(table.warehouse).table_exists(table.iceberg_identifier)
+
+    def _require_lance(self, table: TableId, properties: Mapping[str, str]) -> None:
+        is_lance = is_lance_table(dict(properties))
+        self.types.keep((table.warehouse, table.iceberg_identifier), is_lance)
+        if not is_lance:
+            raise InvalidInputError(f"Table {table} is an Iceberg table, not a Lance table (no table_type=lance)")
+
+    # --- changes --------------------------------------------------------------------------
+
+    def create(self, table: TableId, location: str, properties: dict[str, str], create_id: str) -> Any:
+        """Create the companion table at ``location`` (pyiceberg's ``Table``), safely retried when
+        the answer is lost (``BridgeRestCatalog.create_table_once``)."""
+        created = self.catalog(table.warehouse).create_table_once(
+            table.iceberg_identifier,
+            CREATE_ID,
+            create_id,
+            schema=companion_table_schema(),
+            location=location,
+            properties=properties,
+        )
+        self.types.keep((table.warehouse, table.iceberg_identifier), True)
+        return created
+
+    def rename(self, source: TableId, target: TableId) -> None:
+        """Rename within a warehouse; the data stays where it is."""
+        self.catalog(source.warehouse).rename_table(source.iceberg_identifier, target.iceberg_identifier)
+        self.forget(source)
+        self.types.keep((target.warehouse, target.iceberg_identifier), True)
+
+    def set_aside(
+        self, table: TableId, expected: TableSummary, name: str | None = None, why: str = ""
+    ) -> tuple[str, ...]:
+        """Rename the entry into the trash namespace, out of every client's reach: as ``name`` (a
+        tombstone), or out of every listing while it is ``why``. Then check that it is still the
+        one loaded as ``expected``: between the load and now, a rename and a new table could have
+        given the name to another entry. Raises ConcurrentModificationError (the entry back in
+        place). Returns the identifier it has in the trash."""
+        catalog = self.catalog(table.warehouse)
+        trash = trash_path(table.namespace.path)
+        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
+            catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
+        aside = (*trash, name or f"{table.name}~{why}~{uuid.uuid4().hex[:12]}")
+        catalog.rename_table(table.iceberg_identifier, aside)
+        self.forget(table)
+        if catalog.load_table_summary(aside, refs_only=True).table_uuid != expected.table_uuid:
+            catalog.rename_table(aside, table.iceberg_identifier)
+            raise ConcurrentModificationError(f"Table {table} was replaced meanwhile; nothing was changed")
+        return aside
+
+    def put_back(self, table: TableId, aside: tuple[str, ...]) -> None:
+        """Undo ``set_aside``: the entry takes its name again."""
+        self.catalog(table.warehouse).rename_table(aside, table.iceberg_identifier)
+
+    def drop(self, warehouse: str, identifier: tuple[str, ...]) -> None:
+        """Remove an entry from the catalog (never its files: the bridge deletes what it owns)."""
+        self.catalog(warehouse).drop_table(identifier, purge_requested=False)
+
+    def forget(self, table: TableId) -> None:
+        """Forget what is remembered of a name whose table this process just dropped or moved."""
+        self.types.forget((table.warehouse, table.iceberg_identifier))
+        self.managed.forget(table)

@@ -1,0 +1,228 @@
+"""The data plane: every operation on a table's rows, schema, indices and tags.
+
+It meets the catalog at one seam, ``resolve`` (a table id → the live table as the catalog says it
+is now: ``ResolvedTable``), opens datasets only through ``OpenDatasets``, and hands each dataset
+and request to the module that owns the operation. It never imports pyiceberg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import TypeVar
+
+import lance
+from lance_namespace import (
+    AlterTableAddColumnsRequest,
+    AlterTableAddColumnsResponse,
+    AlterTableAlterColumnsRequest,
+    AlterTableAlterColumnsResponse,
+    AlterTableDropColumnsRequest,
+    AlterTableDropColumnsResponse,
+    AnalyzeTableQueryPlanRequest,
+    CountTableRowsRequest,
+    CountTableRowsResponse,
+    CreateTableBranchRequest,
+    CreateTableBranchResponse,
+    CreateTableIndexRequest,
+    CreateTableIndexResponse,
+    CreateTableScalarIndexResponse,
+    CreateTableTagRequest,
+    CreateTableTagResponse,
+    DeleteFromTableRequest,
+    DeleteFromTableResponse,
+    DeleteTableBranchRequest,
+    DeleteTableBranchResponse,
+    DeleteTableTagRequest,
+    DeleteTableTagResponse,
+    DescribeTableIndexStatsRequest,
+    DescribeTableIndexStatsResponse,
+    DropTableIndexRequest,
+    DropTableIndexResponse,
+    ExplainTableQueryPlanRequest,
+    GetTableStatsRequest,
+    GetTableStatsResponse,
+    GetTableTagVersionRequest,
+    GetTableTagVersionResponse,
+    InsertIntoTableRequest,
+    InsertIntoTableResponse,
+    ListTableBranchesRequest,
+    ListTableBranchesResponse,
+    ListTableIndicesRequest,
+    ListTableIndicesResponse,
+    ListTableTagsRequest,
+    ListTableTagsResponse,
+    MergeInsertIntoTableRequest,
+    MergeInsertIntoTableResponse,
+    QueryTableRequest,
+    UpdateTableRequest,
+    UpdateTableResponse,
+    UpdateTableSchemaMetadataRequest,
+    UpdateTableSchemaMetadataResponse,
+    UpdateTableTagRequest,
+    UpdateTableTagResponse,
+)
+
+from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
+from lance_iceberg_ns.data.ipc import QueryAnswer
+from lance_iceberg_ns.data.opening import OpenDatasets
+from lance_iceberg_ns.request_rules import refuse_branch
+
+T = TypeVar("T")
+Resolve = Callable[[Sequence[str], bool], ResolvedTable]  # (table id, writing) → the live table
+
+
+class DataPlane:
+    """The data operations of one bridge, on the tables ``resolve`` finds."""
+
+    def __init__(self, resolve: Resolve, datasets: OpenDatasets, lookups: Callable[[], Executor]) -> None:
+        self._resolve = resolve
+        self._datasets = datasets
+        self._lookups = lookups
+
+    # --- the seam -----------------------------------------------------------------------------
+
+    def _read(
+        self, table_id: Sequence[str], read: Callable[[lance.LanceDataset], T], version: int | str | None = None
+    ) -> T:
+        """``read`` on a live table's dataset (at ``version``), while the catalog confirms where
+        the table is (``OpenDatasets.read``)."""
+        key = tuple(table_id)
+        return self._datasets.read(key, lambda: self._resolve(key, False), read, version, self._lookups())
+
+    def _writable(self, table_id: Sequence[str], branch: str | None = None) -> ResolvedTable:
+        """A table for an operation that commits a version: resolved and shown to own its
+        location; writes go to the main branch."""
+        refuse_branch(branch, "Writes")
+        return self._resolve(table_id, True)
+
+    def _to_write(self, table_id: Sequence[str], branch: str | None = None) -> lance.LanceDataset:
+        """The dataset of a table an operation commits to (``_writable``)."""
+        return self._datasets.open(self._writable(table_id, branch))
+
+    def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> lance.LanceDataset:
+        """The dataset whose tags or branches an operation changes: resolved as for a write (refs
+        live in the dataset's own files); branches are refused on a managed table, whose versions
+        the catalog keeps in one line."""
+        table = self._resolve(table_id, True)
+        if table.managed:
+            refuse_branch(branch, what)
+        return self._datasets.open(table)
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def insert(self, request: InsertIntoTableRequest, request_data: bytes | None) -> InsertIntoTableResponse:
+        table = self._writable(request.id or [], request.branch)
+        mode = writes.insert_mode(request.mode)
+        return writes.insert(self._datasets, table, ipc.read_arrow_stream(request_data, "insert_into_table"), mode)
+
+    def merge_insert(
+        self, request: MergeInsertIntoTableRequest, request_data: bytes | None
+    ) -> MergeInsertIntoTableResponse:
+        table = self._writable(request.id or [], request.branch)
+        data = ipc.read_arrow_stream(request_data, "merge_insert_into_table")
+        return writes.merge_insert_into(self._datasets, table, request, data)
+
+    def update(self, request: UpdateTableRequest) -> UpdateTableResponse:
+        return writes.update(self._to_write(request.id or [], request.branch), request)
+
+    def delete(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
+        return writes.delete(self._to_write(request.id or [], request.branch), request.predicate)
+
+    # --- tags and branches --------------------------------------------------------------------
+
+    def list_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
+        return self._read(request.id or [], lambda dataset: tags.list_tags(dataset, request.page_token, request.limit))
+
+    def tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
+        return self._read(request.id or [], lambda dataset: tags.tag_version(dataset, request.tag))
+
+    def create_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
+        dataset = self._refs_of(request.id or [], request.branch, "create_table_tag")
+        tags.create_tag(dataset, request.tag, request.version, request.branch)
+        return CreateTableTagResponse()
+
+    def update_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
+        dataset = self._refs_of(request.id or [], request.branch, "update_table_tag")
+        tags.update_tag(dataset, request.tag, request.version, request.branch)
+        return UpdateTableTagResponse()
+
+    def delete_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
+        tags.delete_tag(self._refs_of(request.id or [], None, "delete_table_tag"), request.tag)
+        return DeleteTableTagResponse()
+
+    def list_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
+        page_token, limit = request.page_token, request.limit
+        return self._read(request.id or [], lambda dataset: tags.list_branches(dataset, page_token, limit))
+
+    def create_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
+        dataset = self._refs_of(request.id or [], request.name or "?", "create_table_branch")
+        tags.create_branch(dataset, request.name, request.from_branch, request.from_version)
+        return CreateTableBranchResponse()
+
+    def delete_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
+        tags.delete_branch(self._refs_of(request.id or [], request.name or "?", "delete_table_branch"), request.name)
+        return DeleteTableBranchResponse()
+
+    # --- schema -------------------------------------------------------------------------------
+
+    def add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
+        dataset = self._to_write(request.id or [], request.branch)
+        return AlterTableAddColumnsResponse(version=schema.add_columns(dataset, request.new_columns))
+
+    def alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
+        dataset = self._to_write(request.id or [], request.branch)
+        return AlterTableAlterColumnsResponse(version=schema.alter_columns(dataset, request.alterations))
+
+    def drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
+        dataset = self._to_write(request.id or [], request.branch)
+        return AlterTableDropColumnsResponse(version=schema.drop_columns(dataset, request.columns))
+
+    def update_schema_metadata(self, request: UpdateTableSchemaMetadataRequest) -> UpdateTableSchemaMetadataResponse:
+        dataset = self._to_write(request.id or [], request.branch)
+        return UpdateTableSchemaMetadataResponse(
+            metadata=schema.update_schema_metadata(dataset, request.metadata or {})
+        )
+
+    # --- reads and search ---------------------------------------------------------------------
+
+    def count_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
+        count = self._read(
+            request.id or [], lambda dataset: reads.count_rows(dataset, request.predicate), request.version
+        )
+        return CountTableRowsResponse(count=count)
+
+    def query(self, request: QueryTableRequest) -> QueryAnswer:
+        return self._read(request.id or [], lambda dataset: reads.query(dataset, request), request.version)
+
+    def explain(self, request: ExplainTableQueryPlanRequest) -> str:
+        query, verbose = request.query, bool(request.verbose)
+        return self._read(request.id or [], lambda dataset: reads.explain(dataset, query, verbose), query.version)
+
+    def analyze(self, request: AnalyzeTableQueryPlanRequest) -> str:
+        query = QueryTableRequest.model_validate(request.model_dump(exclude={"id"}))
+        return self._read(request.id or [], lambda dataset: reads.analyze(dataset, query), request.version)
+
+    def stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
+        return self._read(request.id or [], reads.table_stats)
+
+    # --- indices ------------------------------------------------------------------------------
+
+    def create_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
+        return indices.create(self._to_write(request.id or []), request)
+
+    def create_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
+        created = indices.create(self._to_write(request.id or []), request, scalar_only=True)
+        return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
+
+    def list_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
+        page_token, limit = request.page_token, request.limit
+        return self._read(
+            request.id or [], lambda dataset: indices.list_indices(dataset, page_token, limit), request.version
+        )
+
+    def index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
+        return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), request.version)
+
+    def drop_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
+        return indices.drop(self._to_write(request.id or []), request.index_name)

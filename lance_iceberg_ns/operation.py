@@ -1,0 +1,82 @@
+"""How every namespace operation is called: the request coerced and bounded, errors translated,
+the call timed. Applied once, by ``operation``, to each public method of the namespace.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from lance_namespace.errors import InvalidInputError
+
+from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.errors import translated_errors
+from lance_iceberg_ns.limits import check_request_bounds
+
+logger = logging.getLogger(__name__)
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+P = ParamSpec("P")
+
+
+class _Configured(Protocol):
+    """What ``operation`` needs of the object whose methods it wraps."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+Self = TypeVar("Self", bound=_Configured)
+
+
+def coerce(request: Any, request_type: type[Request]) -> Request:
+    """Accept the request model, a plain dict (pylance calls back from Rust with dicts), or None."""
+    if isinstance(request, request_type):
+        return request
+    if request is None:
+        request = {}
+    if isinstance(request, Mapping):
+        try:
+            return request_type.from_dict(dict(request))  # type: ignore[attr-defined,no-any-return]
+        except Exception as exc:  # pydantic's ValidationError, with the offending field
+            raise InvalidInputError(f"Invalid {request_type.__name__}: {exc}") from None
+    raise InvalidInputError(f"Expected a {request_type.__name__} or a dict, got {type(request).__name__}")
+
+
+def _target(first: Any) -> str:
+    """What a call is about, for its error messages and log line: the identifier, joined."""
+    parts = getattr(first, "id", None) if not isinstance(first, list | tuple) else first
+    return ".".join(str(part) for part in parts or []) or "<root>"
+
+
+def operation(
+    request_type: type[Any] | None = None,
+) -> Callable[[Callable[Concatenate[Self, P], Response]], Callable[Concatenate[Self, P], Response]]:
+    """Wrap a namespace operation: coerce its request to ``request_type`` and check its bounds
+    (``limits``), translate its errors (``errors``), time it. Without ``request_type`` the first
+    argument (a table or namespace id) is passed as it is. A data operation's request body (Arrow
+    IPC bytes) is passed through. The wrapped method keeps its signature for type checkers."""
+
+    def decorate(method: Callable[Concatenate[Self, P], Response]) -> Callable[Concatenate[Self, P], Response]:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def run(self: Self, *args: P.args, **kwargs: P.kwargs) -> Response:
+            if request_type is not None:
+                first = coerce(args[0] if args else kwargs.pop("request", None), request_type)
+                check_request_bounds(first)
+                args = (first, *args[1:])  # type: ignore[assignment]
+            target = _target(args[0] if args else None)
+            started = time.perf_counter()
+            with translated_errors(f"{name} {target}", self.settings.redact):
+                response = method(self, *args, **kwargs)
+            logger.debug("%s %s took %.1f ms", name, target, (time.perf_counter() - started) * 1000)
+            return response
+
+        return run
+
+    return decorate

@@ -1,0 +1,162 @@
+"""Where a table's data lives, and the proof that it is the table's own.
+
+A catalog entry and its location are tied by the ownership marker (``ownership``): a location is
+claimed before or right after its entry is made, proved before anything destructive, released
+when the entry lets its data go, and only then are the dataset's own files deleted. Locations are
+confined to the root and the allowed locations (``locations``). This is the one place that joins
+the catalog half (``companions``) and the storage half.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lance_namespace.errors import InvalidInputError, PermissionDeniedError
+
+from lance_iceberg_ns import datasets, ownership
+from lance_iceberg_ns.catalogs import TableSummary
+from lance_iceberg_ns.companions import CREATE_ID, Companions
+from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.identifiers import TableId
+from lance_iceberg_ns.locations import LocationPolicy, is_local, normalize_location
+from lance_iceberg_ns.storage_options import StorageOptions
+
+
+class Placement:
+    """Claims, replaces, proves and releases table locations, and deletes only owned files."""
+
+    def __init__(
+        self,
+        companions: Companions,
+        locations: LocationPolicy,
+        options: StorageOptions,
+        let_go: Callable[[str], None],
+    ) -> None:
+        self._companions = companions
+        self.locations = locations
+        self._options = options
+        self._let_go = let_go  # forget what is kept open at a location whose data goes
+
+    # --- locations ----------------------------------------------------------------------------
+
+    def new_location(self, table: TableId) -> str:
+        """A new location of the table's own under the root (``LocationPolicy.default_location``)."""
+        return self.locations.default_location(table.parts)
+
+    def confine(self, location: str) -> str:
+        """The normal form of a location under the root or an allowed one; PermissionDeniedError else."""
+        return self.locations.confine(location)
+
+    def free_location(self, raw: str) -> str:
+        """A location a declare asked for: confined, and holding nothing yet. Over existing files a
+        table would later delete what it never wrote, and over a dataset nobody owns it would adopt
+        data that ``register_table`` is for (an owned place is refused by the claim).
+        Raises PermissionDeniedError, InvalidInputError."""
+        location = self.locations.confine_requested(raw)
+        options = self._options.for_bridge()
+        if ownership.read_owner(location, options) is not None:
+            return location  # the claim says whose it is
+        if datasets.dataset_exists(location, options):
+            raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
+        if not datasets.is_empty_directory(location, options):
+            raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
+        return location
+
+    def dataset_location(self, raw: str) -> str:
+        """A location a register asked for: confined, and holding a dataset (InvalidInputError)."""
+        location = self.locations.confine_requested(raw)
+        if not datasets.dataset_exists(location, self._options.for_bridge()):
+            raise InvalidInputError(f"No Lance dataset at {location}")
+        return location
+
+    def entry_options(self, entry: TableSummary) -> dict[str, str]:
+        """What the bridge reaches an entry's files with: its static options, and the credentials
+        the catalog vended in the entry's loadTable answer, if any (no extra request)."""
+        vended = vended_storage_options(entry.config, entry.storage_credentials, entry.location)
+        return self._options.for_bridge(vended)
+
+    # --- ownership ------------------------------------------------------------------------------
+
+    def claim(self, table: TableId, location: str, properties: dict[str, str], taking_over: bool = False) -> Any:
+        """Create the companion table at ``location``, which it then owns. A local location is
+        claimed before the entry is made (a refused claim creates nothing) and the claim stamped
+        with the entry's UUID after; an object store, which the bridge may reach only with the
+        credentials the catalog vends for the new table, is claimed right after, and a refused
+        claim drops the entry again. ``taking_over``: the location is owned by the entry this one
+        replaces, and passes to it at once. Returns pyiceberg's ``Table``."""
+        create_id = uuid.uuid4().hex
+        top = self.locations.base_of(location) or location
+        claimed = None
+        if is_local(location) and not taking_over:
+            owner = ownership.Owner(create_id, None, str(table))
+            claimed = ownership.claim(location, top, owner, self._options.for_bridge())
+        elif not taking_over:  # look before the catalog writes its metadata there, if the bridge can
+            with contextlib.suppress(OSError):
+                ownership.check_free(location, top, self._options.for_bridge())
+        try:
+            created = self._companions.create(table, location, properties, create_id)
+        except BaseException:
+            if claimed is not None:
+                claimed.undo()
+            raise
+        owner = ownership.Owner(create_id, str(created.metadata.table_uuid), str(table))
+        options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
+        try:
+            if claimed is not None or taking_over:
+                ownership.stamp(location, owner, options)
+            else:
+                ownership.claim(location, top, owner, options)
+        except BaseException:
+            self._companions.drop(table.warehouse, table.iceberg_identifier)
+            self._companions.forget(table)
+            raise
+        return created
+
+    def replace(self, table: TableId, replaced: TableSummary, location: str, properties: dict[str, str]) -> Any:
+        """Register ``location`` under a name that ``replaced`` holds: the old entry steps aside
+        while the new one is made, comes back if that fails, and is deregistered once it worked.
+        The same location passes from the old entry to the new one, which must then own it."""
+        same_place = normalize_location(replaced.location) == location
+        if same_place:
+            self.prove(replaced)
+        aside = self._companions.set_aside(table, replaced, why="replaced")
+        try:
+            created = self.claim(table, location, properties, taking_over=same_place)
+        except BaseException:
+            self._companions.put_back(table, aside)
+            raise
+        self._companions.drop(table.warehouse, aside)
+        if not same_place:
+            self.release(replaced)
+        return created
+
+    def prove(self, entry: TableSummary) -> str:
+        """The entry's location, once shown to be its own: confined, and named by its marker.
+        Raises PermissionDeniedError, saying why, otherwise."""
+        location = self.locations.confine(entry.location)
+        ownership.prove(location, entry.table_uuid, entry.properties.get(CREATE_ID), self.entry_options(entry))
+        return location
+
+    def release(self, entry: TableSummary) -> None:
+        """Give up the entry's claim on its location (its data then belongs to no entry)."""
+        try:
+            location = self.locations.confine(entry.location)
+        except PermissionDeniedError:  # never ours to mark
+            return
+        ownership.release(location, entry.table_uuid, entry.properties.get(CREATE_ID), self.entry_options(entry))
+
+    def delete_owned(self, entry: TableSummary, location: str) -> None:
+        """Delete the dataset's own files at a location the entry was shown to own (``prove``),
+        once the entry is gone from the catalog."""
+        self._let_go(location)
+        datasets.delete_owned_files(location, self.entry_options(entry), ownership.MARKER)
+
+    def remove(self, table: TableId, loaded: TableSummary) -> None:
+        """Once the entry has shown that it owns its location, remove it, then its own files."""
+        location = self.prove(loaded)
+        aside = self._companions.set_aside(table, loaded, why="dropped")
+        self._companions.drop(table.warehouse, aside)
+        self.delete_owned(loaded, location)

@@ -1,0 +1,241 @@
+"""One endpoint per route, and the namespace that answers each caller.
+
+An endpoint's signature is built from the operation's request model, so that FastAPI validates the
+input and ``/openapi.json`` describes it; the endpoint then reads the identifier as Lance's clients
+encode it, builds the request and calls the caller's namespace.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Union, get_args, get_origin
+from urllib.parse import unquote, unquote_plus
+
+import lance_namespace
+from fastapi import Body, Path, Query, Request
+from fastapi.responses import Response
+from lance_namespace import LanceNamespace
+from lance_namespace.errors import InvalidInputError, UnauthenticatedError
+from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.limits import check_request_bounds
+from lance_iceberg_ns.server.guard import bearer_token
+from lance_iceberg_ns.server.responses import ARROW_STREAM, _render, _validation_summary
+from lance_iceberg_ns.server.routes import Route
+
+DEFAULT_DELIMITER = "$"
+
+Resolve = Callable[[Request], LanceNamespace]  # the namespace that answers a request's caller
+
+
+def parse_path_id(raw: str, delimiter: str) -> list[str]:
+    """``a$b$c`` → ``["a", "b", "c"]``; the delimiter alone is the root namespace ``[]``."""
+    if not delimiter:
+        raise InvalidInputError("The delimiter must not be empty")
+    if raw == delimiter:
+        return []
+    return raw.split(delimiter)
+
+
+def _path_parameter(http_request: Request, route: Route, name: str, decoded: str) -> str:
+    """The path parameter ``name`` (``id``, ``index_name``), form-decoded as Lance's clients
+    encode it: the generated Rust clients (pylance's ``RestNamespace``, lancedb) send a space as
+    ``+``, and every generated client escapes a ``+`` in a name as ``%2B``. The path Starlette
+    decoded cannot tell those two apart, so the segment is read from the raw path (when the
+    server gives one)."""
+    raw_path = http_request.scope.get("raw_path")
+    if not raw_path:
+        return decoded
+    from_end = route.path.split("/")[::-1].index(f"{{{name}}}")
+    segments = raw_path.decode("latin-1").split("/")
+    segment = segments[-1 - from_end] if from_end < len(segments) else ""
+    if unquote(segment) != decoded:  # not the segment routed on (an escaped "/" moved them)
+        return decoded
+    try:
+        return unquote_plus(segment, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"The {name} in the path is not UTF-8") from None
+
+
+def _identifier(arguments: dict[str, Any], body_id: Any) -> list[str]:
+    """The request's identifier: the path's, form-decoded as Lance's clients encode it. The path
+    read with ``+`` as a plus sign (RFC 3986, as curl sends it) is taken instead when the body
+    names exactly that identifier, or when the delimiter itself has a ``+``. Otherwise the path
+    wins over the body (DuckDB's Lance extension puts only the table's name there)."""
+    delimiter = arguments["delimiter"]
+    as_sent = parse_path_id(arguments.get("id_as_sent", arguments["id"]), delimiter)
+    if body_id == as_sent or "+" in delimiter:
+        return as_sent
+    return parse_path_id(arguments["id"], delimiter)
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``Optional[Annotated[int, Strict]]`` → ``int``."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Union:
+            annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+        elif origin is not None and hasattr(annotation, "__metadata__"):  # Annotated[...]
+            annotation = get_args(annotation)[0]
+        else:
+            return annotation
+
+
+def _is_map(annotation: Any) -> bool:
+    return get_origin(_unwrap(annotation)) is dict
+
+
+def _plain_type(annotation: Any) -> Any:
+    """The type a query-string value converts to, from a request model's field annotation;
+    maps travel as JSON text."""
+    inner = _unwrap(annotation)
+    if get_origin(inner) is list:
+        return list[_plain_type(get_args(inner)[0])]  # type: ignore[misc]
+    if _is_map(inner):
+        return str
+    return inner
+
+
+def _close(namespace: LanceNamespace) -> None:
+    getattr(namespace, "close", lambda: None)()
+
+
+class NamespacesByToken:
+    """One bridge namespace per caller bearer token, for forwarding callers' tokens to the
+    Iceberg catalog; the least recently used are closed beyond ``capacity``."""
+
+    def __init__(self, properties: Mapping[str, str], capacity: int = 64) -> None:
+        self._properties = dict(properties)
+        self._namespaces: RecentlyUsed[str, LanceNamespace] = RecentlyUsed(capacity, on_evict=_close)
+        self._creating = threading.Lock()  # one namespace per token, however many callers race
+
+    def get(self, token: str) -> LanceNamespace:
+        namespace = self._namespaces.get(token)
+        if namespace is not None:
+            return namespace
+        from lance_iceberg_ns import IcebergLanceNamespace
+
+        with self._creating:
+            namespace = self._namespaces.get(token)
+            if namespace is None:
+                namespace = IcebergLanceNamespace(**{**self._properties, "auth_token": token})
+                self._namespaces.keep(token, namespace)
+        return namespace
+
+
+def namespace_resolver(
+    namespace: LanceNamespace | None, properties: Mapping[str, str] | None, forward_bearer_token: bool
+) -> Resolve:
+    """How each request finds its namespace: the caller's own (its bearer token forwarded to the
+    Iceberg catalog), or the one namespace served to everybody."""
+    if forward_bearer_token:
+        if properties is None:
+            raise ValueError("forward_bearer_token needs the bridge properties")
+        by_token = NamespacesByToken(properties)
+
+        def resolve(request: Request) -> LanceNamespace:
+            token = bearer_token(request.headers.getlist("authorization"))
+            if token is None:
+                raise UnauthenticatedError("A bearer token is required: it is forwarded to the Iceberg catalog")
+            return by_token.get(token)
+
+        return resolve
+    if namespace is None:
+        if properties is None:
+            raise ValueError("create_app needs a namespace or the bridge properties")
+        from lance_iceberg_ns import IcebergLanceNamespace
+
+        namespace = IcebergLanceNamespace(**properties)
+    fixed = namespace
+
+    def resolve_fixed(request: Request) -> LanceNamespace:
+        return fixed
+
+    return resolve_fixed
+
+
+def _arrow_body_doc() -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": False,
+            "content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    }
+
+
+def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Response]]:
+    """An endpoint for ``route`` with a signature FastAPI can read (and document)."""
+    model: type[BaseModel] = getattr(lance_namespace, route.model)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("http_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
+    if "{id}" in route.path:
+        identifier = Path(
+            description="The identifier, its parts joined by the delimiter; the delimiter alone is the root"
+        )
+        parameters.append(inspect.Parameter("id", keyword, annotation=str, default=identifier))
+    if "{index_name}" in route.path:
+        parameters.append(inspect.Parameter("index_name", keyword, annotation=str, default=Path()))
+    parameters.append(inspect.Parameter("delimiter", keyword, annotation=str, default=Query(DEFAULT_DELIMITER)))
+    for field in route.query:
+        query_type = _plain_type(model.model_fields[field].annotation)
+        parameters.append(inspect.Parameter(field, keyword, annotation=query_type | None, default=Query(None)))
+    if route.json_body:
+        body_type: Any = model.model_fields[route.body_field].annotation if route.body_field else model
+        parameters.append(inspect.Parameter("body", keyword, annotation=Union[body_type, None], default=Body(None)))  # noqa: UP007
+
+    async def endpoint(http_request: Request, **arguments: Any) -> Response:
+        if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
+            arguments["id_as_sent"] = arguments["id"]
+            arguments["id"] = _path_parameter(http_request, route, "id", arguments["id"])
+        if "index_name" in arguments:
+            arguments["index_name"] = _path_parameter(http_request, route, "index_name", arguments["index_name"])
+        request = _build_request(route, model, arguments)
+        namespace = resolve(http_request)
+        method = getattr(namespace, route.operation)
+        if route.arrow_body:
+            data = await http_request.body()
+            result = await run_in_threadpool(method, request, data)
+        else:
+            result = await run_in_threadpool(method, request)
+        if route.response_field and isinstance(result, BaseModel):
+            result = getattr(result, route.response_field)  # the body is one field of the response
+        return _render(result)
+
+    endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    endpoint.__name__ = route.operation
+    return endpoint
+
+
+def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+    """The operation's request: the JSON body, then the query fields and the path's identifier."""
+    body = arguments.get("body")
+    if route.body_field:  # the body is one field of the request
+        data: dict[str, Any] = {route.body_field: body}
+    elif isinstance(body, BaseModel):
+        data = body.model_dump(by_alias=True, exclude_none=True)
+    else:
+        data = {}
+    if "id" in arguments:
+        data["id"] = _identifier(arguments, data.get("id"))
+    if "index_name" in arguments:
+        data["index_name"] = arguments["index_name"]
+    for field in route.query:
+        value = arguments.get(field)
+        if value is not None and _is_map(model.model_fields[field].annotation):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise InvalidInputError(f"Query parameter {field!r} must be a JSON object") from exc
+        if value is not None:
+            data[field] = value
+    try:
+        request = model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInputError(_validation_summary(exc.errors())) from None
+    check_request_bounds(request)  # for whichever namespace is behind the server
+    return request

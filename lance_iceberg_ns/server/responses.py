@@ -1,0 +1,90 @@
+"""What the server answers: a namespace's result as JSON or Arrow IPC, and every failure as the
+spec's error body.
+
+Every failure leaves as ``{"error", "code", "detail", "instance"}`` with the status of the spec's
+code-to-HTTP table: namespace errors, malformed or ill-typed input, unknown routes, oversized
+bodies, missing or ambiguous credentials and anything unexpected alike. Every body is built by
+``error_body``: its message without build paths or internal class names
+(``errors.public_message``), its detail the Lance error type of its code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from lance_namespace import QueryTableResponse
+from lance_namespace.errors import ErrorCode, LanceNamespaceError, from_error_code
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lance_iceberg_ns.data.ipc import QueryAnswer
+from lance_iceberg_ns.errors import http_status_for, public_message
+
+logger = logging.getLogger(__name__)
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+ARROW_FILE = "application/vnd.apache.arrow.file"
+
+
+def error_body(message: str, code: int, instance: str) -> dict[str, Any]:
+    """The spec's error body, the one shape of every error answer: the message as a remote caller
+    may see it, the code, the Lance error type of the code (``TableNotFoundError``) as detail."""
+    detail = type(from_error_code(int(code), "")).__name__
+    return {"error": public_message(message), "code": int(code), "detail": detail, "instance": instance}
+
+
+def error_response(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, code, instance), status_code=status or http_status_for(code))
+
+
+def _render(result: Any) -> Response:
+    if result is None:
+        return Response(status_code=200)
+    if isinstance(result, QueryTableResponse | QueryAnswer):  # query results travel as Arrow IPC file bytes
+        data: Any = result.data or b""  # the model also admits str and tuples; namespaces answer bytes
+        return Response(bytes(data), media_type=ARROW_FILE)
+    if isinstance(result, BaseModel):
+        to_dict = getattr(result, "to_dict", None)
+        content = to_dict() if callable(to_dict) else result.model_dump(by_alias=True, exclude_none=True)
+        return JSONResponse(jsonable_encoder(content))  # times (an index's created_at) as ISO 8601
+    if isinstance(result, bytes | bytearray):
+        return Response(bytes(result), media_type=ARROW_STREAM)
+    return JSONResponse(result)
+
+
+def _validation_summary(errors: Sequence[Any]) -> str:
+    """What was wrong with the input, field by field, without echoing the values."""
+    parts = []
+    for error in errors:
+        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{location or 'body'}: {error.get('msg', 'invalid')}")
+    return "Invalid request: " + "; ".join(parts)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(LanceNamespaceError)
+    async def namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
+        code = int(getattr(exc, "code", ErrorCode.INTERNAL))
+        return error_response(str(exc), code, request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(_validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):  # no such operation at this path or with this method
+            message = f"No route for {request.method} {request.url.path}"
+            return error_response(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+        return error_response(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("Unexpected failure in %s %s", request.method, request.url.path)
+        return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)

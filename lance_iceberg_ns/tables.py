@@ -1,0 +1,249 @@
+"""The table lifecycle: declare, describe, check, drop, deregister, register, rename and create.
+
+Each operation parses its identifier, asks the catalog (``companions``), places or proves the data
+(``placement``) and answers; a drop goes to the trash unless soft delete is off. ``resolve`` is
+the seam to the data half: a table id as the live table the catalog names right now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lance_namespace import (
+    CreateTableRequest,
+    CreateTableResponse,
+    DeclareTableRequest,
+    DeclareTableResponse,
+    DeregisterTableRequest,
+    DeregisterTableResponse,
+    DescribeTableRequest,
+    DescribeTableResponse,
+    DropTableRequest,
+    DropTableResponse,
+    RegisterTableRequest,
+    RegisterTableResponse,
+    RenameTableRequest,
+    RenameTableResponse,
+    TableExistsRequest,
+)
+from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
+
+from lance_iceberg_ns import datasets, managed
+from lance_iceberg_ns.catalogs import TableSummary
+from lance_iceberg_ns.companions import CREATE_ID, Companions, shown, stored_properties
+from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.data import ResolvedTable, ipc, writes
+from lance_iceberg_ns.data.opening import OpenDatasets
+from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.placement import Placement
+from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
+from lance_iceberg_ns.storage_options import StorageOptions
+from lance_iceberg_ns.trash import Trash
+
+CREATE_MODES = ("create", "existok", "overwrite")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The table operations of one bridge, on the parts it is made of."""
+
+    settings: Settings
+    companions: Companions
+    placement: Placement
+    options: StorageOptions
+    trash: Trash
+    datasets: OpenDatasets
+
+    # --- the seam to the data half --------------------------------------------------------------
+
+    def resolve(self, table_id: Sequence[str], writing: bool = False) -> ResolvedTable:
+        """A live Lance table through the catalog, for a data operation (see ``resolved``).
+        Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
+        table = parse_table_id(list(table_id))
+        return self.resolved(table, self.companions.load(table), writing)
+
+    def resolved(self, table: TableId, loaded: TableSummary, writing: bool = False) -> ResolvedTable:
+        """A loaded entry as the data half sees it: its confined location, what the bridge reaches
+        it with, and whether the catalog manages its versions. ``writing``: the location must also
+        be shown to be the entry's own (PermissionDeniedError)."""
+        return ResolvedTable(
+            id=tuple(table.parts),
+            location=self.placement.prove(loaded) if writing else self.placement.confine(loaded.location),
+            storage_options=self.placement.entry_options(loaded),
+            managed=managed.is_managed(loaded.properties),
+            uuid=loaded.table_uuid,
+            claim_id=loaded.properties.get(CREATE_ID),
+        )
+
+    # --- operations -----------------------------------------------------------------------------
+
+    def declare(self, request: DeclareTableRequest) -> DeclareTableResponse:
+        table = parse_table_id(request.id)
+        properties = stored_properties(request.properties)
+        if self.settings.table_version_management:
+            properties.setdefault(managed.MANAGED_PROPERTY, "true")
+        if managed.is_managed(properties):
+            properties = {**managed.METADATA_RETENTION, **properties}
+        if request.location:
+            location = self.placement.free_location(request.location)
+        else:
+            location = self.placement.new_location(table)
+        created = self.placement.claim(table, location, properties)
+        vended = None
+        if request.vend_credentials or self.settings.vend_credentials:
+            # pyiceberg has merged the answer's config and best-matching storage credential
+            vended = lance_storage_options(dict(created.io.properties))
+        return DeclareTableResponse(
+            location=created.metadata.location,
+            properties=shown(created.metadata.properties),
+            storage_options=self.options.for_caller(vended),
+            managed_versioning=managed.is_managed(created.metadata.properties),
+        )
+
+    def describe(self, request: DescribeTableRequest) -> DescribeTableResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "describe_table")
+        if request.version is not None and request.tag:
+            raise InvalidInputError("Give either a version or a tag, not both")
+        vending = bool(request.vend_credentials or self.settings.vend_credentials)
+        committed = None if vending else self.companions.managed.own_commit(table)
+        if committed is not None:  # this process committed the table's latest version a moment ago
+            location, properties, vended = committed.metadata.location, committed.properties, None
+            loaded = None
+        else:
+            loaded = self.companions.load(table)
+            location, properties = loaded.location, loaded.properties
+            vended = self._vended(table, loaded) if vending else None
+            if managed.is_managed(properties):  # pylance asks for the latest version next: answer from this
+                self.companions.managed.loaded(table, self.companions.table_from_summary(table, loaded))
+        response = DescribeTableResponse(
+            location=location,
+            properties=shown(properties),
+            storage_options=self.options.for_caller(vended),
+            managed_versioning=managed.is_managed(properties),
+        )
+        if request.with_table_uri:
+            response.table_uri = datasets.table_uri(location)
+        wanted_version = request.version if request.version is not None else request.tag
+        if request.load_detailed_metadata or wanted_version is not None:
+            dataset = self.datasets.open(
+                self.resolved(table, loaded or self.companions.load(table)), wanted_version, reading=True
+            )
+            response.version = dataset.version
+            response.var_schema = datasets.arrow_schema_json(dataset)
+            response.table = table.name
+            response.namespace = table.namespace.parts
+            response.is_only_declared = False
+        elif request.check_declared:
+            location = self.placement.confine(location)
+            response.is_only_declared = not datasets.dataset_exists(location, self.options.for_bridge(vended))
+        return response
+
+    def _vended(self, table: TableId, loaded: TableSummary) -> dict[str, str]:
+        """Lance storage options from the catalog's vended credentials for a table: through the
+        credentials endpoint where the server advertises one, else from the loadTable answer."""
+        catalog = self.companions.catalog(table.warehouse)
+        if catalog.supports_credentials_endpoint():
+            storage_credentials = catalog.load_table_credentials(table.iceberg_identifier)
+        else:
+            storage_credentials = loaded.storage_credentials
+        return vended_storage_options(loaded.config, storage_credentials, loaded.location)
+
+    def exists(self, request: TableExistsRequest) -> None:
+        table = parse_table_id(request.id)
+        loaded = self.companions.load(table)
+        if request.version is not None:
+            self.datasets.open(self.resolved(table, loaded), request.version, reading=True)
+
+    def drop(self, request: DropTableRequest) -> DropTableResponse:
+        table = parse_table_id(request.id)
+        loaded = self.companions.load(table)
+        if self.settings.soft_delete:
+            self.trash.soft_delete(table, loaded)
+        else:
+            self.placement.remove(table, loaded)
+        return DropTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
+
+    def deregister(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
+        table = parse_table_id(request.id)
+        loaded = self.companions.load(table)
+        aside = self.companions.set_aside(table, loaded, why="deregistered")
+        self.companions.drop(table.warehouse, aside)
+        self.placement.release(loaded)
+        return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
+
+    def register(self, request: RegisterTableRequest) -> RegisterTableResponse:
+        table = parse_table_id(request.id)
+        mode = parse_mode(request.mode, "create", ("create", "overwrite"), "register_table")
+        if not request.location:
+            raise InvalidInputError("register_table needs the location of an existing Lance dataset")
+        properties = stored_properties(request.properties)
+        if managed.is_managed(properties):
+            raise InvalidInputError(
+                f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
+                "a registered dataset keeps Lance's own versions"
+            )
+        location = self.placement.dataset_location(request.location)
+        replaced = self.companions.find(table)
+        if replaced is not None and mode != "overwrite":
+            raise TableAlreadyExistsError(f"Table {table} already exists")
+        if replaced is None:
+            created = self.placement.claim(table, location, properties)
+        else:
+            created = self.placement.replace(table, replaced, location, properties)
+        return RegisterTableResponse(location=created.metadata.location, properties=shown(created.metadata.properties))
+
+    def rename(self, request: RenameTableRequest) -> RenameTableResponse:
+        source = parse_table_id(request.id)
+        if not request.new_table_name:
+            raise InvalidInputError("rename_table needs new_table_name")
+        target_namespace = (
+            parse_namespace_id(request.new_namespace_id) if request.new_namespace_id else source.namespace
+        )
+        if target_namespace is None or not target_namespace.path:
+            raise InvalidInputError("The new namespace must be [warehouse, namespace, ...]")
+        if target_namespace.warehouse != source.warehouse:
+            raise InvalidInputError("A table can only be renamed within its warehouse")
+        target = parse_table_id([*target_namespace.parts, request.new_table_name])
+        self.companions.load(source)
+        self.companions.rename(source, target)
+        return RenameTableResponse()
+
+    def create(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:
+        table = parse_table_id(request.id)
+        mode = parse_mode(request.mode, "create", CREATE_MODES, "create_table")
+        rows = ipc.read_arrow_stream(request_data, "create_table")
+        live = self.companions.find(table)
+        if live is not None and mode == "create":
+            raise TableAlreadyExistsError(f"Table {table} already exists")
+        if live is not None and mode == "existok":
+            return CreateTableResponse(location=live.location, properties=shown(live.properties))
+        declared = live is None and self._make_room(table, request)
+        try:
+            dataset = writes.overwrite(self.datasets, self.resolve(table.parts, writing=True), rows)
+        except BaseException:
+            if live is None:
+                self._undo_create(table, declared)
+            raise
+        entry = self.companions.load(table)
+        return CreateTableResponse(location=entry.location, version=dataset.version, properties=shown(entry.properties))
+
+    def _make_room(self, table: TableId, request: CreateTableRequest) -> bool:
+        """Before a create writes: bring back the newest soft-deleted table of the name (its data
+        is then overwritten as a new version, one lineage), else declare a new table at a new
+        location of its own. True when a new table was declared."""
+        if self.trash.restore_newest(table):
+            return False
+        self.declare(DeclareTableRequest(id=table.parts, properties=request.properties))
+        return True
+
+    def _undo_create(self, table: TableId, declared: bool) -> None:
+        """A create whose write failed: a table it declared goes; one it brought back is
+        soft-deleted again."""
+        loaded = self.companions.load(table)
+        if declared:
+            self.placement.remove(table, loaded)
+        else:
+            self.trash.soft_delete(table, loaded)

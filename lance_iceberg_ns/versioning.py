@@ -1,0 +1,167 @@
+"""Table versions: read from the Lance dataset itself (``versions``), or from the catalog for a
+table whose versions it manages (``managed``), where every new version is a compare-and-swap
+commit, several tables' versions can move in one atomic commit, and old versions are forgotten.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lance_namespace import (
+    BatchCreateTableVersionsRequest,
+    BatchCreateTableVersionsResponse,
+    BatchDeleteTableVersionsRequest,
+    BatchDeleteTableVersionsResponse,
+    CreateTableVersionRequest,
+    CreateTableVersionResponse,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
+    ListTableVersionsRequest,
+    ListTableVersionsResponse,
+    RestoreTableRequest,
+    RestoreTableResponse,
+    TableVersion,
+)
+from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
+
+from lance_iceberg_ns import managed, versions
+from lance_iceberg_ns.catalogs import TableSummary
+from lance_iceberg_ns.credentials import lance_storage_options
+from lance_iceberg_ns.identifiers import TableId, parse_table_id
+from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
+from lance_iceberg_ns.request_rules import refuse_branch
+from lance_iceberg_ns.tables import Tables
+
+
+class Versions:
+    """The version operations of one bridge, on the parts of its tables; ``Tables.resolved`` is
+    the seam to the data half (a loaded entry as the table the one opener opens)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._companions, self._placement, self._options = tables.companions, tables.placement, tables.options
+        self._datasets, self._resolved = tables.datasets, tables.resolved
+        self._state = tables.companions.managed
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def page(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "list_table_versions")
+        latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
+        if latest_only and (known := self._state.recent(table, DESCRIBED_JUST_NOW_SECONDS)) is not None:
+            found = managed.managed_versions(known, self._files_of(known))
+        else:
+            found = self._all_versions(table, latest_only)
+        page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
+        return ListTableVersionsResponse(versions=page, page_token=token)
+
+    def _all_versions(self, table: TableId, latest_only: bool) -> list[TableVersion]:
+        summary = self._companions.load(table)
+        if not managed.is_managed(summary.properties):
+            return versions.table_versions(*self._open(table, summary))
+        if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
+            loaded = self._companions.table_from_summary(table, summary)
+            self._state.loaded(table, loaded)
+        else:
+            loaded = self._companions.load_table(table, history=True)
+        return managed.managed_versions(loaded, self._files_of(loaded))
+
+    def describe(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "describe_table_version")
+        summary = self._companions.load(table)
+        if managed.is_managed(summary.properties):
+            loaded = self._companions.table_from_summary(table, summary)
+            if request.version is not None and request.version != managed.latest_version(loaded):
+                loaded = self._companions.load_table(table, history=True)
+            version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
+        else:
+            version = versions.describe_version(*self._open(table, summary), request.version)
+        return DescribeTableVersionResponse(version=version)
+
+    def _open(self, table: TableId, summary: TableSummary) -> tuple[Any, str, dict[str, str]]:
+        """The dataset of a table whose versions are Lance's own, through the one opener, with
+        where it is and what reaches its files."""
+        resolved = self._resolved(table, summary, False)
+        return self._datasets.open(resolved, reading=True), resolved.location, resolved.storage_options
+
+    def _files_of(self, loaded: Any) -> dict[str, str]:
+        """What the bridge reads a managed table's manifests with, once its location is confined."""
+        self._placement.confine(loaded.metadata.location)
+        return self._options.for_bridge(lance_storage_options(dict(loaded.io.properties)))
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def restore(self, request: RestoreTableRequest) -> RestoreTableResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "restore_table")
+        if request.version is None:
+            raise InvalidInputError("restore_table needs the version to restore")
+        resolved = self._resolved(table, self._companions.load(table), True)  # only into data the entry owns
+        self._datasets.open(resolved, request.version).restore()
+        return RestoreTableResponse()
+
+    def create(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "create_table_version")
+        current = self._state.recent(table, LOADED_FOR_COMMIT_SECONDS)
+        if current is None or managed.latest_version(current) != request.version - 1:
+            current = self._managed_table(table)
+        commit = managed.plan_version(current, request)
+        self._state.forget(table)  # whatever happens next, the remembered state is past
+        try:
+            self._companions.catalog(table.warehouse).commit_changes([commit.change])
+        except BaseException:
+            commit.discard()
+            raise
+        self._state.committed(table, managed.committed(current, commit))  # the next write's describe
+        return CreateTableVersionResponse(version=commit.version)
+
+    def create_together(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
+        entries = list(request.entries or [])
+        if not entries:
+            raise InvalidInputError("batch_create_table_versions needs at least one entry")
+        tables = [parse_table_id(entry.id) for entry in entries]
+        if len({table.warehouse for table in tables}) != 1:
+            raise InvalidInputError("An atomic commit covers tables of one warehouse (one catalog)")
+        if len({tuple(table.parts) for table in tables}) != len(tables):
+            raise InvalidInputError("An atomic commit takes one version per table")
+        commits: list[managed.VersionCommit] = []
+        try:
+            for table, entry in zip(tables, entries, strict=True):
+                refuse_branch(entry.branch, "batch_create_table_versions")
+                commits.append(managed.plan_version(self._managed_table(table), entry))
+                self._state.forget(table)
+            self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
+        except BaseException:
+            for commit in commits:
+                commit.discard()
+            raise
+        return BatchCreateTableVersionsResponse(versions=[commit.version for commit in commits])
+
+    def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
+        table = parse_table_id(request.id)
+        refuse_branch(request.branch, "batch_delete_table_versions")
+        loaded = self._managed_table(table, history=True)
+        latest = managed.latest_version(loaded)
+        wanted = sorted(  # ranges are [start, end); an end of -1 reaches the latest version
+            {
+                v
+                for r in request.ranges or []
+                for v in range(r.start_version, latest + 1 if r.end_version == -1 else r.end_version)
+            }
+        )
+        requirements, updates, count = managed.plan_removal(loaded, wanted)
+        if updates:
+            self._companions.catalog(table.warehouse).commit_changes([(tuple(loaded.name()), requirements, updates)])
+        return BatchDeleteTableVersionsResponse(deleted_count=count)
+
+    def _managed_table(self, table: TableId, history: bool = False) -> Any:
+        """The companion table of a table with managed versions (pyiceberg's ``Table``)."""
+        loaded = self._companions.load_table(table, history)
+        if not managed.is_managed(loaded.properties):
+            raise UnsupportedOperationError(
+                f"The versions of {table} are Lance's own; the catalog manages them only for tables declared "
+                f"with {managed.MANAGED_PROPERTY}=true"
+            )
+        return loaded
