@@ -162,8 +162,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation()
     def dataset(self, table_id: list[str], version: int | str | None = None) -> lance.LanceDataset:
-        """The table's dataset (at ``version``) through the one opener: kept open, ownership proved.
-        Raises TableNotFoundError, TableVersionNotFoundError, PermissionDeniedError."""
+        """The table's dataset (at ``version``) through the one opener: kept open, ownership proved."""
         return self._datasets.open(self._tables.resolve(table_id), version, reading=True)
 
     @property
@@ -180,14 +179,12 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation(ln.CreateNamespaceRequest)
     def create_namespace(self, request: ln.CreateNamespaceRequest) -> ln.CreateNamespaceResponse:
-        """Create a namespace (modes Create, ExistOk, Overwrite). Raises NamespaceAlreadyExistsError,
-        NamespaceNotFoundError (missing parent or warehouse)."""
+        """Create a namespace (modes Create, ExistOk, Overwrite). Raises NamespaceAlreadyExistsError."""
         return self._namespaces.create(request)
 
     @operation(ln.ListNamespacesRequest)
     def list_namespaces(self, request: ln.ListNamespacesRequest) -> ln.ListNamespacesResponse:
-        """A page of the child namespaces, by name; at the root, the configured ``warehouses``.
-        Raises NamespaceNotFoundError."""
+        """A page of the child namespaces, by name; at the root, the configured ``warehouses``."""
         return self._namespaces.children(request)
 
     @operation(ln.DescribeNamespaceRequest)
@@ -197,8 +194,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation(ln.DropNamespaceRequest)
     def drop_namespace(self, request: ln.DropNamespaceRequest) -> ln.DropNamespaceResponse:
-        """Drop an empty namespace (RESTRICT; CASCADE is InvalidInputError). A missing one is
-        success unless mode is Fail. Raises NamespaceNotEmptyError (soft-deleted tables count)."""
+        """Drop an empty namespace (RESTRICT); a missing one unless mode is Fail. Raises NamespaceNotEmptyError."""
         return self._namespaces.drop(request)
 
     @operation(ln.NamespaceExistsRequest)
@@ -208,14 +204,12 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation(ln.ListTablesRequest)
     def list_tables(self, request: ln.ListTablesRequest) -> ln.ListTablesResponse:
-        """A page of the Lance tables of a namespace, by name (the root and a warehouse hold
-        namespaces, never tables). Raises NamespaceNotFoundError."""
+        """A page of the Lance tables of a namespace, by name. Raises NamespaceNotFoundError."""
         return self._listing.tables(request)
 
     @operation(ln.ListTablesRequest)
     def list_all_tables(self, request: ln.ListTablesRequest) -> ln.ListTablesResponse:
-        """A page of every Lance table beneath a warehouse or namespace (or every configured
-        warehouse), as full identifiers joined by ``$``. Raises NamespaceNotFoundError."""
+        """A page of every Lance table beneath a warehouse or namespace, as ids joined by ``$``."""
         return self._listing.all_tables(request, self._settings.warehouses)
 
     # --- the table lifecycle (lance_iceberg_ns.tables) ------------------------------------------
@@ -451,8 +445,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation(ln.CountTableRowsRequest)
     def count_table_rows(self, request: ln.CountTableRowsRequest) -> ln.CountTableRowsResponse:
-        """Rows (at ``version``), those matching ``predicate`` if given. Raises TableNotFoundError,
-        TableVersionNotFoundError, InvalidInputError."""
+        """Rows (at ``version``), those matching ``predicate`` if given. Raises TableVersionNotFoundError."""
         return self._data.count_rows(request)
 
     @operation(ln.QueryTableRequest)
@@ -478,8 +471,7 @@ class IcebergLanceNamespace(LanceNamespace):
 
     @operation(ln.CreateTableIndexRequest)
     def create_table_index(self, request: ln.CreateTableIndexRequest) -> ln.CreateTableIndexResponse:
-        """Build and commit a vector, scalar or full-text index. Raises InvalidInputError,
-        TableColumnNotFoundError, TableIndexAlreadyExistsError."""
+        """Build and commit a vector, scalar or full-text index. Raises TableIndexAlreadyExistsError."""
         return self._data.create_index(request)
 
     @operation(ln.CreateTableIndexRequest)

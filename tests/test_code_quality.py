@@ -131,3 +131,22 @@ def test_no_class_is_over_450_lines_and_no_module_over_600() -> None:
             if isinstance(node, ast.ClassDef) and node.end_lineno and node.end_lineno - node.lineno + 1 > 450:
                 too_long.append(f"{source.relative_to(package)}:{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert too_long == []
+
+
+def test_operations_keep_their_types_for_mypy(tmp_path: Path) -> None:
+    """The operation decorator keeps each method's signature: to mypy (and an editor)
+    ``describe_table`` takes a DescribeTableRequest and answers a DescribeTableResponse."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from lance_iceberg_ns import IcebergLanceNamespace\n"
+        "reveal_type(IcebergLanceNamespace.describe_table)\n"
+        "reveal_type(IcebergLanceNamespace.purge_tables)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", str(probe)], cwd=REPOSITORY, capture_output=True, text=True
+    )
+    revealed = [line for line in result.stdout.splitlines() if "Revealed type" in line]
+    assert len(revealed) == 2, result.stdout + result.stderr
+    assert "request: lance_namespace_urllib3_client.models.describe_table_request.DescribeTableRequest" in revealed[0]
+    assert revealed[0].endswith('describe_table_response.DescribeTableResponse"')
+    assert "deleted_before: datetime.datetime | None =" in revealed[1] and revealed[1].endswith('list[list[str]]"')

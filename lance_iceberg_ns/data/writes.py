@@ -26,6 +26,7 @@ from lance_iceberg_ns.data import ResolvedTable
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.datasets import dataset_exists
+from lance_iceberg_ns.request_rules import parse_mode
 
 INSERT_MODES = ("append", "overwrite")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -34,10 +35,7 @@ _SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 def insert_mode(raw: str | None) -> str:
     """``append`` (the default) or ``overwrite``, in any case. Raises InvalidInputError."""
-    mode = (raw or "append").lower()
-    if mode not in INSERT_MODES:
-        raise InvalidInputError(f"Unsupported write mode {raw!r}. Supported modes are: 'append', 'overwrite'")
-    return mode
+    return parse_mode(raw, "append", INSERT_MODES, "insert_into_table")
 
 
 def merge_insert_into(
