@@ -118,7 +118,7 @@ class IcebergLanceNamespace(LanceNamespace):
         """Release the catalog connections and lookup threads; the object stays usable (it reconnects)."""
         self._companions.close()
         with self._lock:
-            reader, self._reader = self._reader, None
+            reader = self._reader  # kept: a read still running on it is closed by the next close()
         if reader is not None:
             reader.close()
 

@@ -70,7 +70,7 @@ def operation(
                 first = coerce(args[0] if args else kwargs.pop("request", None), request_type)
                 check_request_bounds(first)
                 args = (first, *args[1:])  # type: ignore[assignment]
-            target = _target(args[0] if args else None)
+            target = _target(args[0] if args else kwargs.get("namespace_id"))
             started = time.perf_counter()
             with translated_errors(f"{name} {target}", self.settings.redact):
                 response = method(self, *args, **kwargs)

@@ -8,7 +8,7 @@ the seam to the data half: a table id as the live table the catalog names right 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lance_namespace import (
     CreateTableRequest,
@@ -61,7 +61,7 @@ class Tables:
     def resolve(self, table_id: Sequence[str], writing: bool = False) -> ResolvedTable:
         """A live Lance table through the catalog, for a data operation (see ``resolved``).
         Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
-        table = parse_table_id(list(table_id))
+        table = parse_table_id(table_id)
         return self.resolved(table, self.companions.load(table), writing)
 
     def resolved(self, table: TableId, loaded: TableSummary, writing: bool = False) -> ResolvedTable:
@@ -128,9 +128,10 @@ class Tables:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
-            dataset = self.datasets.open(
-                self.resolved(table, loaded or self.companions.load(table)), wanted_version, reading=True
-            )
+            resolved = self.resolved(table, loaded or self.companions.load(table))
+            if vended:  # what the credentials endpoint vended reaches the files where the answer's may not
+                resolved = replace(resolved, storage_options=self.options.for_bridge(vended))
+            dataset = self.datasets.open(resolved, wanted_version, reading=True)
             response.version = dataset.version
             response.var_schema = datasets.arrow_schema_json(dataset)
             response.table = table.name

@@ -411,3 +411,30 @@ def test_list_and_purge_cover_every_namespace_of_a_warehouse(ns: IcebergLanceNam
     purged = ns.purge_tables(namespace_id=[warehouse], deleted_before=later)
     assert sorted(tuple(p) for p in purged) == sorted(locations)
     assert not any(os.path.exists(location) for location in locations.values())
+
+
+def test_an_entry_made_at_another_tables_location_reads_none_of_its_metadata(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    """Every dataset the bridge opens goes through the one opener, which proves ownership: the
+    metadata reads (detailed describe, exists at a version, versions, the dataset itself) too."""
+    location = _write(ns, [*db, "t"], [1, 2])
+    other_client(endpoint, db[0]).create_table(
+        (*db[1:], "impostor"), schema=companion_table_schema(), location=location, properties={"table_type": "lance"}
+    )
+    impostor = [*db, "impostor"]
+    reads = {
+        "describe": lambda: ns.describe_table({"id": impostor, "load_detailed_metadata": True}),
+        "exists at a version": lambda: ns.table_exists({"id": impostor, "version": 1}),
+        "versions": lambda: ns.list_table_versions({"id": impostor}),
+        "a version": lambda: ns.describe_table_version({"id": impostor, "version": 1}),
+        "the dataset": lambda: ns.dataset(impostor),
+    }
+    for what, read in reads.items():
+        with pytest.raises(PermissionDeniedError, match="owned by another"):
+            read()
+            pytest.fail(f"{what} read another table's metadata")
+    assert ns.dataset([*db, "t"]).count_rows() == 2  # the owner's own reads go through
+    assert ns.describe_table({"id": [*db, "t"], "load_detailed_metadata": True}).version == 1
+    with pytest.raises(InvalidInputError):
+        ns.dataset("t")  # type: ignore[arg-type]  # a string is not an identifier
