@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -233,7 +233,7 @@ class BridgeRestCatalog(RestCatalog):
             raise
         if answer.status == NOT_MODIFIED and known:
             return known[1]
-        summary = _summary_from_load_table_json(answer.body)
+        summary = replace(_summary_from_load_table_json(answer.body), entry=(self.name, *identifier))
         if answer.etag and not summary.config and not summary.storage_credentials:
             self._known_tables.keep(key, (answer.etag, summary))
         else:
@@ -415,6 +415,7 @@ class TableSummary:
     config: dict[str, str] = field(default_factory=dict, repr=False)  # may hold vended secrets
     storage_credentials: list[dict[str, Any]] = field(default_factory=list, repr=False)
     answer: Any = field(default=None, repr=False, compare=False)  # pyiceberg's TableResponse, for table_from_summary
+    entry: tuple[str, ...] = ()  # where the catalog holds it: (warehouse, *identifier)
 
 
 def _summary_from_load_table_json(body: bytes) -> TableSummary:

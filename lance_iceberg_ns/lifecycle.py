@@ -92,8 +92,15 @@ class TableStatus:
 
 @dataclass(frozen=True)
 class PurgableTable:
-    """A soft-deleted table that ``purge_table`` can reclaim."""
+    """A soft-deleted table that ``purge_table`` can reclaim; or, with ``foreign`` saying why, an
+    entry in a trash namespace that this bridge did not make, which it never purges nor brings
+    back (``deleted_at`` is None when its name is not even a tombstone's)."""
 
     id: list[str]
-    deleted_at: datetime
+    deleted_at: datetime | None
     tombstone: str
+    foreign: str | None = None
+
+    @property
+    def deleted_at_ms(self) -> int:
+        return 0 if self.deleted_at is None else round(self.deleted_at.timestamp() * 1000)

@@ -63,9 +63,9 @@ class IcebergLanceNamespace(LanceNamespace):
         self._reader: IcebergLanceNamespace | None = None
         options = StorageOptions(settings.storage_options, settings.share_static_credentials)
         self._companions = companions = Companions(settings)
-        self._datasets = OpenDatasets(self, self._reads_through)
         locations = LocationPolicy.of(settings.root, settings.allowed_locations)
-        self._placement = placement = Placement(companions, locations, options, self._datasets.forget)
+        self._placement = placement = Placement(companions, locations, options, lambda at: self._datasets.forget(at))
+        self._datasets = OpenDatasets(self, self._reads_through, placement.prove_place)
         self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds)
         self._namespaces = Namespaces(companions, settings.warehouses)
         self._listing = TableListing(

@@ -27,7 +27,8 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -39,30 +40,62 @@ from lance_iceberg_ns.locations import is_local
 MARKER = ".lance-iceberg-ns-owner.json"
 
 
+EntryName = tuple[str, ...]  # where the catalog holds an entry: (warehouse, *identifier)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A catalog entry as ownership sees it: where the catalog holds it, its table UUID, and the
+    claim id its create carried. Of these only the name cannot be copied: Iceberg's
+    ``register_table`` gives a copy the same UUID and properties, but a name of its own."""
+
+    name: EntryName
+    table_uuid: str | None
+    claim: str | None
+
+
 @dataclass(frozen=True)
 class Owner:
-    """What a marker says: the claim id, the table UUID (once stamped) and the table's id then."""
+    """What a marker says: the claim id, the table UUID (once stamped) and the entry's name."""
 
     claim: str
     table_uuid: str | None
-    table: str
+    entry: EntryName
+    table: str = ""  # the name as text, for people reading the marker; markers before names were kept
 
     def to_json(self) -> bytes:
-        return json.dumps({"claim": self.claim, "table-uuid": self.table_uuid, "table": self.table}).encode()
+        return json.dumps(
+            {
+                "claim": self.claim,
+                "table-uuid": self.table_uuid,
+                "entry": list(self.entry),
+                "table": ".".join(self.entry) or self.table,
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Owner:
         try:
             fields = json.loads(data)
-            return cls(str(fields["claim"]), fields.get("table-uuid"), str(fields.get("table", "")))
-        except (ValueError, KeyError, TypeError):
-            return cls("", None, "(unreadable ownership marker)")
+            entry = tuple(str(part) for part in fields.get("entry") or ())
+            return cls(str(fields["claim"]), fields.get("table-uuid"), entry, str(fields.get("table", "")))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return cls("", None, (), "(unreadable ownership marker)")
 
-    def is_entry(self, table_uuid: str | None, claim: str | None) -> bool:
-        """Whether the marker names this catalog entry (by UUID, or by claim before stamping)."""
+    def same_table(self, entry: Entry) -> bool:
+        """Whether the entry has the table UUID the marker names (or, before the create's answer
+        stamped one, its claim id). A catalog copy has them too: see ``names``."""
         if self.table_uuid is not None:
-            return self.table_uuid == table_uuid
-        return bool(claim) and self.claim == claim
+            return self.table_uuid == entry.table_uuid
+        return bool(entry.claim) and self.claim == entry.claim
+
+    def names(self, entry: Entry) -> bool:
+        """Whether the marker names this very catalog entry: the table and the entry's name."""
+        if not self.same_table(entry):
+            return False
+        if self.entry:
+            return entry.name == self.entry
+        return bool(entry.name) and self.table == ".".join(entry.name)  # a marker of before names were kept
 
 
 def _marker_path(location: str) -> str:
@@ -89,16 +122,28 @@ def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | Non
 
 
 def _write_marker(location: str, owner: Owner, storage_options: Mapping[str, str], exclusive: bool) -> bool:
-    """Write the marker; with ``exclusive``, only if there is none (False if there was one)."""
-    if is_local(location):
+    """Write the marker: with ``exclusive`` a new one, only if there is none (False if there was
+    one); without, over the one there (False, on local file systems, if it is gone: a purge that
+    deleted the location meanwhile must not see it made again)."""
+    if is_local(location) and exclusive:
         os.makedirs(location, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else os.O_TRUNC)
         try:
-            fd = os.open(_marker_path(location), flags, 0o644)
+            fd = os.open(_marker_path(location), os.O_WRONLY | os.O_NOFOLLOW | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
         with os.fdopen(fd, "wb") as handle:
             handle.write(owner.to_json())
+        return True
+    if is_local(location):  # whole or not at all: a proof reading it meanwhile sees the old or the new
+        if not os.path.lexists(_marker_path(location)):
+            return False
+        staged = f"{_marker_path(location)}.{uuid.uuid4().hex}"
+        try:
+            with open(staged, "xb") as handle:
+                handle.write(owner.to_json())
+        except FileNotFoundError:  # the location is gone
+            return False
+        os.replace(staged, _marker_path(location))
         return True
     if exclusive and read_owner(location, storage_options) is not None:
         return False
@@ -166,7 +211,8 @@ class Claim:
 
     def undo(self) -> None:
         with contextlib.suppress(OSError):
-            release(self.location, self.owner.table_uuid, self.owner.claim, self.storage_options)
+            entry = Entry(self.owner.entry, self.owner.table_uuid, self.owner.claim)
+            release(self.location, entry, self.storage_options)
         if self.made_from is None:
             return
         folder = self.location
@@ -202,15 +248,12 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
         made.undo()
         raise InvalidInputError(f"Cannot make a table directory at {location!r}: {exc.strerror or exc}") from None
     if not written:
-        held = read_owner(location, storage_options)
-        raise PermissionDeniedError(
-            f"The location {location!r} is owned by another catalog entry ({held.table if held else 'unknown'})"
-        )
+        raise PermissionDeniedError(f"The location {location!r} belongs to another table")
     conflict = _markers_above(location, top, storage_options)
     inside = None if conflict else _markers_below(location, storage_options)
     if conflict or inside:
         made.undo()
-        where = f"inside the location of another table ({conflict})" if conflict else f"around another table ({inside})"
+        where = "inside the location of another table" if conflict else "around the location of another table"
         raise PermissionDeniedError(f"The location {location!r} lies {where}; table locations must not overlap")
     return made
 
@@ -220,16 +263,20 @@ def stamp(location: str, owner: Owner, storage_options: Mapping[str, str]) -> No
     _write_marker(location, owner, storage_options, exclusive=False)
 
 
-def release(location: str, table_uuid: str | None, claim_id: str | None, storage_options: Mapping[str, str]) -> None:
+def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> None:
     """Remove the marker if it names this entry (a deregistered table's data belongs to nobody)."""
     held = read_owner(location, storage_options)
-    if held is not None and held.is_entry(table_uuid, claim_id):
+    if held is not None and held.names(entry):
         _remove_marker(location, storage_options)
 
 
-def prove(location: str, table_uuid: str | None, claim_id: str | None, storage_options: Mapping[str, str]) -> None:
-    """Return when the marker at ``location`` names this entry. Raises ``PermissionDeniedError``
-    (saying why) when there is no marker or it names another entry: the caller deletes nothing."""
+def prove(
+    location: str, entry: Entry, storage_options: Mapping[str, str], moved: Callable[[Owner], bool] | None = None
+) -> Owner:
+    """The marker at ``location``, when it names this entry; or names its table under another
+    name that, as ``moved`` says, no longer holds it (a rename the marker has not caught up with).
+    Raises ``PermissionDeniedError`` (saying why) otherwise: the caller reads, deletes and changes
+    nothing."""
     if is_local(location) and os.path.islink(location):
         raise PermissionDeniedError(
             f"The location {location!r} is a symbolic link: nothing was read, deleted or changed"
@@ -240,8 +287,41 @@ def prove(location: str, table_uuid: str | None, claim_id: str | None, storage_o
             f"The location {location!r} carries no ownership marker, so this entry cannot show that the data is "
             "its own: nothing was read, deleted or changed (deregister the table, then register it again to adopt it)"
         )
-    if not held.is_entry(table_uuid, claim_id):
+    caught_up = held.names(entry) or (held.same_table(entry) and moved is not None and moved(held))
+    if not caught_up:
         raise PermissionDeniedError(
-            f"The location {location!r} is owned by another catalog entry ({held.table}): "
-            "nothing was read, deleted or changed"
+            f"The location {location!r} belongs to another table: nothing was read, deleted or changed"
         )
+    return held
+
+
+def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: Mapping[str, str]) -> bool:
+    """Replace the marker with ``new`` (or remove it, with None) if it still says what
+    ``expected`` says; False otherwise. Carries a marker along a rename of its entry, and lets go
+    of a location whose entry is gone from the catalog."""
+    if read_owner(location, storage_options) != expected:
+        return False
+    if new is None:
+        _remove_marker(location, storage_options)
+        return True
+    return _write_marker(location, new, storage_options, exclusive=False)
+
+
+def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:
+    """(location, marker) for every ownership marker under ``top`` (links are not followed)."""
+    if is_local(top):
+        for folder, _subfolders, files in os.walk(top, followlinks=False):
+            if MARKER in files:
+                owner = read_owner(folder, storage_options)
+                if owner is not None:
+                    yield folder, owner
+        return
+    filesystem, path = filesystem_for(top, storage_options)
+    scheme = top.split("://", 1)[0]
+    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
+    for info in listed:
+        if info.base_name == MARKER:
+            location = f"{scheme}://{info.path.rsplit('/', 1)[0]}"
+            owner = read_owner(location, storage_options)
+            if owner is not None:
+                yield location, owner

@@ -10,11 +10,14 @@ the catalog half (``companions``) and the storage half.
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from lance_namespace.errors import InvalidInputError, PermissionDeniedError
+from lance_namespace.errors import InvalidInputError, NamespaceNotFoundError, PermissionDeniedError
+from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import datasets, ownership
 from lance_iceberg_ns.catalogs import TableSummary
@@ -24,6 +27,26 @@ from lance_iceberg_ns.identifiers import TableId
 from lance_iceberg_ns.locations import LocationPolicy, is_local, normalize_location
 from lance_iceberg_ns.storage_options import StorageOptions
 
+logger = logging.getLogger(__name__)
+
+
+def owner_entry(summary: TableSummary) -> ownership.Entry:
+    """The entry a loaded summary is, as ownership markers name it."""
+    return ownership.Entry(summary.entry, summary.table_uuid, summary.properties.get(CREATE_ID))
+
+
+def catalog_name(table: TableId) -> ownership.EntryName:
+    """Where the catalog holds a table: (warehouse, *identifier)."""
+    return (table.warehouse, *table.iceberg_identifier)
+
+
+@dataclass(frozen=True)
+class Unregistered:
+    """A location an entry claimed whose entry the catalog no longer holds (dropped from outside
+    the bridge): its data belongs to nobody until it is registered again."""
+
+    location: str
+    was: str  # the name its marker gives, as text
 
 class Placement:
     """Claims, replaces, proves and releases table locations, and deletes only owned files."""
@@ -91,7 +114,7 @@ class Placement:
         top = self.locations.base_of(location) or location
         claimed = None
         if is_local(location) and not taking_over:
-            owner = ownership.Owner(create_id, None, str(table))
+            owner = ownership.Owner(create_id, None, catalog_name(table))
             claimed = ownership.claim(location, top, owner, self._options.for_bridge())
         elif not taking_over:  # look before the catalog writes its metadata there, if the bridge can
             with contextlib.suppress(OSError):
@@ -102,7 +125,7 @@ class Placement:
             if claimed is not None:
                 claimed.undo()
             raise
-        owner = ownership.Owner(create_id, str(created.metadata.table_uuid), str(table))
+        owner = ownership.Owner(create_id, str(created.metadata.table_uuid), catalog_name(table))
         options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
         try:
             if claimed is not None or taking_over:
@@ -137,8 +160,58 @@ class Placement:
         """The entry's location, once shown to be its own: confined, and named by its marker.
         Raises PermissionDeniedError, saying why, otherwise."""
         location = self.locations.confine(entry.location)
-        ownership.prove(location, entry.table_uuid, entry.properties.get(CREATE_ID), self.entry_options(entry))
+        self.prove_place(location, owner_entry(entry), self.entry_options(entry))
         return location
+
+    def prove_place(self, location: str, entry: ownership.Entry, options: dict[str, str]) -> None:
+        """``prove`` for a place the data half opens (see ``ownership.prove``)."""
+        ownership.prove(location, entry, options, moved=self._abandoned)
+
+    def renamed(self, entry: TableSummary, to: ownership.EntryName) -> None:
+        """After the catalog renamed ``entry`` to ``to``: the marker names the new name. Until it
+        does (a failure here, a crash before), ``prove`` accepts the old name's marker only while
+        the old name holds no entry of the table."""
+        try:
+            location = self.locations.confine(entry.location)
+            options = self.entry_options(entry)
+            held = ownership.prove(location, owner_entry(entry), options, moved=self._abandoned)
+            ownership.rewrite(location, held, replace(held, entry=to), options)
+        except (PermissionDeniedError, OSError) as exc:  # not its own, or out of reach: nothing to carry
+            logger.info("The ownership marker of %s stays as it was: %s", ".".join(to), exc)
+
+    def adopt(self, location: str) -> None:
+        """Before a register: let go of the marker at ``location`` when the entry it names is gone
+        from the catalog (dropped from outside the bridge), so that the register can claim the
+        data. A marker whose entry is still there, or cannot be checked, stays: the claim refuses."""
+        held = ownership.read_owner(location, self._options.for_bridge())
+        if held is not None and self._abandoned(held):
+            ownership.rewrite(location, held, None, self._options.for_bridge())
+
+    def unregistered(self) -> list[Unregistered]:
+        """Locations under the root and the allowed locations whose marker names an entry the
+        catalog no longer holds: data an Iceberg engine's DROP TABLE left behind. Registering one
+        adopts it."""
+        found = []
+        for top in self.locations.bases:
+            for location, held in ownership.markers_under(top, self._options.for_bridge()):
+                if self._abandoned(held):
+                    found.append(Unregistered(location, ".".join(held.entry)))
+        return found
+
+    def _abandoned(self, held: ownership.Owner) -> bool:
+        """Whether the name the marker gives no longer holds its table (a marker of before names
+        were kept, or of a warehouse this bridge does not reach, cannot tell: it counts as held)."""
+        if not held.entry:
+            return False
+        try:
+            catalog = self._companions.catalog(held.entry[0])
+        except NamespaceNotFoundError:
+            return False
+        try:
+            summary = catalog.load_table_summary(held.entry[1:], refs_only=True)
+        except (iceberg.NoSuchTableError, iceberg.NoSuchNamespaceError):
+            return True
+        return not held.same_table(owner_entry(summary))
 
     def release(self, entry: TableSummary) -> None:
         """Give up the entry's claim on its location (its data then belongs to no entry)."""
@@ -146,7 +219,7 @@ class Placement:
             location = self.locations.confine(entry.location)
         except PermissionDeniedError:  # never ours to mark
             return
-        ownership.release(location, entry.table_uuid, entry.properties.get(CREATE_ID), self.entry_options(entry))
+        ownership.release(location, owner_entry(entry), self.entry_options(entry))
 
     def delete_owned(self, entry: TableSummary, location: str) -> None:
         """Delete the dataset's own files at a location the entry was shown to own (``prove``),

@@ -31,13 +31,13 @@ from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
 from lance_iceberg_ns import datasets, managed
 from lance_iceberg_ns.catalogs import TableSummary
-from lance_iceberg_ns.companions import CREATE_ID, Companions, shown, stored_properties
+from lance_iceberg_ns.companions import Companions, shown, stored_properties
 from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
 from lance_iceberg_ns.data import ResolvedTable, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
-from lance_iceberg_ns.placement import Placement
+from lance_iceberg_ns.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
 from lance_iceberg_ns.storage_options import StorageOptions
 from lance_iceberg_ns.trash import Trash
@@ -73,8 +73,7 @@ class Tables:
             location=self.placement.prove(loaded) if writing else self.placement.confine(loaded.location),
             storage_options=self.placement.entry_options(loaded),
             managed=managed.is_managed(loaded.properties),
-            uuid=loaded.table_uuid,
-            claim_id=loaded.properties.get(CREATE_ID),
+            entry=owner_entry(loaded),
         )
 
     # --- operations -----------------------------------------------------------------------------
@@ -190,6 +189,7 @@ class Tables:
         replaced = self.companions.find(table)
         if replaced is not None and mode != "overwrite":
             raise TableAlreadyExistsError(f"Table {table} already exists")
+        self.placement.adopt(location)  # data whose entry an Iceberg engine dropped
         if replaced is None:
             created = self.placement.claim(table, location, properties)
         else:
@@ -208,8 +208,9 @@ class Tables:
         if target_namespace.warehouse != source.warehouse:
             raise InvalidInputError("A table can only be renamed within its warehouse")
         target = parse_table_id([*target_namespace.parts, request.new_table_name])
-        self.companions.load(source)
+        loaded = self.companions.load(source)
         self.companions.rename(source, target)
+        self.placement.renamed(loaded, catalog_name(target))
         return RenameTableResponse()
 
     def create(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:

@@ -148,6 +148,6 @@ def test_an_entry_made_at_another_table_location_reads_nothing_of_it(
         lambda: ns.query_table({"id": rogue, "k": 5, "vector": {}}),
         lambda: ns.get_table_stats({"id": rogue}),
     ):
-        with pytest.raises(PermissionDeniedError, match="owned by another catalog entry"):
+        with pytest.raises(PermissionDeniedError, match="belongs to another table"):
             read()
     assert ns.count_table_rows({"id": victim}).count == 3

@@ -259,7 +259,7 @@ def test_deregister_and_register_again_and_a_second_entry_is_refused(
     assert not os.path.exists(os.path.join(location, MARKER))  # the data belongs to nobody now
     ns.register_table(RegisterTableRequest(id=[*db, "back"], location=location))
     before = catalog_state(endpoint, db[0])
-    with pytest.raises(PermissionDeniedError, match="owned by another"):
+    with pytest.raises(PermissionDeniedError, match="belongs to another table"):
         ns.register_table(RegisterTableRequest(id=[*db, "twin"], location=location))
     with pytest.raises(PermissionDeniedError):
         ns.declare_table({"id": [*db, "inside"], "location": location + "/data/nested"})
@@ -314,7 +314,7 @@ def test_restore_writes_only_into_data_the_entry_owns(
         (*db[1:], "impostor"), schema=companion_table_schema(), location=location, properties={"table_type": "lance"}
     )
     victim = files_under(Path(location))
-    with pytest.raises(PermissionDeniedError, match="owned by another"):
+    with pytest.raises(PermissionDeniedError, match="belongs to another table"):
         ns.restore_table({"id": [*db, "impostor"], "version": 1})
     assert files_under(Path(location)) == victim
 
@@ -431,7 +431,7 @@ def test_an_entry_made_at_another_tables_location_reads_none_of_its_metadata(
         "the dataset": lambda: ns.dataset(impostor),
     }
     for what, read in reads.items():
-        with pytest.raises(PermissionDeniedError, match="owned by another"):
+        with pytest.raises(PermissionDeniedError, match="belongs to another table"):
             read()
             pytest.fail(f"{what} read another table's metadata")
     assert ns.dataset([*db, "t"]).count_rows() == 2  # the owner's own reads go through

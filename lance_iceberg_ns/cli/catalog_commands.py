@@ -234,8 +234,12 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
     """The soft-deleted tables of a namespace."""
     state = _state()
     found = state.namespace().list_purgable_tables(state.identifier(namespace_id), deleted_before=_cutoff(older_than))
-    rows = [(state.name(t.id), t.deleted_at.isoformat()) for t in found]
+    rows = [(state.name(t.id), _when(t.deleted_at), t.foreign or "") for t in found]
     _emit(
-        [{"id": t.id, "deleted_at": t.deleted_at.isoformat()} for t in found],
-        lambda: _table(("table", "deleted at"), rows),
+        [{"id": t.id, "deleted_at": _when(t.deleted_at) or None, "foreign": t.foreign} for t in found],
+        lambda: _table(("table", "deleted at", "foreign: never purged nor restored, because"), rows),
     )
+
+
+def _when(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lance_iceberg_ns.ownership import Entry
+
 
 @dataclass(frozen=True)
 class ResolvedTable:
@@ -19,11 +21,11 @@ class ResolvedTable:
     location: str
     storage_options: dict[str, str] = field(repr=False)  # may hold credentials
     managed: bool = False  # every commit goes through the catalog's compare-and-swap
-    uuid: str | None = None  # the catalog's id of the companion table: it survives renames only
-    claim_id: str | None = None  # the one-off id its create carried, also named by its ownership marker
+    entry: Entry = Entry((), None, None)  # the catalog entry, as its location's ownership marker names it
 
     @property
-    def place(self) -> tuple[str, str | None]:
-        """Where the table is and which table it is: an explicit location can be used again by a
-        new table after a hard drop, and a dataset kept for one must never answer for the other."""
-        return (self.location, self.uuid)
+    def place(self) -> tuple[str, Entry]:
+        """Where the table is and which entry it is: an explicit location can be used again by a
+        new table after a hard drop, and a catalog copy of an entry (same UUID, same location) is
+        another entry: a dataset kept for one must never answer for the other."""
+        return (self.location, self.entry)

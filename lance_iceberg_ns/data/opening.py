@@ -34,9 +34,10 @@ import pyarrow as pa
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import TableNotFoundError
 
-from lance_iceberg_ns import datasets, ownership
+from lance_iceberg_ns import datasets
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.ownership import Entry
 
 T = TypeVar("T")
 
@@ -45,11 +46,16 @@ class OpenDatasets:
     """Datasets kept open for reuse (the least recently used are let go beyond ``capacity``)."""
 
     def __init__(
-        self, writes_through: LanceNamespace, reads_through: Callable[[], LanceNamespace], capacity: int = 64
+        self,
+        writes_through: LanceNamespace,
+        reads_through: Callable[[], LanceNamespace],
+        prove: Callable[[str, Entry, dict[str, str]], None],
+        capacity: int = 64,
     ) -> None:
         self._writes_through = writes_through
         self._reads_through = reads_through
-        self._open: RecentlyUsed[tuple[str, str | None], lance.LanceDataset] = RecentlyUsed(capacity)  # by place
+        self._prove_place = prove  # raises PermissionDeniedError for a place the entry cannot show is its own
+        self._open: RecentlyUsed[tuple[str, Entry], lance.LanceDataset] = RecentlyUsed(capacity)  # by place
         self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
 
     def read(
@@ -122,11 +128,11 @@ class OpenDatasets:
         self._open.keep(table.place, dataset)
         return dataset
 
-    @staticmethod
-    def _prove(table: ResolvedTable) -> None:
+    def _prove(self, table: ResolvedTable) -> None:
         """Only the entry that owns a place reads or writes through it: an entry made in the
-        catalog at another table's location must not reach that table's data."""
-        ownership.prove(table.location, table.uuid, table.claim_id, table.storage_options)
+        catalog at another table's location, or a catalog copy of its entry, must not reach that
+        table's data."""
+        self._prove_place(table.location, table.entry, table.storage_options)
 
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
