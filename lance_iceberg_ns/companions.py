@@ -30,7 +30,7 @@ from lance_iceberg_ns.catalogs import (
 )
 from lance_iceberg_ns.config import Settings, looks_secret
 from lance_iceberg_ns.identifiers import TableId
-from lance_iceberg_ns.lifecycle import trash_path
+from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
 from lance_iceberg_ns.listing import TABLE_TYPE_KEY, TABLE_TYPE_LANCE, TableTypes, is_lance_table, shared_table_types
 from lance_iceberg_ns.locations import check_requested_properties
 from lance_iceberg_ns.managed_state import ManagedState
@@ -192,10 +192,16 @@ class Companions:
         place). Returns the identifier it has in the trash."""
         catalog = self.catalog(table.warehouse)
         trash = trash_path(table.namespace.path)
-        with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
-            catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
         aside = (*trash, name or f"{table.name}~{why}~{uuid.uuid4().hex[:12]}")
-        catalog.rename_table(table.iceberg_identifier, aside)
+        for last_try in (False, True):  # a drop may have just removed the empty trash (``drop``)
+            with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
+                catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
+            try:
+                catalog.rename_table(table.iceberg_identifier, aside)
+                break
+            except (iceberg.NoSuchNamespaceError, iceberg.NoSuchTableError):
+                if last_try or catalog.namespace_exists(trash):
+                    raise
         self.forget(table)
         if catalog.load_table_summary(aside, refs_only=True).table_uuid != expected.table_uuid:
             catalog.rename_table(aside, table.iceberg_identifier)
@@ -207,8 +213,14 @@ class Companions:
         self.catalog(table.warehouse).rename_table(aside, table.iceberg_identifier)
 
     def drop(self, warehouse: str, identifier: tuple[str, ...]) -> None:
-        """Remove an entry from the catalog (never its files: the bridge deletes what it owns)."""
-        self.catalog(warehouse).drop_table(identifier, purge_requested=False)
+        """Remove an entry from the catalog (never its files: the bridge deletes what it owns); an
+        entry set aside takes its trash namespace along when that is left empty, so a failed create
+        or a hard drop leaves nothing behind."""
+        catalog = self.catalog(warehouse)
+        catalog.drop_table(identifier, purge_requested=False)
+        if len(identifier) > 2 and identifier[-2] == TRASH_NAMESPACE:
+            with contextlib.suppress(iceberg.NamespaceNotEmptyError, iceberg.NoSuchNamespaceError):
+                catalog.drop_namespace(identifier[:-1])
 
     def forget(self, table: TableId) -> None:
         """Forget what is remembered of a name whose table this process just dropped or moved."""
