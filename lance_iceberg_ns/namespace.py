@@ -39,7 +39,7 @@ from lance_iceberg_ns.listing import ID_DELIMITER, TableListing
 from lance_iceberg_ns.locations import LocationPolicy
 from lance_iceberg_ns.namespaces import Namespaces
 from lance_iceberg_ns.operation import operation
-from lance_iceberg_ns.placement import Placement
+from lance_iceberg_ns.placement import Placement, Unregistered
 from lance_iceberg_ns.storage_options import StorageOptions
 from lance_iceberg_ns.tables import Tables
 from lance_iceberg_ns.trash import Trash
@@ -303,6 +303,12 @@ class IcebergLanceNamespace(LanceNamespace):
         """Soft-deleted tables of a namespace or warehouse and beneath it (deleted before
         ``deleted_before``), oldest first."""
         return self._trash.purgable(namespace_id, deleted_before)
+
+    @operation()
+    def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
+        """Locations whose owning entry of ``warehouse`` is gone from the catalog (an Iceberg
+        engine's DROP TABLE): their data is kept, and ``register_table`` adopts it."""
+        return self._placement.unregistered(warehouse)
 
     @operation()
     def table_status(self, table_id: list[str]) -> TableStatus:

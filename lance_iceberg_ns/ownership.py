@@ -310,8 +310,9 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:
     """(location, marker) for every ownership marker under ``top`` (links are not followed)."""
     if is_local(top):
-        for folder, _subfolders, files in os.walk(top, followlinks=False):
+        for folder, subfolders, files in os.walk(top, followlinks=False):
             if MARKER in files:
+                subfolders.clear()  # a table's location holds no other table
                 owner = read_owner(folder, storage_options)
                 if owner is not None:
                     yield folder, owner

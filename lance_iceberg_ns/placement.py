@@ -187,16 +187,17 @@ class Placement:
         if held is not None and self._abandoned(held):
             ownership.rewrite(location, held, None, self._options.for_bridge())
 
-    def unregistered(self) -> list[Unregistered]:
-        """Locations under the root and the allowed locations whose marker names an entry the
-        catalog no longer holds: data an Iceberg engine's DROP TABLE left behind. Registering one
-        adopts it."""
+    def unregistered(self, warehouse: str) -> list[Unregistered]:
+        """Locations under the root and the allowed locations whose marker names an entry of
+        ``warehouse`` that the catalog no longer holds: data an Iceberg engine's DROP TABLE (or
+        a rename the marker did not follow) left behind. Registering one adopts it."""
+        self._companions.catalog(warehouse)  # NamespaceNotFoundError for a warehouse the server does not know
         found = []
         for top in self.locations.bases:
             for location, held in ownership.markers_under(top, self._options.for_bridge()):
-                if self._abandoned(held):
+                if held.entry[:1] == (warehouse,) and self._abandoned(held):
                     found.append(Unregistered(location, ".".join(held.entry)))
-        return found
+        return sorted(found, key=lambda unregistered: unregistered.location)
 
     def _abandoned(self, held: ownership.Owner) -> bool:
         """Whether the name the marker gives no longer holds its table (a marker of before names

@@ -243,3 +243,14 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
 
 def _when(moment: datetime | None) -> str:
     return "" if moment is None else moment.isoformat()
+
+
+@_command(tables, "unregistered", "warehouse")
+def tables_unregistered(warehouse: str) -> None:
+    """Table data whose entry is gone from the catalog (dropped by an Iceberg engine): register to adopt."""
+    state = _state()
+    found = state.namespace().unregistered_locations(warehouse)
+    _emit(
+        [{"location": u.location, "was": u.was} for u in found],
+        lambda: _table(("location", "its entry was"), [(u.location, u.was) for u in found]),
+    )
