@@ -1,20 +1,28 @@
 """Who owns a table location: an ownership marker at the location names the catalog entry.
 
 Every location the bridge declares or registers gets a small file, ``.lance-iceberg-ns-owner.json``,
-naming the companion table that owns it: the one-off claim id it was created with, and, once
-created, its Iceberg table UUID. The UUID stays with the entry through renames and soft deletes
-(both are catalog renames), so the marker never needs rewriting, and a tombstone carries all a
-purge needs to verify that the data it is about to delete belongs to it.
+naming the companion table that owns it: the one-off claim id it was created with, once created its
+Iceberg table UUID, and the entry's name in the catalog (warehouse and identifier).
+
+The name is what makes the marker unforgeable from the catalog. Iceberg's ``register_table``
+copies a table's UUID, properties and location from any metadata file into a new entry, and many
+catalogs ask no credentials for it; the copy's name is its own. So an entry owns a location only
+when the marker names its UUID *and* its name. The bridge's own renames (rename, soft delete,
+undrop) rewrite the marker to the new name right after the catalog's rename (whole or not at all:
+a proof reading meanwhile sees the old marker or the new one). Until it does (a crash in between,
+or a rename made by an Iceberg engine), the marker's old name is accepted for an entry of the same
+table only while that old name holds no entry of the table (``prove``'s ``moved``).
 
 * **Claiming** writes the marker exclusively (on local file systems with ``O_EXCL``: of two
   claims of one location exactly one wins), and only then checks the neighbourhood: no marker in a
   directory above the location (it would be inside another table) nor below it (another table
   would be inside it). Two overlapping claims racing each other both see the other and both give
   up, which is safe.
-* **Proving** ownership before a destructive step compares the marker with the entry's UUID. No
-  marker, or another entry's, and the step deletes nothing and says why.
+* **Proving** ownership before reading, writing or deleting compares the marker with the entry.
+  No marker, or another entry's, and the step reads, deletes and changes nothing, and says so
+  without naming the other table.
 * **Releasing** (deregister) removes the marker when it names the entry: the data then belongs to
-  nobody, and can be registered again.
+  nobody, and can be registered again. So can data whose entry an Iceberg engine dropped.
 
 On object stores the exclusive write is a check followed by a write (pyarrow has no conditional
 put); the neighbourhood check after the claim still catches overlaps, but two claims of the very

@@ -49,6 +49,7 @@ class Vouched:
     entry: TableSummary
     location: str
 
+
 logger = logging.getLogger(__name__)
 
 
@@ -189,7 +190,9 @@ class Trash:
         except iceberg.NoSuchTableError:
             return None
         if tombstone is None:
-            return PurgableTable(id=[*holder.parts, TRASH_NAMESPACE, name], deleted_at=None, tombstone=name, foreign=foreign)
+            return PurgableTable(
+                id=[*holder.parts, TRASH_NAMESPACE, name], deleted_at=None, tombstone=name, foreign=foreign
+            )
         return PurgableTable(
             id=[*holder.parts, tombstone.table_name], deleted_at=tombstone.deleted_at, tombstone=name, foreign=foreign
         )

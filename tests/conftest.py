@@ -182,3 +182,6 @@ def no_secret_in_debug_logs() -> Iterator[None]:
         for name, level in quiet.items():
             logging.getLogger(name).setLevel(level)
     assert not capture.leaks, capture.leaks[:5]
+
+
+from .scene import scene  # noqa: E402, F401  (a fixture for every module)

@@ -26,7 +26,8 @@ from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone
 from lance_iceberg_ns.ownership import MARKER
 
 from .helpers import files_under, ipc, other_client
-from .test_hostile_clients import Scene, _refused, scene  # noqa: F401  (scene: the fixture)
+from .scene import Scene
+from .scene import refused as _refused
 
 
 def _copy_entry(scene: Scene, source: tuple[str, ...], target: tuple[str, ...]) -> None:
