@@ -6,7 +6,8 @@ it is. Because the state is in the name:
 
 * ``list_tables`` of the namespace never sees a tombstone, at no extra request, and plain Iceberg
   clients (Spark's ``SHOW TABLES``) do not either: they see one child namespace, named for what it is;
-* ``list_purgable_tables`` is one listing of the trash namespace, ``deleted_at`` read from the names;
+* ``list_purgable_tables`` lists the trash namespace, ``deleted_at`` read from the names (and each
+  entry loaded once, to tell the bridge's tombstones from foreign ones: see ``trash``);
 * every transition is **one atomic catalog call on one identifier**, which is the race guard:
   UNDROP (and re-create) rename the tombstone back, PURGE drops the tombstone. Whichever call the
   catalog takes first wins; the other finds no tombstone and aborts. PURGE deletes the Lance data
