@@ -174,6 +174,10 @@ def test_a_companion_dropped_by_an_iceberg_engine_leaves_its_data_findable_and_a
     other_client(endpoint, db[0]).drop_table((db[1], "t"))  # Spark's DROP TABLE, without the bridge
     found = ns.unregistered_locations(db[0])
     assert [(u.location, u.was) for u in found] == [(location, ".".join(table))]
+    root = ns.properties["root"]
+    cli = [sys.executable, "-m", "lance_iceberg_ns.cli", "--endpoint", endpoint, "--root", root, "--json"]
+    listed = subprocess.run([*cli, "tables", "unregistered", db[0]], capture_output=True, text=True)
+    assert json.loads(listed.stdout) == [{"location": location, "was": ".".join(table)}], listed.stderr
     assert files_under(Path(location)) == files
     ns.register_table(RegisterTableRequest(id=[*db, "back"], location=location))
     assert lance.dataset(namespace_client=ns, table_id=[*db, "back"]).count_rows() == 2
