@@ -14,11 +14,14 @@ import threading
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
+from pydantic import ValidationError
 from pyiceberg import exceptions as iceberg
 from pyiceberg.schema import Schema
+from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.types import NestedField, StringType
 
 from lance_iceberg_ns.catalogs import (
@@ -29,10 +32,17 @@ from lance_iceberg_ns.catalogs import (
     release_warehouse_catalogs,
 )
 from lance_iceberg_ns.config import Settings, looks_secret
-from lance_iceberg_ns.identifiers import TableId
+from lance_iceberg_ns.identifiers import NamespaceId, TableId
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
-from lance_iceberg_ns.listing import TABLE_TYPE_KEY, TABLE_TYPE_LANCE, TableTypes, is_lance_table, shared_table_types
-from lance_iceberg_ns.locations import check_requested_properties
+from lance_iceberg_ns.listing import (
+    TABLE_TYPE_KEY,
+    TABLE_TYPE_LANCE,
+    TableTypes,
+    is_lance_table,
+    parallel_map,
+    shared_table_types,
+)
+from lance_iceberg_ns.locations import check_requested_properties, plain_property_key
 from lance_iceberg_ns.managed_state import ManagedState
 
 logger = logging.getLogger(__name__)
@@ -43,6 +53,10 @@ BOOKKEEPING_PREFIX = "lance-iceberg-ns."
 # the catalog's table UUID is known.
 CREATE_ID = BOOKKEEPING_PREFIX + "create-id"
 TRASH_COMMENT = "soft-deleted Lance tables (lance-iceberg-ns)"
+# Iceberg engines on the same catalog take a table's location for theirs. With these, they refuse
+# what would delete or add files there: Spark's remove_orphan_files, expire_snapshots and DROP TABLE
+# PURGE ("GC is disabled"), INSERT INTO from Spark or pyiceberg ("Invalid file format: lance").
+ENGINE_PROTECTION = {"gc.enabled": "false", "write.format.default": "lance"}
 
 
 def companion_table_schema() -> Schema:
@@ -56,17 +70,49 @@ def shown(properties: Mapping[str, str]) -> dict[str, str]:
 
 
 def stored_properties(requested: Mapping[str, str] | None) -> dict[str, str]:
-    """Request properties as stored on a companion table: never a secret, always the type.
-    Raises InvalidInputError for properties that would move the catalog's or the bridge's files."""
+    """Request properties as stored on a companion table: never a secret, always the type and the
+    engine protection. Raises InvalidInputError for properties that would move the catalog's or the
+    bridge's files, or let Iceberg engines delete or write the table's files."""
     check_requested_properties(dict(requested or {}), BOOKKEEPING_PREFIX)
     properties = {}
     for key, value in (requested or {}).items():
         if looks_secret(key, value):
             logger.warning("Not storing property %r in the catalog: it looks like a secret", key)
             continue
+        if _refuse_unprotecting(key, value):
+            continue  # the protection itself, stored under its own key below
         properties[key] = value
     properties[TABLE_TYPE_KEY] = TABLE_TYPE_LANCE  # always wins over a requested value
-    return properties
+    return {**properties, **ENGINE_PROTECTION}
+
+
+def _refuse_unprotecting(key: str, value: str) -> bool:
+    """True when ``key`` names an engine protection and asks for its value; InvalidInputError when
+    it asks for another."""
+    plain = plain_property_key(key)
+    if plain not in ENGINE_PROTECTION:
+        return False
+    if str(value).strip().lower() != ENGINE_PROTECTION[plain]:
+        raise InvalidInputError(
+            f"{key}={value!r} would let Iceberg engines delete or write the Lance table's files; "
+            f"a Lance table keeps {plain}={ENGINE_PROTECTION[plain]}"
+        )
+    return True
+
+
+def missing_protection(properties: Mapping[str, str]) -> dict[str, str]:
+    """The engine protections a companion's properties lack (or hold with another value)."""
+    return {
+        key: value for key, value in ENGINE_PROTECTION.items() if str(properties.get(key, "")).strip().lower() != value
+    }
+
+
+@dataclass
+class Protected:
+    """What ``Companions.protect_beneath`` did: the companions it protected, those that already were."""
+
+    protected: list[tuple[str, ...]] = field(default_factory=list)
+    already: list[tuple[str, ...]] = field(default_factory=list)
 
 
 class Companions:
@@ -163,18 +209,65 @@ class Companions:
     # --- changes --------------------------------------------------------------------------
 
     def create(self, table: TableId, location: str, properties: dict[str, str], create_id: str) -> Any:
-        """Create the companion table at ``location`` (pyiceberg's ``Table``), safely retried when
-        the answer is lost (``BridgeRestCatalog.create_table_once``)."""
+        """Create the companion table at ``location`` (pyiceberg's ``Table``), with the engine
+        protection, safely retried when the answer is lost (``BridgeRestCatalog.create_table_once``)."""
         created = self.catalog(table.warehouse).create_table_once(
             table.iceberg_identifier,
             CREATE_ID,
             create_id,
             schema=companion_table_schema(),
             location=location,
-            properties=properties,
+            properties={**properties, **ENGINE_PROTECTION},
         )
         self.types.keep((table.warehouse, table.iceberg_identifier), True)
         return created
+
+    def protect(self, table: TableId, loaded: TableSummary) -> bool:
+        """Give a companion made before the engine protection existed (or whose protection an
+        engine turned off) ``ENGINE_PROTECTION``: one catalog commit, only when some is missing.
+        True when it committed. A catalog that refuses (no right to change the table, or it was
+        replaced meanwhile) is logged, and the write this comes before goes on without it."""
+        try:
+            return self.add_protection(table.warehouse, table.iceberg_identifier, loaded)
+        except (iceberg.ForbiddenError, iceberg.CommitFailedException, iceberg.BadRequestError) as exc:
+            logger.warning("Could not protect %s from Iceberg engines: %s", table, type(exc).__name__)
+            return False
+
+    def add_protection(self, warehouse: str, identifier: tuple[str, ...], loaded: TableSummary) -> bool:
+        """Set the engine protections ``loaded`` lacks, on the entry it was loaded as (the same
+        table UUID); True when there were any. Raises the catalog's errors."""
+        missing = missing_protection(loaded.properties)
+        if not missing:
+            return False
+        same_table = (AssertTableUUID(uuid=uuid.UUID(loaded.table_uuid)),) if loaded.table_uuid else ()
+        change = (identifier, same_table, (SetPropertiesUpdate(updates=missing),))
+        self.catalog(warehouse).commit_changes([change])
+        return True
+
+    def protect_beneath(self, top: NamespaceId) -> Protected:
+        """Protect every companion of ``top`` and of every namespace beneath it, the trash
+        included; plain Iceberg tables are never touched. An entry is protected whether or not it
+        owns its location: with GC on, an engine could delete the files there through any entry
+        naming it. Raises the catalog's errors."""
+        catalog = self.catalog(top.warehouse)
+        done = Protected()
+
+        def load(identifier: tuple[str, ...]) -> TableSummary | None:
+            try:
+                return catalog.load_table_summary(identifier, refs_only=True)
+            except (iceberg.NoSuchTableError, ValidationError):  # dropped since the listing, or not one of ours
+                return None
+
+        pending = [top.path]
+        while pending:
+            path = pending.pop()
+            pending += [(*path, child[-1]) for child in catalog.list_namespaces(path)]
+            identifiers = [tuple(identifier) for identifier in catalog.list_tables(path)] if path else []
+            for identifier, loaded in zip(identifiers, parallel_map(self.lookups(), load, identifiers), strict=True):
+                if loaded is not None and is_lance_table(loaded.properties):
+                    changed = self.add_protection(top.warehouse, identifier, loaded)
+                    (done.protected if changed else done.already).append(identifier)
+        return done
 
     def rename(self, source: TableId, target: TableId) -> None:
         """Rename within a warehouse; the data stays where it is."""

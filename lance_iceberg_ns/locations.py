@@ -196,7 +196,7 @@ RESERVED_LOCATION_PROPERTIES = frozenset(
 )
 
 
-def _plain_key(key: str) -> str:
+def plain_property_key(key: str) -> str:
     """A property key as a catalog may read it: without spaces around it, invisible characters or case."""
     return "".join(ch for ch in key if unicodedata.category(ch) not in ("Cf", "Cc")).strip().lower()
 
@@ -204,8 +204,8 @@ def _plain_key(key: str) -> str:
 def check_requested_properties(properties: dict[str, str], own_prefix: str) -> None:
     """Raise ``InvalidInputError`` when request properties try to set where data or metadata go, or
     the bridge's own bookkeeping (keys starting with ``own_prefix``)."""
-    if any(_plain_key(key).startswith(own_prefix) for key in properties):
+    if any(plain_property_key(key).startswith(own_prefix) for key in properties):
         raise InvalidInputError(f"Properties starting with {own_prefix!r} are the bridge's own")
-    reserved = sorted(key for key in properties if _plain_key(key) in RESERVED_LOCATION_PROPERTIES)
+    reserved = sorted(key for key in properties if plain_property_key(key) in RESERVED_LOCATION_PROPERTIES)
     if reserved:
         raise InvalidInputError(f"These properties decide where files go and cannot be set: {', '.join(reserved)}")

@@ -41,12 +41,14 @@ from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
     RemoveSnapshotsUpdate,
+    SetPropertiesUpdate,
     SetSnapshotRefUpdate,
     TableRequirement,
     TableUpdate,
     update_table_metadata,
 )
 
+from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 
 MANAGED_PROPERTY = "table_version_management"
@@ -261,6 +263,9 @@ def plan_version(table: Table, request: Any) -> VersionCommit:
             {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot_id}
         ),
     )
+    protection = missing_protection(metadata.properties)
+    if protection:  # a companion made before the engine protection gains it with this version
+        updates += (SetPropertiesUpdate(updates=protection),)
     requirements: tuple[TableRequirement, ...] = (_main_is(parent_id),)
     return VersionCommit(
         tuple(table.name()), requirements, updates, manifest_list, table.io, _table_version(snapshot, set())

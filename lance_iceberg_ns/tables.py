@@ -68,13 +68,16 @@ class Tables:
         """A loaded entry as the data half sees it: its confined location, what the bridge reaches
         it with, and whether the catalog manages its versions. ``writing``: the location must also
         be shown to be the entry's own (PermissionDeniedError)."""
-        return ResolvedTable(
+        resolved = ResolvedTable(
             id=tuple(table.parts),
             location=self.placement.prove(loaded) if writing else self.placement.confine(loaded.location),
             storage_options=self.placement.entry_options(loaded),
             managed=managed.is_managed(loaded.properties),
             entry=owner_entry(loaded),
         )
+        if writing:  # proved its own: an entry made before the engine protection gains it
+            self.companions.protect(table, loaded)
+        return resolved
 
     # --- operations -----------------------------------------------------------------------------
 

@@ -9,13 +9,18 @@ Settings also come from ``LANCE_ICEBERG_*`` variables and, with ``--catalog NAME
 Exit codes: 0 success, 1 unexpected failure, 2 invalid input or usage, 3 not found, 4 conflict,
 5 unavailable (or throttled), 6 not authenticated or not allowed, 7 unsupported.
 
-The package: ``base`` (state, options, helpers, the groups), ``catalog_commands``, ``data_commands``
-and ``serve`` (the foreground commands and ``main``); importing it registers every command.
+The package: ``base`` (state, options, helpers, the groups), ``catalog_commands``, ``data_commands``,
+``engine_commands`` (``tables protect``) and ``serve`` (the foreground commands and ``main``);
+importing it registers every command.
 """
 
 from __future__ import annotations
 
-from lance_iceberg_ns.cli import catalog_commands, data_commands  # noqa: F401  (they register their commands)
+from lance_iceberg_ns.cli import (  # noqa: F401  (they register their commands)
+    catalog_commands,
+    data_commands,
+    engine_commands,
+)
 from lance_iceberg_ns.cli.base import (
     EXIT_UNEXPECTED,
     EXIT_USAGE,

@@ -1,0 +1,46 @@
+"""The tables group's command for Iceberg engines on the same catalog: protect the companion tables."""
+
+from __future__ import annotations
+
+import click
+
+from lance_iceberg_ns.cli.base import _command, _emit, _state, _table, tables
+
+
+@_command(tables, "protect", "warehouse")
+@click.argument("namespace_ids", nargs=-1, metavar="[NAMESPACE]...")
+def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
+    """Keep Iceberg engines off the Lance tables of WAREHOUSE (or of each NAMESPACE of it, and
+    beneath; soft-deleted ones too): gc.enabled=false and write.format.default=lance where missing.
+    Tables declared since this protection existed have it; plain Iceberg tables are never touched."""
+    from lance_iceberg_ns.companions import ENGINE_PROTECTION
+    from lance_iceberg_ns.errors import translated_errors
+    from lance_iceberg_ns.identifiers import parse_namespace_id
+
+    state = _state()
+    companions = state.namespace().companions
+    protected, already = [], []
+    for path in namespace_ids or ("",):
+        with translated_errors(f"protect {state.name([warehouse, *state.identifier(path)])}"):
+            top = parse_namespace_id([warehouse, *state.identifier(path)])
+            if top is None:
+                raise click.UsageError("Give the warehouse whose Lance tables to protect")
+            done = companions.protect_beneath(top)
+        protected += [state.name([warehouse, *identifier]) for identifier in done.protected]
+        already += [state.name([warehouse, *identifier]) for identifier in done.already]
+
+    def human() -> None:
+        click.echo(f"protected {len(protected)} Lance table(s); {len(already)} already were")
+        if protected:
+            _table(("protected now",), ([name] for name in protected))
+
+    _emit(
+        {
+            "protected": protected,
+            "already_protected": already,
+            "protected_count": len(protected),
+            "already_protected_count": len(already),
+            "properties": ENGINE_PROTECTION,
+        },
+        human,
+    )
