@@ -9,9 +9,9 @@ copies a table's UUID, properties and location from any metadata file into a new
 catalogs ask no credentials for it; the copy's name is its own. So an entry owns a location only
 when the marker names its UUID *and* its name. The bridge's own renames (rename, soft delete,
 undrop) rewrite the marker to the new name right after the catalog's rename (whole or not at all:
-a proof reading meanwhile sees the old marker or the new one). Until it does (a crash in between,
-or a rename made by an Iceberg engine), the marker's old name is accepted for an entry of the same
-table only while that old name holds no entry of the table (``prove``'s ``moved``).
+a proof reading meanwhile sees the old marker or the new one). A marker left behind (a crash in
+between, a rename by an Iceberg engine) is never trusted by its old name alone, since a copy
+cannot be told from the renamed original that way: ``placement`` asks the whole catalog instead.
 
 * **Claiming** writes the marker exclusively (on local file systems with ``O_EXCL``: of two
   claims of one location exactly one wins), and only then checks the neighbourhood: no marker in a
@@ -36,7 +36,7 @@ import errno
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -118,7 +118,7 @@ def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | Non
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError:  # a symbolic link where the marker should be: nobody's valid claim
-            return Owner("", None, "(a symbolic link in place of the ownership marker)")
+            return Owner("", None, (), "(a symbolic link in place of the ownership marker)")
         with os.fdopen(fd, "rb") as handle:
             return Owner.from_json(handle.read())
     filesystem, path = filesystem_for(location, storage_options)
@@ -278,13 +278,9 @@ def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> 
         _remove_marker(location, storage_options)
 
 
-def prove(
-    location: str, entry: Entry, storage_options: Mapping[str, str], moved: Callable[[Owner], bool] | None = None
-) -> Owner:
-    """The marker at ``location``, when it names this entry; or names its table under another
-    name that, as ``moved`` says, no longer holds it (a rename the marker has not caught up with).
-    Raises ``PermissionDeniedError`` (saying why) otherwise: the caller reads, deletes and changes
-    nothing."""
+def prove(location: str, entry: Entry, storage_options: Mapping[str, str]) -> Owner:
+    """The marker at ``location``, when it names this entry. Raises ``PermissionDeniedError``
+    (saying why) otherwise: the caller reads, deletes and changes nothing."""
     if is_local(location) and os.path.islink(location):
         raise PermissionDeniedError(
             f"The location {location!r} is a symbolic link: nothing was read, deleted or changed"
@@ -295,8 +291,7 @@ def prove(
             f"The location {location!r} carries no ownership marker, so this entry cannot show that the data is "
             "its own: nothing was read, deleted or changed (deregister the table, then register it again to adopt it)"
         )
-    caught_up = held.names(entry) or (held.same_table(entry) and moved is not None and moved(held))
-    if not caught_up:
+    if not held.names(entry):
         raise PermissionDeniedError(
             f"The location {location!r} belongs to another table: nothing was read, deleted or changed"
         )

@@ -16,14 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lance_namespace.errors import InvalidInputError, NamespaceNotFoundError, PermissionDeniedError
+from lance_namespace.errors import (
+    InvalidInputError,
+    NamespaceNotFoundError,
+    PermissionDeniedError,
+    TableNotFoundError,
+)
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import datasets, ownership
 from lance_iceberg_ns.catalogs import TableSummary
 from lance_iceberg_ns.companions import CREATE_ID, Companions
 from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.identifiers import TableId
+from lance_iceberg_ns.identifiers import NamespaceId, TableId
+from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
+from lance_iceberg_ns.listing import is_lance_table, parallel_map, walk
 from lance_iceberg_ns.locations import LocationPolicy, is_local, normalize_location
 from lance_iceberg_ns.storage_options import StorageOptions
 
@@ -47,6 +54,7 @@ class Unregistered:
 
     location: str
     was: str  # the name its marker gives, as text
+
 
 class Placement:
     """Claims, replaces, proves and releases table locations, and deletes only owned files."""
@@ -164,55 +172,107 @@ class Placement:
         return location
 
     def prove_place(self, location: str, entry: ownership.Entry, options: dict[str, str]) -> None:
-        """``prove`` for a place the data half opens (see ``ownership.prove``)."""
-        ownership.prove(location, entry, options, moved=self._abandoned)
+        """``prove`` for a place the data half opens, and for ``prove``. Raises
+        PermissionDeniedError unless the marker names the entry; TableNotFoundError when the entry
+        was renamed or dropped since it was loaded.
+
+        A marker left behind by a rename outside the bridge (or written before markers named
+        entries) names the table under a name that no longer holds it. Only then is the whole
+        catalog asked, and the marker follows the entry if it is the only one of its table at the
+        location; a catalog copy beside it makes both wait for a person (no entry is trusted)."""
+        try:
+            ownership.prove(location, entry, options)
+        except PermissionDeniedError:
+            held = ownership.read_owner(location, options)
+            if held is None or not held.same_table(entry):
+                raise
+            if not self._still_holds(entry):
+                raise TableNotFoundError(f"Table {'.'.join(entry.name)} was renamed or dropped meanwhile") from None
+            named = ownership.Entry(held.entry, held.table_uuid, held.claim)
+            if held.entry and self._still_holds(named):
+                raise  # a copy of the table that the marker's own entry still holds
+            if self._holders(entry.name[0], held, location) != [entry.name]:
+                raise
+            ownership.rewrite(location, held, replace(held, entry=entry.name), options)
 
     def renamed(self, entry: TableSummary, to: ownership.EntryName) -> None:
-        """After the catalog renamed ``entry`` to ``to``: the marker names the new name. Until it
-        does (a failure here, a crash before), ``prove`` accepts the old name's marker only while
-        the old name holds no entry of the table."""
+        """After the catalog renamed ``entry`` to ``to``: the marker names the new name. A marker
+        already behind (another rename raced this one) follows only when the whole catalog shows
+        ``to`` to be the only entry of the table at the location. A failure here leaves the marker
+        behind, and the table refused until it is registered again: the rename itself stands."""
         try:
             location = self.locations.confine(entry.location)
             options = self.entry_options(entry)
-            held = ownership.prove(location, owner_entry(entry), options, moved=self._abandoned)
-            ownership.rewrite(location, held, replace(held, entry=to), options)
-        except (PermissionDeniedError, OSError) as exc:  # not its own, or out of reach: nothing to carry
-            logger.info("The ownership marker of %s stays as it was: %s", ".".join(to), exc)
+            held = ownership.read_owner(location, options)
+            if held is None or not held.same_table(owner_entry(entry)):
+                return  # not its own: nothing to carry
+            if held.names(owner_entry(entry)) or self._holders(to[0], held, location) == [to]:
+                ownership.rewrite(location, held, replace(held, entry=to), options)
+            else:
+                logger.warning("The ownership marker at %s does not follow %s: it names another entry", location, to)
+        except Exception as exc:  # the rename stands; only the marker is behind
+            logger.warning("The ownership marker of %s was not brought up to date: %s", ".".join(to), exc)
 
     def adopt(self, location: str) -> None:
-        """Before a register: let go of the marker at ``location`` when the entry it names is gone
-        from the catalog (dropped from outside the bridge), so that the register can claim the
-        data. A marker whose entry is still there, or cannot be checked, stays: the claim refuses."""
-        held = ownership.read_owner(location, self._options.for_bridge())
-        if held is not None and self._abandoned(held):
-            ownership.rewrite(location, held, None, self._options.for_bridge())
+        """Before a register: let go of the marker at ``location`` when no entry of the catalog
+        holds its table there any more (dropped outside the bridge), so that the register can
+        claim the data. Otherwise (an entry renamed by an Iceberg engine still holds it, or a
+        catalog copy does) the marker stays and the claim refuses."""
+        options = self._options.for_bridge()
+        held = ownership.read_owner(location, options)
+        if held is not None and held.entry and not self._holders(held.entry[0], held, location):
+            ownership.rewrite(location, held, None, options)
 
     def unregistered(self, warehouse: str) -> list[Unregistered]:
-        """Locations under the root and the allowed locations whose marker names an entry of
-        ``warehouse`` that the catalog no longer holds: data an Iceberg engine's DROP TABLE (or
-        a rename the marker did not follow) left behind. Registering one adopts it."""
-        self._companions.catalog(warehouse)  # NamespaceNotFoundError for a warehouse the server does not know
+        """Locations under the root and the allowed locations whose marker names a table of
+        ``warehouse`` that no entry of the catalog holds there any more: data an Iceberg engine's
+        DROP TABLE left behind. Registering one adopts it."""
+        entries = self._catalog_entries(warehouse)
         found = []
         for top in self.locations.bases:
             for location, held in ownership.markers_under(top, self._options.for_bridge()):
-                if held.entry[:1] == (warehouse,) and self._abandoned(held):
+                if held.entry[:1] == (warehouse,) and not _holding(entries, held, location):
                     found.append(Unregistered(location, ".".join(held.entry)))
         return sorted(found, key=lambda unregistered: unregistered.location)
 
-    def _abandoned(self, held: ownership.Owner) -> bool:
-        """Whether the name the marker gives no longer holds its table (a marker of before names
-        were kept, or of a warehouse this bridge does not reach, cannot tell: it counts as held)."""
-        if not held.entry:
-            return False
+    def _still_holds(self, entry: ownership.Entry) -> bool:
+        """Whether the entry's name still holds its table (a rename or drop may have come since)."""
         try:
-            catalog = self._companions.catalog(held.entry[0])
-        except NamespaceNotFoundError:
-            return False
-        try:
-            summary = catalog.load_table_summary(held.entry[1:], refs_only=True)
-        except (iceberg.NoSuchTableError, iceberg.NoSuchNamespaceError):
+            self._companions.catalog(entry.name[0])
+        except NamespaceNotFoundError:  # a warehouse this bridge does not reach: it cannot tell
             return True
-        return not held.same_table(owner_entry(summary))
+        try:
+            summary = self._companions.catalog(entry.name[0]).load_table_summary(entry.name[1:], refs_only=True)
+        except (iceberg.NoSuchTableError, iceberg.NoSuchNamespaceError):
+            return False
+        return summary.table_uuid == entry.table_uuid
+
+    def _holders(self, warehouse: str, held: ownership.Owner, location: str) -> list[ownership.EntryName]:
+        """The names of every entry of ``warehouse`` (trash included) of the marker's table at
+        ``location``: more than one means catalog copies."""
+        return _holding(self._catalog_entries(warehouse), held, location)
+
+    def _catalog_entries(self, warehouse: str) -> list[tuple[ownership.Entry, str]]:
+        """Every Lance companion of the warehouse, the trash included, with its location: a full
+        listing, made only where a marker's name alone cannot tell (register over a marker, the
+        unregistered listing, a rename the marker fell behind, a marker of before names were kept)."""
+        catalog = self._companions.catalog(warehouse)
+        identifiers: list[tuple[str, ...]] = []
+        for namespace, children in walk(catalog, NamespaceId(warehouse, ())):
+            paths = [namespace.path, trash_path(namespace.path)] if TRASH_NAMESPACE in children else [namespace.path]
+            identifiers += [tuple(ident) for path in paths if path for ident in catalog.list_tables(path)]
+
+        def load(identifier: tuple[str, ...]) -> TableSummary | None:
+            with contextlib.suppress(iceberg.NoSuchTableError):
+                return catalog.load_table_summary(identifier, refs_only=True)
+            return None
+
+        summaries = parallel_map(self._companions.lookups(), load, identifiers)
+        return [
+            (owner_entry(summary), normalize_location(summary.location))
+            for summary in summaries
+            if summary is not None and is_lance_table(summary.properties)
+        ]
 
     def release(self, entry: TableSummary) -> None:
         """Give up the entry's claim on its location (its data then belongs to no entry)."""
@@ -234,3 +294,11 @@ class Placement:
         aside = self._companions.set_aside(table, loaded, why="dropped")
         self._companions.drop(table.warehouse, aside)
         self.delete_owned(loaded, location)
+
+
+def _holding(
+    entries: list[tuple[ownership.Entry, str]], held: ownership.Owner, location: str
+) -> list[ownership.EntryName]:
+    """The names of the entries of the marker's table at ``location``."""
+    place = normalize_location(location)
+    return [entry.name for entry, at in entries if at == place and held.same_table(entry)]

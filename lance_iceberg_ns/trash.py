@@ -91,7 +91,7 @@ class Trash:
             raise ForeignTombstone("it is not a Lance table")
         try:
             return Vouched(entry, self._placement.prove(entry))
-        except (PermissionDeniedError, OSError) as refused:
+        except (PermissionDeniedError, TableNotFoundError, OSError) as refused:
             catalog.load_table_summary(identifier, refs_only=True)  # an undrop just took it: NoSuchTableError
             raise ForeignTombstone(f"its location is not its own ({refused})") from None
 

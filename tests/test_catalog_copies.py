@@ -20,7 +20,7 @@ import requests
 from lance_namespace import CreateTableRequest, RegisterTableRequest
 from lance_namespace.errors import InternalError, PermissionDeniedError, TableNotFoundError
 
-from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
+from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema, ownership
 from lance_iceberg_ns.data import writes
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone
 from lance_iceberg_ns.ownership import MARKER
@@ -203,3 +203,62 @@ def test_a_failed_create_leaves_no_trash_namespace(
     catalog = other_client(endpoint, db[0])
     assert catalog.list_namespaces((db[1],)) == []
     assert catalog.list_tables((db[1],)) == []
+
+
+# --- renames made outside the bridge, and markers left behind ---------------------------------------
+
+
+def test_a_table_renamed_by_an_iceberg_engine_keeps_working_and_its_marker_follows(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    location = lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=[*db, "t"]).uri
+    other_client(endpoint, db[0]).rename_table((db[1], "t"), (db[1], "renamed"))  # Spark's ALTER TABLE RENAME
+    assert ns.count_table_rows({"id": [*db, "renamed"]}).count == 2
+    with open(os.path.join(location, MARKER)) as handle:
+        assert json.load(handle)["entry"] == [*db, "renamed"]
+    assert ns.unregistered_locations(db[0]) == []
+
+
+def test_after_an_engine_rename_neither_a_copy_nor_a_thiefs_register_gets_the_data(scene: Scene) -> None:
+    warehouse, namespace = scene.db
+    catalog = other_client(scene.endpoint, warehouse)
+    catalog.rename_table((namespace, "victim"), (namespace, "renamed"))
+    _copy_entry(scene, (namespace, "renamed"), (namespace, "copy"))
+    victim_files = files_under(scene.victim_location)
+    _refused(scene.call("count_rows", [*scene.db, "copy"], {}), 403, 15)
+    _refused(scene.call("register", [*scene.db, "thief"], {"location": str(scene.victim_location)}), 403, 15)
+    # two entries of one table: neither is trusted until a person removes the copy
+    _refused(scene.call("count_rows", [*scene.db, "renamed"], {}), 403, 15)
+    assert scene.operator.unregistered_locations(warehouse) == []
+    assert files_under(scene.victim_location) == victim_files
+    catalog.drop_table((namespace, "copy"))
+    assert scene.call("count_rows", [*scene.db, "renamed"], {}).json() == 3  # the marker follows it now
+    victim_files.pop(MARKER)
+    assert {
+        name: digest for name, digest in files_under(scene.victim_location).items() if name != MARKER
+    } == victim_files
+
+
+def test_a_marker_left_behind_by_a_failed_rewrite_follows_on_the_next_read(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lance.write_dataset(pa.table({"v": [1]}), namespace_client=ns, table_id=[*db, "t"])
+    rewrite = ownership.rewrite
+
+    def crash(*_: object) -> bool:
+        raise OSError("the process ended here")
+
+    monkeypatch.setattr(ownership, "rewrite", crash)
+    ns.rename_table({"id": [*db, "t"], "new_table_name": "u"})  # the rename stands
+    monkeypatch.setattr(ownership, "rewrite", rewrite)
+    assert ns.count_table_rows({"id": [*db, "u"]}).count == 1
+
+
+def test_a_symbolic_link_in_place_of_the_marker_is_refused_as_owned(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    location = lance_root / db[0] / "linked.lance"
+    lance.write_dataset(pa.table({"v": [1]}), str(location))
+    os.symlink(lance_root / "elsewhere.json", location / MARKER)
+    with pytest.raises(PermissionDeniedError):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(location)))
