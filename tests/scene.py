@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lance
 import pyarrow as pa
@@ -15,7 +15,9 @@ import pytest
 import requests
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.server import RunningServer, serve_in_background
+
+if TYPE_CHECKING:  # the server extra: not in every test environment (the PySpark 3.5 one has none)
+    from lance_iceberg_ns.server import RunningServer
 
 from .conftest import SECRET_MARK
 from .helpers import catalog_state, files_under
@@ -59,6 +61,8 @@ class Scene:
 
 @pytest.fixture
 def scene(endpoint: str, lance_root: Path, db: list[str], tmp_path: Path) -> Iterator[Scene]:
+    from lance_iceberg_ns.server import serve_in_background
+
     outsider = tmp_path / "other-team" / "payroll"
     lance.write_dataset(pa.table({"salary": [1, 2]}), str(outsider))
     properties = {"endpoint": endpoint, "root": str(lance_root), **STATIC_STORAGE}

@@ -1,7 +1,7 @@
 """Companion tables carry gc.enabled=false and write.format.default=lance, so that Iceberg engines
-on the same catalog neither delete nor write files in a Lance table's directory: new ones from the
-start, old ones from their next bridge write or ``tables protect``. Spark itself is in
-tests/test_spark_iceberg.py."""
+on the same catalog neither delete nor write Lance's files: new ones from the start, old ones from
+their next bridge write or ``tables protect``. pyiceberg and DuckDB's Iceberg extension here; Spark
+in tests/test_spark_iceberg.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,44 @@ def test_protect_command_for_a_missing_namespace_is_not_found(endpoint: str, lan
     done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("error: NamespaceNotFound") and "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def duckdb_with_iceberg() -> Iterator[Any]:
+    """DuckDB with the Iceberg extension of the installed wheels (and the avro and httpfs extensions
+    it needs loaded first), never downloading one."""
+    duckdb = pytest.importorskip("duckdb")
+    config = {"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false"}
+    connection = duckdb.connect(config=config)
+    for name in ("avro", "httpfs", "iceberg"):
+        wheel = pytest.importorskip(f"duckdb_extension_{name}", reason="the dev extra pins DuckDB's extension wheels")
+        found = sorted(Path(wheel.__file__).parent.glob(f"extensions/*/{name}.duckdb_extension"))
+        connection.execute(f"LOAD '{found[-1]}'")
+    yield connection
+    connection.close()
+
+
+def test_duckdb_writes_beside_the_lance_files_never_over_them(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, duckdb_with_iceberg: Any
+) -> None:
+    """DuckDB's Iceberg extension writes Parquet whatever write.format.default says, into the
+    table's data path. No property stops it on every catalog (Lakekeeper refuses write.data.path),
+    so this holds what it does: new files only, in data/ and metadata/; Lance's own are untouched
+    and Lance never reads the new ones."""
+    location = Path(write_values(ns, [*db, "t"], [1, 2, 3]))
+    before = files_under(location)
+    duck = duckdb_with_iceberg
+    duck.execute(f"ATTACH '{db[0]}' AS lake (TYPE ICEBERG, ENDPOINT '{endpoint}', AUTHORIZATION_TYPE 'none')")
+    assert duck.execute(f"SELECT count(*) FROM lake.{db[1]}.t").fetchall() == [(0,)]
+    assert duck.execute(f"INSERT INTO lake.{db[1]}.t VALUES ('x')").fetchall() == [(1,)]
+    duck.execute(f"DROP TABLE lake.{db[1]}.t")
+    after = files_under(location)
+    assert {name: digest for name, digest in after.items() if name in before} == before
+    added = sorted(set(after) - set(before))
+    assert any(name.startswith("data/") and name.endswith(".parquet") for name in added)
+    assert all(name.startswith("metadata/") or name.endswith(".parquet") for name in added), added
+    assert lance.dataset(str(location)).to_table()["v"].to_pylist() == [1, 2, 3]
+    assert not other_client(endpoint, db[0]).table_exists((db[1], "t"))  # DuckDB's DROP TABLE drops the entry
 
 
 def test_relocation_renames_several_packages_in_one_pass() -> None:
