@@ -13,8 +13,16 @@ from urllib.parse import unquote
 import lance
 import pyarrow.fs as pafs
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
+from lance_namespace.errors import (
+    InvalidInputError,
+    InvalidTableStateError,
+    LanceNamespaceError,
+    TableNotFoundError,
+    TableVersionNotFoundError,
+)
 from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema
+
+from lance_iceberg_ns.limits import MAX_VERSION
 
 ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
 VERSIONS_DIRECTORY = "_versions"  # Lance's manifests: a dataset exists while they do
@@ -91,9 +99,11 @@ def checkout(dataset: lance.LanceDataset, version: int | str | None, what: str) 
     ``TableVersionNotFoundError`` naming ``what`` for a version or tag it does not have."""
     if version is None:
         return dataset
+    if isinstance(version, int) and not 0 <= version <= MAX_VERSION:
+        raise InvalidInputError(f"A version is a number between 0 and {MAX_VERSION}, got {version}")
     try:
         return dataset.checkout_version(version)
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError, KeyError, OverflowError) as exc:
         raise TableVersionNotFoundError(f"Version {version!r} not found for {what}") from exc
 
 
@@ -106,6 +116,28 @@ def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
         return True
     except (ValueError, OSError):
         return False
+
+
+def missing_dataset_error(location: str, storage_options: Mapping[str, str], what: str) -> LanceNamespaceError:
+    """The error for a dataset that cannot be read at ``location`` because files are missing:
+    TableNotFoundError when none of Lance's files are there (gone, or declared and never
+    written), InvalidTableStateError when some are (the dataset is half there)."""
+    held = _entries_at(location, storage_options)
+    if held is None:
+        return TableNotFoundError(f"{what} has no data: nothing is left at its location")
+    if not held & {*LANCE_ENTRIES, VERSIONS_DIRECTORY}:
+        return TableNotFoundError(f"{what} is declared but has no data yet")
+    return InvalidTableStateError(f"{what}: files of its dataset are missing, it cannot be read")
+
+
+def _entries_at(location: str, storage_options: Mapping[str, str]) -> set[str] | None:
+    """The names directly under ``location``; None when nothing is there."""
+    if is_local(location):
+        path = local_path(location)
+        return set(os.listdir(path)) if os.path.isdir(path) and not os.path.islink(path) else None
+    filesystem, path = filesystem_for(location, storage_options)
+    selector = pafs.FileSelector(path.rstrip("/"), recursive=False, allow_not_found=True)
+    return {info.base_name for info in filesystem.get_file_info(selector)} or None
 
 
 # What a table's location holds of its own: Lance's directories, then its manifests (a dataset

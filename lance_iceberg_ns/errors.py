@@ -110,6 +110,20 @@ def translated_errors(context: str, redact: Callable[[str], str] = lambda text: 
         if redact(str(exc)) != str(exc):
             raise error from None
         raise error from exc
+    except BaseException as exc:
+        if not is_panic(exc):
+            raise
+        # pylance panics on input it did not validate (misaligned or invalid Arrow buffers): the
+        # same request would panic again, so it is the caller's error, not a server fault.
+        raise InvalidInputError(redact(f"{context}: pylance could not process the request ({exc})")) from None
+
+
+def is_panic(exc: BaseException) -> bool:
+    """A Rust panic inside pylance, as pyo3 raises it: ``pyo3_runtime.PanicException``, derived from
+    BaseException (``except Exception`` misses it). pylance exports no name for the class, which
+    pyo3 creates at the first panic, so it is known by its module and name."""
+    kind = type(exc)
+    return kind.__module__ == "pyo3_runtime" and kind.__name__ == "PanicException"
 
 
 # What a message shows of the machine and the code behind it, and what stands in for it in an

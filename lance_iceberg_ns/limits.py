@@ -1,23 +1,194 @@
-"""Bounds on what one request may carry: page sizes, property maps and query windows.
+"""Bounds on what one request may carry: page sizes, property maps, every number that reaches
+pylance, search texts, expressions and Arrow bodies.
 
 They are checked before anything is done, by the namespace (every operation, where it coerces
 its request) and by the REST server (for whatever namespace it fronts, once it has built the
 request from the path, query string and body), so the rule lives here once. A request out of
-bounds is ``InvalidInputError`` (HTTP 400), never a failure further down.
+bounds is ``InvalidInputError`` (HTTP 400), never a failure further down: pylance reserves memory
+from several of these numbers before it looks at the data, and a failed allocation in Rust ends
+the whole process.
+
+Each bound says why it is what it is. They are generous for real use: the point is that no single
+request can ask pylance for terabytes or for hours.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 from lance_namespace.errors import InvalidInputError
+from pydantic import BaseModel
 
 MAX_PAGE_LIMIT = 10_000  # names or versions in one page; more pages are a page_token away
 MAX_PROPERTIES = 100  # entries in one request's properties
 MAX_PROPERTY_KEY_BYTES = 255  # UTF-8 bytes of a property key
 MAX_PROPERTY_VALUE_BYTES = 8 * 1024  # UTF-8 bytes of a property value
+
+# --- queries and vector search -----------------------------------------------------------------
 MAX_QUERY_ROWS = 2**31 - 1  # a scan's k (its limit) or offset: a 32-bit count, as the reference reads them
 MAX_NEAREST = 1_000_000  # a vector search's k + offset: the search sets room aside for that many rows up front
+# Re-ranking reads k × refine_factor candidates and sets room aside for all of them (k = 10^6 with
+# 2^32 - 1 aborted the process); lancedb suggests 10 to 50. k × refine_factor is bounded by MAX_NEAREST too.
+MAX_REFINE_FACTOR = 1_000
+# HNSW keeps ef candidates per partition searched; it needs at least k of them, so k's bound (2^40 aborted).
+MAX_EF = MAX_NEAREST
+# An IVF index's partitions, and so the partitions a search may probe: k-means keeps a centroid
+# per partition; 65,536 is the square root of four billion rows, the usual rule for their number.
+MAX_PARTITIONS = 65_536
+# Values in one vector: query vectors, and fixed-size lists a cast builds (a cast reserves rows ×
+# length up front: 2^30 aborted the process). The largest embedding models give 4,096 to 8,192.
+MAX_VECTOR_DIMENSION = 65_536
+MAX_QUERY_VECTORS = 1_024  # vectors of one batch search (multi_vector): each is a search of k rows of its own
+FLOAT32_MAX = 3.4028234663852886e38  # vector values, distances and boosts are float32 in pylance: beyond is infinity
+
+# --- building indices ---------------------------------------------------------------------------
+MAX_SUB_VECTORS = MAX_VECTOR_DIMENSION  # a PQ sub-vector has at least one dimension
+MAX_NUM_BITS = 16  # bits of a PQ, SQ or RQ code (4 or 8 in practice): 2^bits centroids are trained per sub-vector
+MAX_SAMPLE_RATE = 65_536  # training rows per partition (default 256): k-means reads partitions × rate rows
+MAX_ITERATIONS = 1_000  # k-means passes over the training sample (default 50; pylance takes up to 2^32)
+MAX_HNSW_M = 256  # HNSW links per row (16 to 64 in practice): the graph keeps 2m of them for every row
+# Candidates kept while each row is linked (100 to 500 in practice): pylance reserves
+# ef_construction × 8 bytes per building thread up front (2^40 aborted the process).
+MAX_EF_CONSTRUCTION = 10_000
+MIN_TARGET_PARTITION_SIZE = 16  # rows per IVF partition when their number is derived: fewer is one per row
+
+# --- full-text search ---------------------------------------------------------------------------
+MAX_TOKEN_LENGTH = 65_530  # the longest term a full-text index keeps (tantivy's limit): max_token_length, prefix_length
+MAX_FUZZINESS = 10  # edit distance of a fuzzy match (Lucene stops at 2; pylance refuses automata past 10,000 states)
+MAX_EXPANSIONS = 10_000  # terms a fuzzy term may expand to (default 50): each is one more posting list read
+MAX_SLOP = 10_000  # positions allowed between the words of a phrase
+MAX_QUERY_TEXT_BYTES = 16 * 1024  # UTF-8 bytes of one search text: a long paragraph
+# Words in one search, over all its clauses: each is a posting list read and scored (two million
+# words aborted the process; 100,000 copies of one word took 2.2 GB and 12 s). Elasticsearch's
+# max_clause_count was 1,024 for years.
+MAX_QUERY_TERMS = 1_024
+MAX_QUERY_CLAUSES = 1_024  # match, phrase, boolean, boost and multi-match clauses of one structured search
+MAX_QUERY_NESTING = 16  # boolean and boost queries within each other (each level recurses in pylance)
+
+# --- versions, durations, other counts -----------------------------------------------------------
+MAX_VERSION = 2**63 - 1  # a version is an unsigned 64-bit number in Lance; int64 is what every client can say
+MAX_DURATION_SECONDS = 3_600  # a merge-insert's retry timeout, any interval: longer than any client waits
+MAX_COUNT = 2**63 - 1  # any other count the spec defines (the operations using them are refused whole)
+
+# --- expressions (filters, projections, updates, new columns: see data/expressions.py) ----------
+MAX_EXPRESSION_BYTES = 64 * 1024  # UTF-8 bytes of one SQL expression: an IN list of about 5,000 keys
+# Operators applied one within another: pylance's planner recurses once per operator and overflowed
+# its stack (ending the process) past about 500 chained additions.
+MAX_EXPRESSION_DEPTH = 64
+MAX_EXPRESSION_CONNECTIVES = 4_096  # AND and OR in one expression: 50,000 of them overflowed the stack
+# Characters or elements a function may build for one row from a size it is given (lpad, repeat,
+# array_repeat, range, ...): a value of each row of a batch (8,192 rows) is built at once;
+# 8,192 covers an embedding of zeros of the largest models. 50 million aborted the process.
+MAX_BUILT_LENGTH = 8_192
+MAX_REPLACEMENT_BYTES = 64  # a replace's replacement: every match of its pattern grows by that much
+MAX_PROJECTED_COLUMNS = 10_000  # columns and aliases of one projection: the widest tables have thousands
+
+# --- Arrow IPC bodies -----------------------------------------------------------------------------
+# What the rows of one write may take once decoded: a compressed body expands to at most what an
+# uncompressed one may be (the server's --max-data-body-mb; this default where nothing set it).
+DEFAULT_MAX_DATA_BYTES = 256 * 1024 * 1024
+_max_data_bytes: ContextVar[int] = ContextVar("max_data_bytes", default=DEFAULT_MAX_DATA_BYTES)
+
+
+class DataTooLargeError(InvalidInputError):
+    """Rows that decode to more than the data bound: ``InvalidInputError``, answered 413 by the REST
+    server, as a body over its cap is."""
+
+    http_status = 413
+
+
+def max_data_bytes() -> int:
+    """The most bytes the rows of one write may decode to, here and now."""
+    return _max_data_bytes.get()
+
+
+@contextmanager
+def data_bytes_allowed(limit: int) -> Iterator[None]:
+    """Within the block, the rows of a write may decode to ``limit`` bytes (the REST server sets
+    its data body cap for each request)."""
+    token = _max_data_bytes.set(limit)
+    try:
+        yield
+    finally:
+        _max_data_bytes.reset(token)
+
+
+# Every number of a request model that reaches pylance, by field name: (lowest, highest). A
+# number with no entry is bounded by ``_ANY_NUMBER``; tests/test_attacks_data.py fails when a
+# request model of lance_namespace has a number this table does not name.
+NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
+    "limit": (1, MAX_PAGE_LIMIT),
+    # queries
+    "k": (0, MAX_QUERY_ROWS),
+    "offset": (0, MAX_QUERY_ROWS),
+    "refine_factor": (0, MAX_REFINE_FACTOR),
+    "ef": (0, MAX_EF),
+    "nprobes": (0, MAX_PARTITIONS),
+    "minimum_nprobes": (1, MAX_PARTITIONS),
+    "maximum_nprobes": (1, MAX_PARTITIONS),
+    "lower_bound": (-FLOAT32_MAX, FLOAT32_MAX),
+    "upper_bound": (-FLOAT32_MAX, FLOAT32_MAX),
+    "single_vector": (-FLOAT32_MAX, FLOAT32_MAX),  # each value
+    "multi_vector": (-FLOAT32_MAX, FLOAT32_MAX),
+    # full-text search
+    "boost": (0, FLOAT32_MAX),
+    "negative_boost": (0, FLOAT32_MAX),
+    "fuzziness": (0, MAX_FUZZINESS),
+    "max_expansions": (0, MAX_EXPANSIONS),
+    "prefix_length": (0, MAX_TOKEN_LENGTH),
+    "slop": (0, MAX_SLOP),
+    # indices
+    "num_partitions": (1, MAX_PARTITIONS),
+    "num_sub_vectors": (1, MAX_SUB_VECTORS),
+    "num_bits": (1, MAX_NUM_BITS),
+    "sample_rate": (1, MAX_SAMPLE_RATE),
+    "max_iterations": (1, MAX_ITERATIONS),
+    "target_partition_size": (MIN_TARGET_PARTITION_SIZE, MAX_QUERY_ROWS),
+    "m": (1, MAX_HNSW_M),
+    "ef_construction": (1, MAX_EF_CONSTRUCTION),
+    "max_token_length": (0, MAX_TOKEN_LENGTH),
+    # versions
+    "version": (0, MAX_VERSION),
+    "from_version": (0, MAX_VERSION),
+    "read_version": (0, MAX_VERSION),
+    "src_version": (0, MAX_VERSION),
+    "start_version": (0, MAX_VERSION),
+    "end_version": (0, MAX_VERSION),
+    "manifest_size": (0, MAX_COUNT),
+    # backfills and materialized views (refused as unsupported, bounded all the same)
+    "batch_checkpoint_flush_interval_seconds": (0, MAX_DURATION_SECONDS),
+    **dict.fromkeys(
+        (
+            "concurrency",
+            "intra_applier_concurrency",
+            "min_checkpoint_size",
+            "max_checkpoint_size",
+            "checkpoint_size",
+            "task_size",
+            "source_task_size",
+            "num_frags",
+            "commit_granularity",
+            "max_rows_per_fragment",
+            "output_limit",
+            "num_cpus",
+            "num_gpus",
+            "memory",
+        ),
+        (0, MAX_COUNT),
+    ),
+}
+_ANY_NUMBER = (-MAX_COUNT - 1, MAX_COUNT)  # a number the table does not name (a newer spec): int64
+# Texts searched for, by (model, field): their bytes and words are bounded.
+SEARCH_TEXTS = frozenset({("StringFtsQuery", "query"), ("MatchQuery", "terms"), ("PhraseQuery", "terms")})
+SEARCH_CLAUSES = frozenset({"FtsQuery", "MatchQuery", "PhraseQuery"})  # models that are one clause of a search
+_WORD = re.compile(r"\w+")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def check_page_limit(limit: int | None) -> int | None:
@@ -48,10 +219,88 @@ def check_properties(properties: Mapping[str, str] | None) -> Mapping[str, str] 
 
 
 def check_request_bounds(request: object) -> None:
-    """Apply the bounds to a request model's ``limit`` and ``properties``, where it has them.
-    Raises ``InvalidInputError``."""
+    """Apply the bounds to a request model: its ``limit`` and ``properties``, every number in it
+    (``NUMBER_BOUNDS``), its search texts and clauses, its durations, the window of a query and
+    the parameters of an index. Raises ``InvalidInputError``."""
     check_page_limit(getattr(request, "limit", None))
     check_properties(getattr(request, "properties", None))
+    if isinstance(request, BaseModel):
+        _Walk().model(request, 0)
+        for query in (request, getattr(request, "query", None)):  # ExplainTableQueryPlanRequest holds its query
+            if isinstance(query, BaseModel) and "refine_factor" in type(query).model_fields:
+                check_vector_search(query)
+        check_index_parameters(request)
+
+
+class _Walk:
+    """One pass over a request model: every number within its bound, every search text within
+    its size, the search's clauses, nesting and words counted."""
+
+    def __init__(self) -> None:
+        self.clauses = 0
+        self.words = 0
+
+    def model(self, model: BaseModel, nesting: int) -> None:
+        kind = type(model).__name__
+        if kind in SEARCH_CLAUSES:
+            self.clauses += 1
+            if self.clauses > MAX_QUERY_CLAUSES:
+                raise InvalidInputError(f"A search may have at most {MAX_QUERY_CLAUSES} clauses")
+        if kind == "FtsQuery":
+            nesting += 1
+            if nesting > MAX_QUERY_NESTING:
+                raise InvalidInputError(f"Searches may be nested at most {MAX_QUERY_NESTING} deep")
+        for name in type(model).model_fields:
+            value = getattr(model, name, None)
+            if value is None:
+                continue
+            if (kind, name) in SEARCH_TEXTS and isinstance(value, str):
+                self.text(name, value)
+            elif name == "timeout" and isinstance(value, str):
+                duration_seconds(value, name)
+            else:
+                self.value(name, value, nesting)
+
+    def value(self, name: str, value: Any, nesting: int) -> None:
+        if isinstance(value, BaseModel):
+            self.model(value, nesting)
+        elif isinstance(value, bool | str):
+            return
+        elif isinstance(value, int | float):
+            check_number(name, value)
+        elif isinstance(value, list | tuple):
+            self.values(name, value, nesting)
+
+    def values(self, name: str, values: list[Any] | tuple[Any, ...], nesting: int) -> None:
+        if values and all(isinstance(value, int | float) and not isinstance(value, bool) for value in values):
+            low, high = NUMBER_BOUNDS.get(name, _ANY_NUMBER)
+            if not all(low <= value <= high for value in values):  # NaN compares False
+                raise InvalidInputError(
+                    f"Every value of {name} must be a number between {_shown(low)} and {_shown(high)}"
+                )
+            return
+        for value in values:
+            self.value(name, value, nesting)
+
+    def text(self, name: str, text: str) -> None:
+        if len(text.encode("utf-8", "replace")) > MAX_QUERY_TEXT_BYTES:
+            raise InvalidInputError(f"A search's {name} may be at most {MAX_QUERY_TEXT_BYTES} bytes long")
+        self.words += len(_WORD.findall(text))
+        if self.words > MAX_QUERY_TERMS:
+            raise InvalidInputError(f"A search may have at most {MAX_QUERY_TERMS} words in all")
+
+
+def check_number(name: str, value: float) -> None:
+    """``value`` of the field ``name`` within its bound (``NUMBER_BOUNDS``); finite if a float."""
+    low, high = NUMBER_BOUNDS.get(name, _ANY_NUMBER)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a finite number, got {value}")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{name} must be between {_shown(low)} and {_shown(high)}, got {value}")
+
+
+def _shown(bound: float) -> str:
+    return f"{bound:g}" if isinstance(bound, float) else str(bound)
 
 
 def check_query_window(k: int, offset: int | None, nearest: bool) -> None:
@@ -65,3 +314,47 @@ def check_query_window(k: int, offset: int | None, nearest: bool) -> None:
         raise InvalidInputError(
             f"A vector search returns at most {MAX_NEAREST} rows (k + offset), got {k + (offset or 0)}"
         )
+
+
+def check_vector_search(query: Any) -> None:
+    """What a vector search reserves from several numbers at once: k × refine_factor candidates,
+    k rows for each of its query vectors, and vectors of a bounded dimension. Raises
+    ``InvalidInputError``."""
+    k = getattr(query, "k", 0) or 0
+    vector = getattr(query, "vector", None)
+    vectors = list(getattr(vector, "multi_vector", None) or [])
+    single = getattr(vector, "single_vector", None)
+    if single:
+        vectors.append(single)
+    if len(vectors) > MAX_QUERY_VECTORS:
+        raise InvalidInputError(f"A batch search takes at most {MAX_QUERY_VECTORS} query vectors, got {len(vectors)}")
+    if any(len(values) > MAX_VECTOR_DIMENSION for values in vectors):
+        raise InvalidInputError(f"A query vector has at most {MAX_VECTOR_DIMENSION} values")
+    refine_factor = getattr(query, "refine_factor", None)
+    if refine_factor and k * refine_factor > MAX_NEAREST:
+        raise InvalidInputError(f"A vector search re-ranks at most {MAX_NEAREST} rows (k × refine_factor)")
+    if len(vectors) > 1 and k * len(vectors) > MAX_NEAREST:
+        raise InvalidInputError(f"A batch search returns at most {MAX_NEAREST} rows (k × query vectors)")
+
+
+def check_index_parameters(request: Any) -> None:
+    """An index build's parameters that only bound each other: HNSW needs ef_construction ≥ m,
+    and k-means reads num_partitions × sample_rate rows. Raises ``InvalidInputError``."""
+    m, ef_construction = getattr(request, "m", None), getattr(request, "ef_construction", None)
+    if m is not None and ef_construction is not None and ef_construction < m:
+        raise InvalidInputError(f"ef_construction ({ef_construction}) must be at least m ({m})")
+    partitions, rate = getattr(request, "num_partitions", None), getattr(request, "sample_rate", None)
+    if partitions is not None and rate is not None and partitions * rate > MAX_QUERY_ROWS:
+        raise InvalidInputError(f"k-means trains on num_partitions × sample_rate rows: at most {MAX_QUERY_ROWS}")
+
+
+def duration_seconds(raw: str, name: str = "timeout") -> float:
+    """A duration as the spec writes one (``30s``, ``500ms``, ``2m``, ``1h``, or seconds), within
+    ``MAX_DURATION_SECONDS``. Raises ``InvalidInputError``."""
+    match = _DURATION.match(raw)
+    if match is None:
+        raise InvalidInputError(f"Invalid {name} {raw[:40]!r}: give a duration such as '30s', '500ms' or '2m'")
+    seconds = float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2) or "s"]
+    if seconds > MAX_DURATION_SECONDS:
+        raise InvalidInputError(f"{name} may be at most {MAX_DURATION_SECONDS} seconds, got {raw!r}")
+    return seconds

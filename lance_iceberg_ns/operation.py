@@ -13,6 +13,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.data import expressions
 from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.limits import check_request_bounds
 
@@ -57,9 +58,10 @@ def operation(
     request_type: type[Any] | None = None,
 ) -> Callable[[Callable[Concatenate[Self, P], Response]], Callable[Concatenate[Self, P], Response]]:
     """Wrap a namespace operation: coerce its request to ``request_type`` and check its bounds
-    (``limits``), translate its errors (``errors``), time it. Without ``request_type`` the first
-    argument (a table or namespace id) is passed as it is. A data operation's request body (Arrow
-    IPC bytes) is passed through. The wrapped method keeps its signature for type checkers."""
+    (``limits``) and SQL expressions (``data.expressions``), translate its errors (``errors``),
+    time it. Without ``request_type`` the first argument (a table or namespace id) is passed as it
+    is. A data operation's request body (Arrow IPC bytes) is passed through. The wrapped method
+    keeps its signature for type checkers."""
 
     def decorate(method: Callable[Concatenate[Self, P], Response]) -> Callable[Concatenate[Self, P], Response]:
         name = method.__name__
@@ -69,6 +71,7 @@ def operation(
             if request_type is not None:
                 first = coerce(args[0] if args else kwargs.pop("request", None), request_type)
                 check_request_bounds(first)
+                expressions.check_request(first)
                 args = (first, *args[1:])  # type: ignore[assignment]
             target = _target(args[0] if args else kwargs.get("namespace_id"))
             started = time.perf_counter()

@@ -15,6 +15,7 @@ from typing import Literal
 
 from lance_namespace.errors import (
     InvalidInputError,
+    InvalidTableStateError,
     LanceNamespaceError,
     TableBranchAlreadyExistsError,
     TableBranchNotFoundError,
@@ -39,6 +40,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     (re.compile(r"^Ref not found"), _REF_NOT_FOUND),
     (re.compile(r"^Ref conflict"), _REF_TAKEN),
     (re.compile(r"^Version not found|Table version not found|/_versions/.*was not found"), TableVersionNotFoundError),
+    # a file of the dataset went away under it (the dataset gone whole is found before pylance runs)
+    (re.compile(r"\bNot found: \S+|Object at location \S+ not found"), InvalidTableStateError),
     (re.compile(r"Index name '[^']*' already exists"), TableIndexAlreadyExistsError),
     (re.compile(r"Lance index not found|Index with name .* not found"), TableIndexNotFoundError),
     (re.compile(r"not found in schema|CreateIndex: column '[^']*' does not exist"), TableColumnNotFoundError),
@@ -65,7 +68,7 @@ def pylance_failures(operation: str, refs: RefKind = "tag") -> Iterator[None]:
         yield
     except LanceNamespaceError:
         raise
-    except (ValueError, TypeError, KeyError, OSError, RuntimeError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, RuntimeError, OverflowError) as exc:
         translated = _translation(exc, refs)
         if translated is None:
             raise
@@ -77,7 +80,7 @@ def _translation(exc: BaseException, refs: RefKind) -> type[LanceNamespaceError]
     for pattern, error in _BY_MESSAGE:
         if pattern.search(message):
             return _REFS[error][refs] if isinstance(error, str) else error
-    if isinstance(exc, ValueError | TypeError | KeyError):
+    if isinstance(exc, ValueError | TypeError | KeyError | OverflowError):  # Overflow: a number too large for pylance
         return InvalidInputError
     return None
 

@@ -32,7 +32,7 @@ from typing import TypeVar
 import lance
 import pyarrow as pa
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import TableNotFoundError
+from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, PermissionDeniedError
 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.cache import RecentlyUsed
@@ -106,10 +106,15 @@ class OpenDatasets:
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
-        first version of a table declared but not yet written); the dataset written."""
+        first version of a table declared but not yet written); the dataset written. Appending to
+        a dataset whose manifests are gone while its data is not is InvalidTableStateError."""
         if table.managed:
             return lance.write_dataset(data, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
         kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
+        if kept is None and mode != "overwrite" and not datasets.dataset_exists(table.location, table.storage_options):
+            missing = _missing(table)
+            if isinstance(missing, InvalidTableStateError):
+                raise missing
         target = kept if kept is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
         self._open.keep(table.place, dataset)
@@ -121,18 +126,27 @@ class OpenDatasets:
             self._prove(table)
             with _declared_only(table):
                 dataset = datasets.lance_dataset(table.location, table.storage_options)
-        elif dataset.latest_version != dataset.version:
-            dataset = dataset.checkout_version(dataset.latest_version)
         else:
-            return dataset
+            try:
+                if dataset.latest_version == dataset.version:
+                    return dataset
+                dataset = dataset.checkout_version(dataset.latest_version)
+            except (OSError, ValueError):  # its files went away under it
+                self.forget(table.location)
+                raise _missing(table) from None
         self._open.keep(table.place, dataset)
         return dataset
 
     def _prove(self, table: ResolvedTable) -> None:
         """Only the entry that owns a place reads or writes through it: an entry made in the
         catalog at another table's location, or a catalog copy of its entry, must not reach that
-        table's data."""
-        self._prove_place(table.location, table.entry, table.storage_options)
+        table's data. A place with nothing left at it (its directory deleted) is TableNotFoundError."""
+        try:
+            self._prove_place(table.location, table.entry, table.storage_options)
+        except PermissionDeniedError:
+            if datasets.is_empty_directory(table.location, table.storage_options):
+                raise _missing(table) from None
+            raise
 
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
@@ -144,16 +158,21 @@ def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: i
     return datasets.checkout(dataset, version, f"table {'.'.join(table_id)}")
 
 
+def _missing(table: ResolvedTable) -> LanceNamespaceError:
+    return datasets.missing_dataset_error(table.location, table.storage_options, f"Table {'.'.join(table.id)}")
+
+
 @contextmanager
 def _declared_only(table: ResolvedTable) -> Iterator[None]:
     """A table declared but not written yet has no dataset: TableNotFoundError, as the reference
-    answers, rather than pylance's internal error."""
+    answers, rather than pylance's internal error; so has a table whose files are gone, and one
+    whose files are half gone is InvalidTableStateError."""
     try:
         yield
     except (ValueError, OSError) as exc:
         if datasets.dataset_exists(table.location, table.storage_options):
             raise
-        raise TableNotFoundError(f"Table {'.'.join(table.id)} is declared but has no data yet") from exc
+        raise _missing(table) from exc
 
 
 def _latest_version(dataset: lance.LanceDataset) -> int | None:

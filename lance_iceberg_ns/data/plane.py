@@ -62,7 +62,9 @@ from lance_namespace import (
     UpdateTableTagRequest,
     UpdateTableTagResponse,
 )
+from lance_namespace.errors import PermissionDeniedError
 
+from lance_iceberg_ns import datasets
 from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
@@ -94,7 +96,19 @@ class DataPlane:
         """A table for an operation that commits a version: resolved and shown to own its
         location; writes go to the main branch."""
         refuse_branch(branch, "Writes")
-        return self._resolve(table_id, True)
+        return self._resolve_to_write(table_id)
+
+    def _resolve_to_write(self, table_id: Sequence[str]) -> ResolvedTable:
+        """The table resolved and shown to own its location (PermissionDeniedError); a location
+        with nothing left at it (its directory deleted) is TableNotFoundError instead."""
+        try:
+            return self._resolve(table_id, True)
+        except PermissionDeniedError:
+            table = self._resolve(table_id, False)
+            if datasets.is_empty_directory(table.location, table.storage_options):
+                name = f"Table {'.'.join(table.id)}"
+                raise datasets.missing_dataset_error(table.location, table.storage_options, name) from None
+            raise
 
     def _to_write(self, table_id: Sequence[str], branch: str | None = None) -> lance.LanceDataset:
         """The dataset of a table an operation commits to (``_writable``)."""
@@ -104,7 +118,7 @@ class DataPlane:
         """The dataset whose tags or branches an operation changes: resolved as for a write (refs
         live in the dataset's own files); branches are refused on a managed table, whose versions
         the catalog keeps in one line."""
-        table = self._resolve(table_id, True)
+        table = self._resolve_to_write(table_id)
         if table.managed:
             refuse_branch(branch, what)
         return self._datasets.open(table)

@@ -11,6 +11,9 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
 from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.limits import MAX_VECTOR_DIMENSION
+
+MAX_TYPE_NESTING = 32  # lists within lists in one data_type: deeper is no column anyone stores
 
 # The Lance spec's JSON Arrow types (JsonArrowDataType.type) that a column can be cast to.
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -38,22 +41,29 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 }
 
 
-def arrow_type(json_type: Mapping[str, Any]) -> pa.DataType:
+def arrow_type(json_type: Mapping[str, Any], nesting: int = 0) -> pa.DataType:
     """The Arrow type of a JSON Arrow type (``{"type": "int32"}``, ``{"type": "fixed_size_list",
-    "length": 4, "fields": [{"name": "item", "type": {...}, "nullable": true}]}``).
+    "length": 4, "fields": [{"name": "item", "type": {...}, "nullable": true}]}``). A fixed-size
+    list is at most ``limits.MAX_VECTOR_DIMENSION`` long (the cast reserves rows × length up
+    front), lists nest at most ``MAX_TYPE_NESTING`` deep.
     Raises InvalidInputError for a type this cast does not know."""
+    if not isinstance(json_type, Mapping) or nesting > MAX_TYPE_NESTING:
+        raise InvalidInputError(f"A data_type is a JSON Arrow type nested at most {MAX_TYPE_NESTING} deep")
     name = str(json_type.get("type", "")).lower()
     if name in _PRIMITIVES:
         return _PRIMITIVES[name]
     fields = json_type.get("fields") or []
-    if name in ("list", "large_list", "fixed_size_list") and len(fields) == 1:
-        item = pa.field(fields[0].get("name", "item"), arrow_type(fields[0]["type"]), fields[0].get("nullable", True))
+    if name in ("list", "large_list", "fixed_size_list") and isinstance(fields, list) and len(fields) == 1:
+        field = fields[0] if isinstance(fields[0], Mapping) else {}
+        item_type = arrow_type(field.get("type"), nesting + 1)  # type: ignore[arg-type]  # a Mapping is checked
+        item = pa.field(str(field.get("name", "item")), item_type, bool(field.get("nullable", True)))
         if name == "fixed_size_list":
-            if not json_type.get("length"):
-                raise InvalidInputError("A fixed_size_list type needs its length")
-            return pa.list_(item, int(json_type["length"]))
+            length = json_type.get("length")
+            if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_VECTOR_DIMENSION:
+                raise InvalidInputError(f"A fixed_size_list type needs its length, from 1 to {MAX_VECTOR_DIMENSION}")
+            return pa.list_(item, length)
         return pa.large_list(item) if name == "large_list" else pa.list_(item)
-    raise InvalidInputError(f"Unsupported data_type {dict(json_type)!r} for a column cast")
+    raise InvalidInputError(f"Unsupported data_type {str(dict(json_type))[:200]} for a column cast")
 
 
 def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry]) -> int:

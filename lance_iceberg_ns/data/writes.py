@@ -7,7 +7,6 @@ compare-and-swap; pylance retries a commit that lost a race on top of the winner
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 import lance
@@ -26,11 +25,10 @@ from lance_iceberg_ns.data import ResolvedTable
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.datasets import dataset_exists
+from lance_iceberg_ns.limits import duration_seconds
 from lance_iceberg_ns.request_rules import parse_mode
 
 INSERT_MODES = ("append", "overwrite")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def insert_mode(raw: str | None) -> str:
@@ -86,12 +84,9 @@ def merge_insert(
 
 
 def parse_timeout(raw: str) -> timedelta:
-    """How long a merge-insert retries its commit: ``30s``, ``500ms``, ``2m``, ``1h`` or seconds.
-    Raises InvalidInputError."""
-    match = _DURATION.match(raw)
-    if match is None:
-        raise InvalidInputError(f"Invalid timeout {raw!r}: give a duration such as '30s', '500ms' or '2m'")
-    return timedelta(seconds=float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2) or "s"])
+    """How long a merge-insert retries its commit: ``30s``, ``500ms``, ``2m``, ``1h`` or seconds,
+    within ``limits.MAX_DURATION_SECONDS``. Raises InvalidInputError."""
+    return timedelta(seconds=duration_seconds(raw, "timeout"))
 
 
 def update(dataset: lance.LanceDataset, request: UpdateTableRequest) -> UpdateTableResponse:

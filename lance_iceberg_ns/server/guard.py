@@ -13,11 +13,12 @@ from lance_namespace.errors import ErrorCode, UnauthenticatedError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lance_iceberg_ns.limits import DEFAULT_MAX_DATA_BYTES, data_bytes_allowed
 from lance_iceberg_ns.server.responses import error_response
 from lance_iceberg_ns.server.routes import ROUTES
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_DATA_BODY_BYTES = 256 * 1024 * 1024  # Arrow IPC bodies of the data routes (create, insert, merge)
+DEFAULT_MAX_DATA_BODY_BYTES = DEFAULT_MAX_DATA_BYTES  # Arrow IPC bodies of the data routes (create, insert, merge)
 # The routes whose bodies are Arrow IPC data, as one pattern over request paths.
 _DATA_ROUTES = re.compile(
     "|".join(f"^{re.escape(route.path).replace(re.escape('{id}'), '[^/]+')}$" for route in ROUTES if route.arrow_body)
@@ -69,7 +70,8 @@ class GuardMiddleware:
         if declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, receive, send, limit)
             return
-        await self.app(scope, self._capped(receive, limit), send)
+        with data_bytes_allowed(self.max_data_body_bytes):  # what an Arrow body may decompress to, too
+            await self.app(scope, self._capped(receive, limit), send)
 
     def _authorized(self, token: str | None) -> bool:
         if token is None:

@@ -10,6 +10,7 @@ bodies, missing or ambiguous credentials and anything unexpected alike. Every bo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,9 +23,10 @@ from lance_namespace import QueryTableResponse
 from lance_namespace.errors import ErrorCode, LanceNamespaceError, from_error_code
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
-from lance_iceberg_ns.errors import http_status_for, public_message
+from lance_iceberg_ns.errors import http_status_for, is_panic, public_message
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LanceNamespaceError)
     async def namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
         code = int(getattr(exc, "code", ErrorCode.INTERNAL))
-        return error_response(str(exc), code, request.url.path)
+        return error_response(str(exc), code, request.url.path, getattr(exc, "http_status", None))  # 413: limits
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -88,3 +90,35 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("Unexpected failure in %s %s", request.method, request.url.path)
         return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
+
+    app.add_middleware(_EveryFailureAnswered)
+
+
+class _EveryFailureAnswered:
+    """What no exception handler takes (they take Exception): a BaseException such as a Rust panic
+    in pylance (pyo3's PanicException) still answers the spec's error body, unless the answer has
+    begun; a panic is the input's doing (InvalidInput), anything else Internal."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            if started or scope["type"] != "http":
+                raise
+            logger.error("Unexpected failure in %s", scope.get("path", ""), exc_info=exc)
+            panic = is_panic(exc)
+            message = "pylance could not process the request" if panic else "Internal error"
+            code = ErrorCode.INVALID_INPUT if panic else ErrorCode.INTERNAL
+            await error_response(message, code, scope.get("path", ""))(scope, receive, send)
