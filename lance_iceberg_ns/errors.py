@@ -128,36 +128,52 @@ def is_panic(exc: BaseException) -> bool:
 
 # What a message shows of the machine and the code behind it, and what stands in for it in an
 # answer to a remote caller (most specific first). Messages keep the server's words, not where it
-# was built or which classes raised them.
+# was built or which classes raised them. A message may echo a caller's input, so every pattern
+# runs in linear time: a run of path or name characters is matched possessively and only from its
+# first character (the look-behinds), and what it must end with is checked behind it.
+_PATH = r"[\w.~/\\-]"
+_SOURCE_SUFFIXES = ("py", "pyc", "pyx", "rs", "java", "scala", "kt", "c", "cc", "cpp", "h", "go", "jar", "so")
+_ENDS_AS_SOURCE_FILE = "|".join(f"(?<=[\\w-]\\.{suffix})" for suffix in _SOURCE_SUFFIXES)
 _INTERNALS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r'\s*File "[^"]*", line \d+(?:, in [\w<>.]+)?'), ""),  # Python traceback lines
-    (re.compile(r"\s*\bat [\w$./<>-]+\((?:[\w$.-]+:\d+|Native Method|Unknown Source)\)"), ""),  # Java frames
+    (re.compile(r'(?<!\s)\s*+File "[^"]*+", line \d++(?:, in [\w<>.]++)?'), ""),  # Python traceback lines
+    (re.compile(r"(?<!\s)\s*+\bat [\w$./<>-]++\((?:[\w$.-]++:\d++|Native Method|Unknown Source)\)"), ""),  # Java
     # source files, with their line (and column): Rust sources in pylance's messages, Python, Java
-    (
-        re.compile(
-            r"(?:,\s*)?(?:[A-Za-z]:)?[\w.~/\\-]*\b[\w-]+\.(?:py|pyc|pyx|rs|java|scala|kt|c|cc|cpp|h|go|jar|so)"
-            r"(?::\d+)+"
-        ),
-        "",
-    ),
-    (re.compile(r"(?:[A-Za-z]:)?[\w.~/\\-]*[/\\](?:site|dist)-packages[/\\][^\s'\",()]*"), "<path>"),
+    (re.compile(rf"(?:,\s*+)?(?<!{_PATH})(?:[A-Za-z]:)?{_PATH}++(?:{_ENDS_AS_SOURCE_FILE})(?::\d++)++"), ""),
+    (re.compile(rf"(?<!{_PATH})(?:[A-Za-z]:)?{_PATH}*?[/\\](?:site|dist)-packages[/\\][^\s'\",()]*+"), "<path>"),
     # system, install and toolchain roots (a table's own location, wherever it is, stays readable)
-    (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|rustc|Library|System)/[^\s'\",()]*"), "<path>"),
-    (re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>"), ""),  # Python object reprs
-    # class names of exceptions, qualified (org.apache.iceberg.exceptions.X, requests.exceptions.X)
-    # or bare (pyiceberg's "NoSuchTableException: ..."), where they introduce a message (": ") or
-    # arguments ("("); a table named ParseError elsewhere in a sentence stays
-    (re.compile(r"\b(?:[a-z_]\w*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)\b(?::\s*|(?=\())"), ""),
-    (re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b(?::\s*|(?=\())"), ""),
+    (re.compile(r"(?<![\w.~-])/(?:usr|opt|nix|rustc|Library|System)/[^\s'\",()]*+"), "<path>"),
+    (re.compile(r"<[\w.]++ object at 0x[0-9a-fA-F]++>"), ""),  # Python object reprs
 )
+# A dotted name that introduces a message (": ") or arguments ("("): dropped when it names an
+# exception class, qualified (org.apache.iceberg.exceptions.X, requests.exceptions.X) or bare
+# (pyiceberg's "NoSuchTableException: ..."); a table named ParseError elsewhere in a sentence stays.
+_INTRODUCING_NAME = re.compile(r"(?<![\w$.])(?P<name>[A-Za-z_][\w$.]*+)(?::\s*+|(?=\())")
+_EXCEPTION_CLASS = re.compile(r"(?:[a-z_]\w*+\.)*+[A-Z][\w$]*?(?:Exception|Error|Throwable)")
+# Echoed input is cut short: one word (a location, a filter, a name) and the whole message.
+_LONGEST_WORD = 256
+_LONGEST_MESSAGE = 2048
+_LONG_WORD = re.compile(rf"(?<!\S)\S{{{_LONGEST_WORD + 1},}}+")
+
+
+def _unless_exception_class(match: re.Match[str]) -> str:
+    return "" if _EXCEPTION_CLASS.fullmatch(match["name"]) else match[0]
+
+
+def _shortened(word: re.Match[str]) -> str:
+    return f"{word[0][: _LONGEST_WORD * 3 // 4]}…{word[0][-_LONGEST_WORD // 4 :]}"
 
 
 def public_message(message: str) -> str:
     """``message`` as a remote caller may see it: without build or install paths, source file
-    references and internal class names (see ``_INTERNALS``); the rest of the words stay."""
+    references and internal class names (see ``_INTERNALS``), and with long words and the whole
+    cut short, so that echoed input cannot swell an answer; the rest of the words stay."""
     for pattern, replacement in _INTERNALS:
         message = pattern.sub(replacement, message)
-    message = re.sub(r"[ \t]{2,}", " ", message).strip(" \t,")
+    message = _INTRODUCING_NAME.sub(_unless_exception_class, message)
+    message = _LONG_WORD.sub(_shortened, message)
+    message = re.sub(r"[ \t]{2,}+", " ", message).strip(" \t,")
+    if len(message) > _LONGEST_MESSAGE:
+        message = message[: _LONGEST_MESSAGE - 1] + "…"
     return message or "An error occurred"
 
 
