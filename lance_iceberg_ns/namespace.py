@@ -287,9 +287,8 @@ class IcebergLanceNamespace(LanceNamespace):
         namespace_id: list[str] | None = None,
         deleted_before: datetime | None = None,
     ) -> list[list[str]]:
-        """Purge the given tables, or every soft-deleted table of ``namespace_id`` (and beneath)
-        deleted before ``deleted_before`` (default: now minus ``soft_delete_ttl``); the ids
-        purged. A tombstone that cannot show it owns its location is left whole, with a warning."""
+        """Purge the given tables, or every soft-deleted table of ``namespace_id`` (and beneath) deleted
+        before ``deleted_before`` (default: now minus ``soft_delete_ttl``); the ids purged (see ``trash``)."""
         if ids is not None:
             return [table_id for table_id in ids if self.purge_table(table_id)]
         if namespace_id is None:
@@ -300,14 +299,12 @@ class IcebergLanceNamespace(LanceNamespace):
     def list_purgable_tables(
         self, namespace_id: list[str], deleted_before: datetime | None = None
     ) -> list[PurgableTable]:
-        """Soft-deleted tables of a namespace or warehouse and beneath it (deleted before
-        ``deleted_before``), oldest first."""
+        """Soft-deleted tables of a namespace and beneath it (deleted before ``deleted_before``), and foreign ones."""
         return self._trash.purgable(namespace_id, deleted_before)
 
     @operation()
     def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
-        """Locations whose owning entry of ``warehouse`` is gone from the catalog (an Iceberg
-        engine's DROP TABLE): their data is kept, and ``register_table`` adopts it."""
+        """Data whose entry an Iceberg engine dropped from ``warehouse``; ``register_table`` adopts it."""
         return self._placement.unregistered(warehouse)
 
     @operation()
