@@ -55,8 +55,14 @@ CREATE_ID = BOOKKEEPING_PREFIX + "create-id"
 TRASH_COMMENT = "soft-deleted Lance tables (lance-iceberg-ns)"
 # Iceberg engines on the same catalog take a table's location for theirs. With these, they refuse
 # what would delete or add files there: Spark's remove_orphan_files, expire_snapshots and DROP TABLE
-# PURGE ("GC is disabled"), INSERT INTO from Spark or pyiceberg ("Invalid file format: lance").
-ENGINE_PROTECTION = {"gc.enabled": "false", "write.format.default": "lance"}
+# PURGE ("GC is disabled"), INSERT INTO from Spark or pyiceberg ("Invalid file format: lance"), and
+# from DuckDB, which writes Parquet whatever the format says but checks the codec before it writes
+# ("Expected codec argument to be any of [...]"). Plain properties: every catalog keeps them.
+ENGINE_PROTECTION = {
+    "gc.enabled": "false",
+    "write.format.default": "lance",
+    "write.parquet.compression-codec": "lance",
+}
 
 
 def companion_table_schema() -> Schema:

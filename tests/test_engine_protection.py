@@ -217,27 +217,29 @@ def duckdb_with_iceberg() -> Iterator[Any]:
     connection.close()
 
 
-def test_duckdb_writes_beside_the_lance_files_never_over_them(
+def test_duckdb_cannot_write_to_a_companion(
     ns: IcebergLanceNamespace, db: list[str], endpoint: str, duckdb_with_iceberg: Any
 ) -> None:
-    """DuckDB's Iceberg extension writes Parquet whatever write.format.default says, into the
-    table's data path. No property stops it on every catalog (Lakekeeper refuses write.data.path),
-    so this holds what it does: new files only, in data/ and metadata/; Lance's own are untouched
-    and Lance never reads the new ones."""
-    location = Path(write_values(ns, [*db, "t"], [1, 2, 3]))
-    before = files_under(location)
+    """DuckDB's Iceberg extension writes Parquet whatever write.format.default says, but checks the
+    Parquet codec before it writes a file: INSERT and UPDATE are refused. DELETE finds no Iceberg
+    data file to delete from, so it writes and commits nothing."""
+    table_id = [*db, "t"]
+    location = Path(write_values(ns, table_id, [1, 2, 3]))
+    before = files_under(location), catalog_state(endpoint, db[0])
     duck = duckdb_with_iceberg
     duck.execute(f"ATTACH '{db[0]}' AS lake (TYPE ICEBERG, ENDPOINT '{endpoint}', AUTHORIZATION_TYPE 'none')")
-    assert duck.execute(f"SELECT count(*) FROM lake.{db[1]}.t").fetchall() == [(0,)]
-    assert duck.execute(f"INSERT INTO lake.{db[1]}.t VALUES ('x')").fetchall() == [(1,)]
-    duck.execute(f"DROP TABLE lake.{db[1]}.t")
-    after = files_under(location)
-    assert {name: digest for name, digest in after.items() if name in before} == before
-    added = sorted(set(after) - set(before))
-    assert any(name.startswith("data/") and name.endswith(".parquet") for name in added)
-    assert all(name.startswith("metadata/") or name.endswith(".parquet") for name in added), added
+    table = f"lake.{db[1]}.t"
+    assert duck.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
+    refused = pytest.importorskip("duckdb").BinderException
+    for statement in (f"INSERT INTO {table} VALUES ('x')", f"UPDATE {table} SET dummy = 'y'"):
+        with pytest.raises(refused, match="Expected codec argument to be any of"):
+            duck.execute(statement)
+    assert duck.execute(f"DELETE FROM {table} WHERE dummy = 'x'").fetchall() == [(0,)]
+    assert duck.execute(f"DELETE FROM {table}").fetchall() == [(0,)]
+    assert (files_under(location), catalog_state(endpoint, db[0])) == before
     assert lance.dataset(str(location)).to_table()["v"].to_pylist() == [1, 2, 3]
-    assert not other_client(endpoint, db[0]).table_exists((db[1], "t"))  # DuckDB's DROP TABLE drops the entry
+    write_values(ns, table_id, [4], mode="append")  # the bridge writes as before
+    assert ns.count_table_rows({"id": table_id}).count == 4
 
 
 def test_relocation_renames_several_packages_in_one_pass() -> None:
