@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,21 +103,44 @@ def _main_snapshot(table: Table) -> Snapshot | None:
     return table.metadata.snapshot_by_id(ref.snapshot_id) if ref else None
 
 
+def _main_history(table: Table) -> Iterator[Snapshot | None]:
+    """The snapshots of ``main`` as loaded, newest first; None for a parent not loaded (the table
+    was loaded with ``snapshots=refs``)."""
+    snapshot = _main_snapshot(table)
+    while snapshot is not None:
+        yield snapshot
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
+        if parent is not None and snapshot is None:
+            yield None
+
+
+def knows_latest(table: Table) -> bool:
+    """Whether the loaded table shows its latest Lance version. One loaded with only its current
+    snapshots does not when an Iceberg engine's commit (Spark's DELETE FROM, DuckDB's INSERT) put
+    a snapshot without a version on top of ``main``: its history must be loaded."""
+    for snapshot in _main_history(table):
+        if snapshot is None:
+            return False
+        if _version_of(snapshot):
+            return True
+    return True
+
+
+def _latest_lance_snapshot(table: Table) -> Snapshot | None:
+    """The newest snapshot of ``main`` that holds a Lance version (as far as it is loaded)."""
+    return next((s for s in _main_history(table) if s is not None and _version_of(s)), None)
+
+
 def latest_version(table: Table) -> int:
-    """The latest Lance version the catalog holds for the table (0: none yet)."""
-    return _version_of(_main_snapshot(table))
+    """The latest Lance version the catalog holds for the table (0: none yet); right when
+    ``knows_latest``."""
+    return _version_of(_latest_lance_snapshot(table))
 
 
 def _lineage(table: Table) -> list[Snapshot]:
     """The Lance snapshots of ``main``, oldest first."""
-    lineage = []
-    snapshot = _main_snapshot(table)
-    while snapshot is not None:
-        if _version_of(snapshot):
-            lineage.append(snapshot)
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
-    return lineage[::-1]
+    return [s for s in _main_history(table) if s is not None and _version_of(s)][::-1]
 
 
 def _table_version(snapshot: Snapshot, final_names: set[str]) -> TableVersion:
@@ -216,8 +239,10 @@ def plan_version(table: Table, request: Any) -> VersionCommit:
     table's latest version. A version that exists is ConcurrentModification; a gap is InvalidInput."""
     if not request.manifest_path:
         raise InvalidInputError("create_table_version needs the manifest_path of the staged manifest")
-    parent = _main_snapshot(table)
-    latest = _version_of(parent)
+    if not knows_latest(table):  # the callers load the history first; a retry does
+        raise ConcurrentModificationError(f"The latest version of {'.'.join(table.name())} was not loaded")
+    parent = _main_snapshot(table)  # the new version goes on top of main, whoever committed last
+    latest = latest_version(table)
     if request.version <= latest:
         raise ConcurrentModificationError(
             f"Version {request.version} of {'.'.join(table.name())} already exists (the latest is {latest})"

@@ -23,6 +23,7 @@ from lance_namespace import (
     TableVersion,
 )
 from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
+from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import managed, versions
 from lance_iceberg_ns.catalogs import TableSummary
@@ -48,7 +49,8 @@ class Versions:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "list_table_versions")
         latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
-        if latest_only and (known := self._state.recent(table, DESCRIBED_JUST_NOW_SECONDS)) is not None:
+        known = self._state.recent(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
+        if known is not None and managed.knows_latest(known):
             found = managed.managed_versions(known, self._files_of(known))
         else:
             found = self._all_versions(table, latest_only)
@@ -60,7 +62,7 @@ class Versions:
         if not managed.is_managed(summary.properties):
             return versions.table_versions(*self._open(table, summary))
         if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
-            loaded = self._companions.table_from_summary(table, summary)
+            loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             self._state.loaded(table, loaded)
         else:
             loaded = self._companions.load_table(table, history=True)
@@ -71,7 +73,7 @@ class Versions:
         refuse_branch(request.branch, "describe_table_version")
         summary = self._companions.load(table)
         if managed.is_managed(summary.properties):
-            loaded = self._companions.table_from_summary(table, summary)
+            loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             if request.version is not None and request.version != managed.latest_version(loaded):
                 loaded = self._companions.load_table(table, history=True)
             version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
@@ -105,8 +107,25 @@ class Versions:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "create_table_version")
         current = self._state.recent(table, LOADED_FOR_COMMIT_SECONDS)
-        if current is None or managed.latest_version(current) != request.version - 1:
+        if (
+            current is None
+            or not managed.knows_latest(current)
+            or managed.latest_version(current) != request.version - 1
+        ):
             current = self._managed_table(table)
+        try:
+            return self._commit_version(table, current, request)
+        except iceberg.CommitFailedException:
+            # main moved. With a new Lance version, that is pylance's conflict to retry; without one,
+            # an Iceberg engine committed on top (Spark's DELETE FROM, DuckDB's INSERT), and the
+            # version goes on top of that.
+            current = self._managed_table(table)
+            if managed.latest_version(current) != request.version - 1:
+                raise
+            return self._commit_version(table, current, request)
+
+    def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
+        """Commit ``request``'s version on top of ``current``, the table as last loaded."""
         commit = managed.plan_version(current, request)
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
@@ -164,4 +183,9 @@ class Versions:
                 f"The versions of {table} are Lance's own; the catalog manages them only for tables declared "
                 f"with {managed.MANAGED_PROPERTY}=true"
             )
-        return loaded
+        return self._with_latest(table, loaded)
+
+    def _with_latest(self, table: TableId, loaded: Any) -> Any:
+        """``loaded``, or the table with its whole history when an Iceberg engine's snapshot on top
+        of ``main`` hides the latest Lance version from a load of the current snapshots only."""
+        return loaded if managed.knows_latest(loaded) else self._companions.load_table(table, history=True)

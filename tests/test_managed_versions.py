@@ -26,6 +26,8 @@ from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import version_of_manifest
 
+from .helpers import other_client
+
 
 @pytest.fixture
 def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> IcebergLanceNamespace:
@@ -309,3 +311,52 @@ def test_managed_tables_keep_a_bounded_number_of_metadata_files(
     metadata_files = [n for n in os.listdir(os.path.join(location, "metadata")) if n.endswith(".metadata.json")]
     assert len(metadata_files) <= 21  # the current one and at most 20 previous (every commit writes one)
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == [str(v) for v in range(1, 31)]
+
+
+def _engine_commit(endpoint: str, table_id: list[str]) -> int:
+    """What an Iceberg engine's commit does to ``main`` (Spark's DELETE FROM, DuckDB's INSERT or
+    DELETE): a snapshot without a Lance version on top. Its snapshot id."""
+    table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
+    with table.transaction() as transaction, transaction.update_snapshot().fast_append():
+        pass  # no data files: a snapshot all the same
+    snapshot = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert VERSION_KEY not in snapshot.summary.additional_properties
+    return snapshot.snapshot_id
+
+
+@pytest.mark.parametrize("writer", ["the last writer", "a new writer"])
+def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, writer: str
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    engine_snapshot = _engine_commit(endpoint, table_id)
+    ns = managed_ns if writer == "the last writer" else IcebergLanceNamespace(**managed_ns.properties)
+
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2]
+    ns.describe_table({"id": table_id})  # as pylance asks: describe, then the latest version
+    latest = ns.list_table_versions({"id": table_id, "descending": True, "limit": 1})
+    assert [v.version for v in latest.versions] == [2]
+    assert ns.describe_table_version({"id": table_id}).version.version == 2
+    assert sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 2]
+
+    lance.write_dataset(pa.table({"id": [3]}), namespace_client=ns, table_id=table_id, mode="append")
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
+    assert sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 2, 3]
+    old = lance.dataset(namespace_client=ns, table_id=table_id, version=2)
+    assert sorted(old.to_table()["id"].to_pylist()) == [1, 2]
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    assert companion.current_snapshot().parent_snapshot_id == engine_snapshot  # on top of main, as usual
+    assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == ["1", "2", None, "3"]
+    assert _final_versions(ns.describe_table({"id": table_id}).location) == [1, 2, 3]
+
+    _engine_commit(endpoint, table_id)  # and again, before an atomic commit and a removal
+    assert [p.version for p in write_together(ns, [(table_id, pa.table({"id": [4]}), "append")])] == [4]
+    assert ns.batch_delete_table_versions({"id": table_id, "ranges": [{"start_version": 1, "end_version": 3}]})
+    _engine_commit(endpoint, table_id)
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [3, 4]
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
+    if ns is not managed_ns:
+        ns.close()
