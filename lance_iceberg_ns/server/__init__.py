@@ -16,6 +16,7 @@ from lance_namespace import LanceNamespace
 
 from lance_iceberg_ns.server.app import create_app
 from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
+from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT, read_deadline_protocol
 
 __all__ = ["DEFAULT_DELIMITER", "RunningServer", "create_app", "parse_path_id", "serve_in_background"]
 
@@ -49,9 +50,11 @@ def serve_in_background(
     auth_tokens: Sequence[str] = (),
     forward_bearer_token: bool = False,
     startup_timeout: float = 30.0,
+    request_read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT,
     **app_options: Any,
 ) -> RunningServer:
-    """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one."""
+    """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one.
+    A client has ``request_read_timeout`` seconds to send a whole request (see ``guard``)."""
     app = create_app(
         namespace,
         properties=properties,
@@ -59,7 +62,10 @@ def serve_in_background(
         forward_bearer_token=forward_bearer_token,
         **app_options,
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
+    protocol = read_deadline_protocol(request_read_timeout)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="off", access_log=False, http=protocol
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="lance-rest-namespace", daemon=True)
     thread.start()

@@ -8,11 +8,13 @@ every failure (``responses``) and the credentials and body caps checked first (`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
 from lance_namespace import LanceNamespace
 
-from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _endpoint, namespace_resolver
+from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
 from lance_iceberg_ns.server.responses import _install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
@@ -47,16 +49,19 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    documented = APIRouter()
     for route in ROUTES:
-        app.add_api_route(
+        app.add_api_route(route.path, _endpoint(route, resolve), methods=[route.method], include_in_schema=False)
+        documented.add_api_route(
             route.path,
-            _endpoint(route, resolve),
+            _documented(route),
             methods=[route.method],
             name=route.operation,
             operation_id=route.operation,
             responses={400: {"description": "Invalid input"}, 404: {"description": "Not found"}},
             openapi_extra=_arrow_body_doc() if route.arrow_body else None,
         )
+    app.openapi = lambda: _openapi(app, documented)  # type: ignore[method-assign]
     _install_error_handlers(app)
     app.add_middleware(
         GuardMiddleware,
@@ -65,6 +70,16 @@ def create_app(
         max_data_body_bytes=max_data_body_bytes,
     )
     return app
+
+
+def _openapi(app: FastAPI, documented: APIRouter) -> dict[str, Any]:
+    """``/openapi.json``: every route with its request model, from the documenting routes (the
+    served ones read their bodies themselves)."""
+    if app.openapi_schema is None:
+        app.openapi_schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=documented.routes
+        )
+    return app.openapi_schema
 
 
 def _for_clients(

@@ -1,8 +1,9 @@
 """One endpoint per route, and the namespace that answers each caller.
 
-An endpoint's signature is built from the operation's request model, so that FastAPI validates the
-input and ``/openapi.json`` describes it; the endpoint then reads the identifier as Lance's clients
-encode it, builds the request and calls the caller's namespace.
+An endpoint's signature is built from the operation's request model, so that FastAPI reads the path
+and the query string and ``/openapi.json`` describes the body too; the endpoint then reads the
+identifier as Lance's clients encode it, parses the body, builds the request and calls the caller's
+namespace, all in a worker thread.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Union, get_args, get_origin
 from urllib.parse import unquote, unquote_plus
 
 import lance_namespace
+import pydantic_core
 from fastapi import Body, Path, Query, Request
 from fastapi.responses import Response
 from lance_namespace import LanceNamespace
@@ -168,9 +170,9 @@ def _arrow_body_doc() -> dict[str, Any]:
     }
 
 
-def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Response]]:
-    """An endpoint for ``route`` with a signature FastAPI can read (and document)."""
-    model: type[BaseModel] = getattr(lance_namespace, route.model)
+def _parameters(route: Route, model: type[BaseModel], with_body: bool) -> list[inspect.Parameter]:
+    """The parameters FastAPI reads for ``route``: the request, the path, the query string and
+    (for the documentation) the JSON body."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("http_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
     if "{id}" in route.path:
@@ -184,31 +186,67 @@ def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Respons
     for field in route.query:
         query_type = _plain_type(model.model_fields[field].annotation)
         parameters.append(inspect.Parameter(field, keyword, annotation=query_type | None, default=Query(None)))
-    if route.json_body:
+    if route.json_body and with_body:
         body_type: Any = model.model_fields[route.body_field].annotation if route.body_field else model
         parameters.append(inspect.Parameter("body", keyword, annotation=Union[body_type, None], default=Body(None)))  # noqa: UP007
+    return parameters
 
-    async def endpoint(http_request: Request, **arguments: Any) -> Response:
+
+def _documented(route: Route) -> Callable[..., Awaitable[Response]]:
+    """What ``/openapi.json`` says of ``route``: its JSON body described by the request model.
+    Never called; the endpoint that serves the route reads the body itself (``_endpoint``)."""
+    model: type[BaseModel] = getattr(lance_namespace, route.model)
+
+    async def documented(**arguments: Any) -> Response:
+        raise NotImplementedError(route.operation)
+
+    documented.__signature__ = inspect.Signature(_parameters(route, model, with_body=True))  # type: ignore[attr-defined]
+    documented.__name__ = route.operation
+    return documented
+
+
+def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Response]]:
+    """An endpoint for ``route``. FastAPI reads the path and the query string; the body is read
+    here and everything else (parsing and validating the body, the operation, the answer) runs in
+    a worker thread, so that no request's work holds up the event loop and every other client."""
+    model: type[BaseModel] = getattr(lance_namespace, route.model)
+
+    def answer(http_request: Request, body: bytes, arguments: dict[str, Any]) -> Response:
         if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
             arguments["id_as_sent"] = arguments["id"]
             arguments["id"] = _path_parameter(http_request, route, "id", arguments["id"])
         if "index_name" in arguments:
             arguments["index_name"] = _path_parameter(http_request, route, "index_name", arguments["index_name"])
+        if route.json_body:
+            arguments["body"] = json_body(body)
         request = _build_request(route, model, arguments)
-        namespace = resolve(http_request)
-        method = getattr(namespace, route.operation)
-        if route.arrow_body:
-            data = await http_request.body()
-            result = await run_in_threadpool(method, request, data)
-        else:
-            result = await run_in_threadpool(method, request)
+        method = getattr(resolve(http_request), route.operation)
+        result = method(request, body) if route.arrow_body else method(request)
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)  # the body is one field of the response
         return _render(result)
 
-    endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    async def endpoint(http_request: Request, **arguments: Any) -> Response:
+        body = await http_request.body() if route.json_body or route.arrow_body else b""
+        return await run_in_threadpool(answer, http_request, body, arguments)
+
+    endpoint.__signature__ = inspect.Signature(_parameters(route, model, with_body=False))  # type: ignore[attr-defined]
     endpoint.__name__ = route.operation
     return endpoint
+
+
+def json_body(raw: bytes) -> Any:
+    """A request's JSON body (None when empty), read by pydantic's Rust parser, which refuses
+    nesting deeper than about 200 levels as it reads: no deep body reaches a recursion in Python
+    (``json``, pydantic) or in pylance."""
+    if not raw.strip():
+        return None
+    try:
+        return pydantic_core.from_json(raw)
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise InvalidInputError("The request body is nested too deeply") from None
+        raise InvalidInputError(f"The request body is not valid JSON: {exc}") from None
 
 
 def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
@@ -216,10 +254,12 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     body = arguments.get("body")
     if route.body_field:  # the body is one field of the request
         data: dict[str, Any] = {route.body_field: body}
-    elif isinstance(body, BaseModel):
-        data = body.model_dump(by_alias=True, exclude_none=True)
-    else:
+    elif body is None:
         data = {}
+    elif isinstance(body, dict):
+        data = dict(body)
+    else:
+        raise InvalidInputError("The request body must be a JSON object")
     if "id" in arguments:
         data["id"] = _identifier(arguments, data.get("id"))
     if "index_name" in arguments:

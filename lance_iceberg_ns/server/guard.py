@@ -1,20 +1,24 @@
 """What a request must pass before any route runs: a valid bearer token when the server requires
-one, and a body within its cap, so that no caller reaches a namespace unauthenticated and no body
-can exhaust the server's memory.
+one, a body within its cap, and the whole request read in time with a head of bounded size, so
+that no caller reaches a namespace unauthenticated and no body, slow client or huge head can
+exhaust the server's memory or connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import re
 from collections.abc import Sequence
 
 from lance_namespace.errors import ErrorCode, UnauthenticatedError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from lance_iceberg_ns.limits import DEFAULT_MAX_DATA_BYTES, data_bytes_allowed
-from lance_iceberg_ns.server.responses import error_response
+from lance_iceberg_ns.server.responses import error_body, error_response
 from lance_iceberg_ns.server.routes import ROUTES
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -107,3 +111,109 @@ class BodyTooLarge(StarletteHTTPException):
 
     def __init__(self) -> None:
         super().__init__(413, "The request body is too large")
+
+
+DEFAULT_REQUEST_READ_TIMEOUT = 30.0
+DEFAULT_MAX_HEAD_BYTES = 64 * 1024
+BODY_BYTES_PER_SECOND = 1024 * 1024  # a body is given this rate on top of the read timeout
+
+
+class ReadDeadlineProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol with what it lacks against slow and oversized requests, which reach
+    no ASGI middleware before their head is read: each request must be read in full within
+    ``read_timeout`` seconds of its first byte (and a second more per MiB of the body it declares),
+    and its head (request line and headers) may be at most ``max_head_bytes``. A client that
+    trickles a request or stops half way is answered 408 and cut off, a head too large 431, and a
+    connection that sends nothing is closed; none of them holds anything but a socket meanwhile."""
+
+    read_timeout = DEFAULT_REQUEST_READ_TIMEOUT
+    max_head_bytes = DEFAULT_MAX_HEAD_BYTES
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._deadline: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
+        self._reading = False  # a request has begun and is not read in full
+        self._head_read = False
+        self._refused = False
+        super().connection_made(transport)
+        self._read_by(self.loop.time() + self.read_timeout)  # a connection that sends nothing
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes, self._reading, self._head_read = 0, True, False
+        if self._deadline is None:
+            self._read_by(self.loop.time() + self.read_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_read = True
+        declared = dict(self.headers).get(b"content-length", b"")
+        if declared.isdigit() and self._deadline is not None:
+            self._read_by(self._deadline.when() + int(declared) / BODY_BYTES_PER_SECOND)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._reading = False
+        self._stop_deadline()
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_deadline()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        if not self._refused:  # a head refused as too large has its answer already
+            super().send_400_response(msg)
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.max_head_bytes:
+            self._refuse(431, f"The request line and headers exceed {self.max_head_bytes} bytes")
+            raise _HeadTooLarge()  # stops the parser; uvicorn's own answer is suppressed above
+
+    def _read_by(self, when: float) -> None:
+        self._stop_deadline()
+        self._deadline = self.loop.call_at(when, self._expired)
+
+    def _stop_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        waiting = self.cycle if self._head_read else None  # the app, waiting for the rest of the body
+        if not self._reading or (waiting is not None and waiting.response_started):
+            self.transport.close()  # no request begun, or its answer is out: nobody to answer
+            return
+        if waiting is not None:
+            waiting.disconnected = True  # what uvicorn does when a client leaves: the app stops
+            waiting.message_event.set()
+        self._refuse(408, f"The request was not read within {self.read_timeout:g} seconds")
+
+    def _refuse(self, status: int, message: str) -> None:
+        self._refused = True
+        path = self.scope.get("path", "") if self._head_read else ""
+        body = json.dumps(error_body(message, ErrorCode.INVALID_INPUT, path)).encode()
+        head = f"content-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        self.transport.write(STATUS_LINE[status] + head.encode() + body)
+        self.transport.close()
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop reading a head that is too large."""
+
+
+def read_deadline_protocol(
+    read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT, max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
+) -> type[ReadDeadlineProtocol]:
+    """The HTTP protocol class to hand uvicorn (``http=``) for these limits."""
+    limits = {"read_timeout": read_timeout, "max_head_bytes": max_head_bytes}
+    return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), limits)

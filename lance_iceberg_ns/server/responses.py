@@ -22,7 +22,9 @@ from fastapi.responses import JSONResponse, Response
 from lance_namespace import QueryTableResponse
 from lance_namespace.errors import ErrorCode, LanceNamespaceError, from_error_code
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
@@ -32,17 +34,30 @@ logger = logging.getLogger(__name__)
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 ARROW_FILE = "application/vnd.apache.arrow.file"
+_LONGEST_INSTANCE = 512
+_LONGEST_INLINE_MESSAGE = 4096  # longer messages are cleaned in a worker thread
+_MOST_FIELD_ERRORS = 10
 
 
 def error_body(message: str, code: int, instance: str) -> dict[str, Any]:
     """The spec's error body, the one shape of every error answer: the message as a remote caller
     may see it, the code, the Lance error type of the code (``TableNotFoundError``) as detail."""
     detail = type(from_error_code(int(code), "")).__name__
+    if len(instance) > _LONGEST_INSTANCE:  # the request's path, as long as its sender made it
+        instance = instance[: _LONGEST_INSTANCE - 1] + "…"
     return {"error": public_message(message), "code": int(code), "detail": detail, "instance": instance}
 
 
 def error_response(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:
     return JSONResponse(error_body(message, code, instance), status_code=status or http_status_for(code))
+
+
+async def answer_error(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:
+    """``error_response``, built in a worker thread when the message is long (it may echo a large
+    input), so that cleaning it never holds up the event loop."""
+    if len(message) + len(instance) <= _LONGEST_INLINE_MESSAGE:
+        return error_response(message, code, instance, status)
+    return await run_in_threadpool(error_response, message, code, instance, status)
 
 
 def _render(result: Any) -> Response:
@@ -61,11 +76,13 @@ def _render(result: Any) -> Response:
 
 
 def _validation_summary(errors: Sequence[Any]) -> str:
-    """What was wrong with the input, field by field, without echoing the values."""
+    """What was wrong with the input, field by field (the first few), without echoing the values."""
     parts = []
-    for error in errors:
+    for error in errors[:_MOST_FIELD_ERRORS]:
         location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
         parts.append(f"{location or 'body'}: {error.get('msg', 'invalid')}")
+    if len(errors) > _MOST_FIELD_ERRORS:
+        parts.append(f"and {len(errors) - _MOST_FIELD_ERRORS} more")
     return "Invalid request: " + "; ".join(parts)
 
 
@@ -73,18 +90,22 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LanceNamespaceError)
     async def namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
         code = int(getattr(exc, "code", ErrorCode.INTERNAL))
-        return error_response(str(exc), code, request.url.path, getattr(exc, "http_status", None))  # 413: limits
+        return await answer_error(str(exc), code, request.url.path, getattr(exc, "http_status", None))  # 413: limits
 
     @app.exception_handler(RequestValidationError)
     async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(_validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, request.url.path)
+        return await answer_error(_validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code in (404, 405):  # no such operation at this path or with this method
             message = f"No route for {request.method} {request.url.path}"
-            return error_response(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
-        return error_response(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+            return await answer_error(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+        return await answer_error(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request: Request, exc: ClientDisconnect) -> Response:
+        return Response(status_code=400)  # nobody to answer: the client left, or was cut off (guard.py)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
