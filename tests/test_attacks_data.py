@@ -653,3 +653,26 @@ def test_any_base_exception_escaping_an_endpoint_answers_the_json_error_body(pan
     assert (unexpected.status_code, unexpected.json()["code"]) == (500, 18)
     assert unexpected.json()["error"] == "Internal error"
     assert alive.status_code == 400
+
+
+def test_the_servers_data_body_cap_bounds_what_a_body_decompresses_to(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """With --max-data-body-mb 1, a body of a few kilobytes that decompresses to 2 MiB is refused
+    as an uncompressed body of 2 MiB would be; half a megabyte is written."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    def compressed(megabytes: float) -> bytes:
+        rows = pa.table({"z": pa.array([b"\0" * int(megabytes * 1024 * 1024)], pa.binary())})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(rows)
+        return bytes(sink.getvalue().to_pybytes())
+
+    properties = {"endpoint": endpoint, "root": str(lance_root)}
+    with serve_in_background(properties=properties, max_data_body_bytes=1024 * 1024) as running:
+        table = "$".join([*db, "capped"])
+        too_big = post(running.uri, f"/v1/table/{table}/create", data=compressed(2))
+        assert len(compressed(2)) < 4096
+        assert (too_big.status_code, too_big.json()["code"]) == (413, INVALID_INPUT), too_big.text
+        assert post(running.uri, f"/v1/table/{table}/create", data=compressed(0.5)).status_code == 200
