@@ -676,3 +676,55 @@ def test_the_servers_data_body_cap_bounds_what_a_body_decompresses_to(
         assert len(compressed(2)) < 4096
         assert (too_big.status_code, too_big.json()["code"]) == (413, INVALID_INPUT), too_big.text
         assert post(running.uri, f"/v1/table/{table}/create", data=compressed(0.5)).status_code == 200
+
+
+def nested(depth: int) -> dict[str, Any]:
+    leaf: dict[str, Any] = {"match": {"terms": "hello", "column": "text"}}
+    for _ in range(depth - 1):
+        leaf = {"boolean": {"must": [leaf], "should": [], "must_not": []}}
+    return leaf
+
+
+@pytest.mark.parametrize(
+    ("search", "refused"),
+    [
+        ({"string_query": {"query": "hello world " * 50}}, False),
+        ({"string_query": {"query": "hello " * (limits.MAX_QUERY_TERMS + 1)}}, True),
+        ({"string_query": {"query": "x" * (limits.MAX_QUERY_TEXT_BYTES + 1)}}, True),
+        ({"structured_query": {"query": nested(limits.MAX_QUERY_NESTING)}}, False),
+        ({"structured_query": {"query": nested(limits.MAX_QUERY_NESTING + 1)}}, True),
+        (
+            {
+                "structured_query": {
+                    "query": {
+                        "boolean": {
+                            "should": [{"match": {"terms": "a"}}] * (limits.MAX_QUERY_CLAUSES + 1),
+                            "must": [],
+                            "must_not": [],
+                        }
+                    }
+                }
+            },
+            True,
+        ),
+        ({"structured_query": {"query": {"phrase": {"terms": "a " * (limits.MAX_QUERY_TERMS + 1)}}}}, True),
+    ],
+    ids=["ordinary", "too-many-words", "too-long", "nested-16", "nested-17", "too-many-clauses", "long-phrase"],
+)
+def test_search_texts_clauses_and_nesting_are_bounded(search: dict[str, Any], refused: bool) -> None:
+    request = lance_namespace.QueryTableRequest.from_dict(
+        {"id": ["t"], "k": 10, "vector": {}, "full_text_query": search}
+    )
+    if refused:
+        with pytest.raises(InvalidInputError):
+            limits.check_request_bounds(request)
+    else:
+        limits.check_request_bounds(request)
+
+
+def test_durations_are_bounded() -> None:
+    assert limits.duration_seconds("30s") == 30 and limits.duration_seconds("500ms") == 0.5
+    assert limits.duration_seconds("1h") == limits.MAX_DURATION_SECONDS
+    for refused in ("3601s", "61m", "100000000000000000000s", "1e9", "-1s", "soon"):
+        with pytest.raises(InvalidInputError):
+            limits.duration_seconds(refused)
