@@ -53,13 +53,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.lifecycle import parse_duration
+from lance_iceberg_ns.storage_options import shown_to_callers, url_user_info
 
 logger = logging.getLogger(__name__)
 
@@ -113,18 +114,15 @@ _SECRET_KEY_WORDS = (
 
 def looks_secret(key: str, value: object = None) -> bool:
     """True for a property or option that holds a secret: by its name, or (given its value) a URL
-    with a password in it."""
+    with a user or password in it."""
     lowered = key.lower()
-    return any(word in lowered for word in _SECRET_KEY_WORDS) or _url_password(value) is not None
+    return any(word in lowered for word in _SECRET_KEY_WORDS) or (isinstance(value, str) and bool(url_user_info(value)))
 
 
-def _url_password(value: object) -> str | None:
-    if not isinstance(value, str) or "@" not in value or "://" not in value:
-        return None
-    try:
-        return urlsplit(value).password or None
-    except ValueError:
-        return None
+def _plain(value: str) -> bool:
+    """A boolean or a number: no secret, and replacing it would garble every message."""
+    text = value.strip().lower()
+    return text in ("", "true", "false", "yes", "no") or text.lstrip("+-").replace(".", "", 1).isdigit()
 
 
 def _int_setting(properties: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
@@ -247,14 +245,22 @@ class Settings:
         )
 
     def secrets(self) -> list[str]:
-        """Every configured value that must never be shown."""
-        values = [self.auth_token, self.credential, urlsplit(self.endpoint).password]
+        """Every configured value that must never be shown: the tokens, the client secret, what
+        any URL carries before its ``@``, ``iceberg.*`` values that look secret, and every
+        ``storage.*`` value but those callers may see (``storage_options.shown_to_callers``: a
+        list of safe names, not a guess at secret ones) and plain booleans and numbers."""
+        values = [self.auth_token, self.credential, *url_user_info(self.endpoint)]
         if self.credential and ":" in self.credential:
             values.append(self.credential.split(":", 1)[1])
-        for options in (self.storage_options, self.catalog_properties):
-            values += [v for k, v in options.items() if looks_secret(k)]
-            values += [password for v in options.values() if (password := _url_password(v))]
+        values += [v for k, v in self.storage_options.items() if not shown_to_callers(k, v) and not _plain(v)]
+        values += [v for k, v in self.catalog_properties.items() if looks_secret(k)]
+        for value in (*self.storage_options.values(), *self.catalog_properties.values()):
+            values += url_user_info(value)
         return [v for v in values if v]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{each.name}={getattr(self, each.name)!r}" for each in fields(self) if each.repr)
+        return self.redact(f"Settings({shown})")
 
     def redact(self, text: str) -> str:
         """Replace every configured secret in ``text`` with ``***``."""

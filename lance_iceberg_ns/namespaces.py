@@ -2,10 +2,13 @@
 
 The root lists the configured warehouses (Iceberg REST has no call that lists them); a warehouse
 itself is managed by the catalog server. Each namespace's trash (``lifecycle``) is hidden from
-listings and keeps a namespace from being dropped while it holds soft-deleted tables.
+listings and keeps a namespace from being dropped while it holds soft-deleted tables. Answers leave
+out the properties that say where the catalog keeps files (``answered``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from lance_namespace import (
     CreateNamespaceRequest,
@@ -25,6 +28,7 @@ from lance_iceberg_ns.catalogs import BridgeRestCatalog
 from lance_iceberg_ns.companions import Companions
 from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
+from lance_iceberg_ns.locations import RESERVED_LOCATION_PROPERTIES, plain_property_key
 from lance_iceberg_ns.paging import page_after, take_page
 from lance_iceberg_ns.request_rules import parse_mode
 
@@ -38,6 +42,13 @@ def namespace_below_warehouse(raw_id: list[str] | None, action: str) -> Namespac
             "warehouses themselves are managed by the catalog server"
         )
     return namespace
+
+
+def answered(properties: Mapping[str, str]) -> dict[str, str]:
+    """A namespace's properties as a caller is answered: without those that say where files go,
+    such as the ``location`` a catalog adds, which names its own directories; the rest stay."""
+    where_files_go = RESERVED_LOCATION_PROPERTIES
+    return {key: value for key, value in properties.items() if plain_property_key(key) not in where_files_go}
 
 
 class Namespaces:
@@ -61,7 +72,7 @@ class Namespaces:
             if mode == "overwrite":
                 catalog.drop_namespace(namespace.path)  # NamespaceNotEmpty when it holds anything
                 catalog.create_namespace(namespace.path, request.properties or {})
-        return CreateNamespaceResponse(properties=catalog.load_namespace_properties(namespace.path))
+        return CreateNamespaceResponse(properties=answered(catalog.load_namespace_properties(namespace.path)))
 
     def children(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
         namespace = parse_namespace_id(request.id)
@@ -80,7 +91,7 @@ class Namespaces:
         catalog = self._companions.catalog(namespace.warehouse)  # an unknown warehouse is NamespaceNotFound
         if not namespace.path:
             return DescribeNamespaceResponse(properties={})
-        return DescribeNamespaceResponse(properties=catalog.load_namespace_properties(namespace.path))
+        return DescribeNamespaceResponse(properties=answered(catalog.load_namespace_properties(namespace.path)))
 
     def drop(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
         parse_mode(request.behavior, "restrict", ("restrict",), "drop_namespace behavior (drop the tables first)")
@@ -100,7 +111,7 @@ class Namespaces:
             if not missing_ok:
                 raise
             properties = {}
-        return DropNamespaceResponse(properties=properties)
+        return DropNamespaceResponse(properties=answered(properties))
 
     @staticmethod
     def _drop_empty_trash(catalog: BridgeRestCatalog, namespace: NamespaceId) -> None:

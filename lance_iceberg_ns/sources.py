@@ -19,6 +19,7 @@ from lance_iceberg_ns.credentials import lance_storage_options
 
 ENVIRONMENT_PREFIX = "LANCE_ICEBERG_"
 CATALOG_VARIABLE = "LANCE_ICEBERG_CATALOG"  # names the pyiceberg catalog to start from
+SERVER_PREFIX = "LANCE_ICEBERG_NS_"  # the REST server's own settings (LANCE_ICEBERG_NS_AUTH_TOKEN), not properties
 
 # pyiceberg REST catalog property → bridge property.
 _PYICEBERG_TO_BRIDGE = {
@@ -66,7 +67,10 @@ def environment_properties(environ: Mapping[str, str] | None = None) -> dict[str
     environ = os.environ if environ is None else environ
     properties = {}
     for variable, value in environ.items():
-        if not variable.upper().startswith(ENVIRONMENT_PREFIX) or variable.upper() == CATALOG_VARIABLE or not value:
+        upper = variable.upper()
+        if not upper.startswith(ENVIRONMENT_PREFIX) or upper == CATALOG_VARIABLE or upper.startswith(SERVER_PREFIX):
+            continue
+        if not value:
             continue
         key = variable[len(ENVIRONMENT_PREFIX) :].lower().replace("__", ".")
         if key.startswith(ICEBERG_PREFIX):

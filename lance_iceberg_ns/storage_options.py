@@ -27,8 +27,13 @@ SHOWN_STATIC_OPTIONS = frozenset(
         "aws_endpoint_url",
         "bucket",
         "aws_bucket",
+        "bucket_name",
+        "google_bucket",
+        "google_bucket_name",
         "account_name",
         "azure_storage_account_name",
+        "azure_endpoint",
+        "azure_storage_endpoint",
         "container_name",
         "azure_container_name",
         "google_project_id",
@@ -75,17 +80,26 @@ SHOWN_STATIC_OPTIONS = frozenset(
 
 
 def shown_to_callers(key: str, value: str) -> bool:
-    """Whether a static option may be shown to a caller: its name is known to hold no secret,
-    and its value carries no user or password (``http://user:pass@host``)."""
-    if key.lower() not in SHOWN_STATIC_OPTIONS:
-        return False
-    if "@" in value and "://" in value:
-        try:
-            parts = urlsplit(value)
-        except ValueError:
-            return False
-        return parts.username is None and parts.password is None
-    return True
+    """Whether a static option may be shown to a caller: its name is known to hold no secret, and
+    its value names no user (``http://user:pass@host``, ``http://TOKEN@host``, with or without a
+    scheme). Such a value is withheld whole rather than shown without its user: it is the bridge's
+    own way in, where a caller without those credentials would only be refused."""
+    return key.lower() in SHOWN_STATIC_OPTIONS and "@" not in value
+
+
+def url_user_info(value: str) -> list[str]:
+    """The secrets a URL carries before its ``@``: ``user:pass`` whole and the password, or the
+    user alone when it stands without a password (``http://TOKEN@host``); none for other values."""
+    if "@" not in value or "://" not in value:
+        return []
+    try:
+        parts = urlsplit(value)
+        user, password = parts.username, parts.password
+    except ValueError:  # an unparsable URL: everything between the scheme and the last @
+        return [value.split("://", 1)[1].rsplit("@", 1)[0]]
+    if password:
+        return [parts.netloc.rsplit("@", 1)[0], password]
+    return [user] if user else []
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,23 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import click
 import pyarrow as pa
 import pytest
 import requests
 
+from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors import public_message
 
-from .helpers import ipc
+from .helpers import ipc, other_client
 from .liveness import ServedProcess, answered_while, served_in_subprocess
+from .stubs import OAuthRecordingStub
+
+if TYPE_CHECKING:
+    from lance_iceberg_ns.server import RunningServer
 
 # Strings that made the old message cleaning backtrack: each is repeated to about 200 KB.
 ADVERSARIAL_UNITS = ["a-", "/a", "a.", "a.B", " ", "\t ", 'File "', "at ", ", ", "a:", "<a", "aError.", "E(", "a.rs:1"]
@@ -217,3 +224,151 @@ def test_a_request_sent_slowly_within_the_timeout_is_answered(served: Served) ->
         connection.send(bytes([byte]))
     _, answer = _until_closed(connection)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+
+
+# --- tokens kept off the command line -------------------------------------------------------------
+
+SERVER_TOKEN = "server-tok-7c1e"
+
+
+def _command_line(served: ServedProcess) -> str:
+    return Path(f"/proc/{served.process.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def _status_with(served: ServedProcess, token: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return requests.post(f"{served.uri}/v1/namespace/{served.warehouse}/exists", json={}, headers=headers).status_code
+
+
+@pytest.mark.parametrize("given", ["environment", "file", "command line"])
+def test_the_server_takes_its_tokens_from_the_environment_or_a_file_off_the_command_line(
+    catalog_server: Any, tmp_path: Path, given: str
+) -> None:
+    other = "second-tok-93d0"
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"{SERVER_TOKEN}\n\n  {other}  \n")
+    options: dict[str, Any] = {
+        "environment": {"env": {"LANCE_ICEBERG_NS_AUTH_TOKEN": f"{SERVER_TOKEN}, {other}\n"}},
+        "file": {"extra_args": ["--auth-token-file", str(token_file)]},
+        "command line": {"extra_args": ["--auth-token", SERVER_TOKEN, "--auth-token", other]},
+    }[given]
+    with served_in_subprocess(catalog_server.endpoint, str(tmp_path), "wh", **options) as served:
+        assert _status_with(served, SERVER_TOKEN) == _status_with(served, other) == 200
+        assert _status_with(served, None) == _status_with(served, "guessed") == 401
+        shown = SERVER_TOKEN in _command_line(served)
+    assert shown == (given == "command line")  # what `ps` shows every user of the machine
+
+
+def test_an_empty_or_missing_token_file_stops_the_server_from_starting(tmp_path: Path) -> None:
+    from lance_iceberg_ns.cli.serve import server_tokens
+
+    empty = tmp_path / "empty"
+    empty.write_text("\n \n")
+    for path in (empty, tmp_path / "missing"):
+        with pytest.raises(click.BadParameter):
+            server_tokens((), str(path), environ={})
+    environ = {"LANCE_ICEBERG_NS_AUTH_TOKEN": "a,b\nc,,"}
+    assert server_tokens(("given",), None, environ) == ["given", "a", "b", "c"]
+
+
+def test_a_catalog_token_read_from_a_file_is_sent_to_the_catalog(tmp_path: Path) -> None:
+    from lance_iceberg_ns.cli import main
+
+    token_file = tmp_path / "catalog-token"
+    token_file.write_text("catalog-tok-51aa\n")
+    stub = OAuthRecordingStub()
+    try:
+        arguments = ["--endpoint", stub.endpoint, "--property-file", f"auth_token={token_file}"]
+        assert main([*arguments, "namespaces", "list", "wh", "--json"]) == 0
+    finally:
+        stub.close()
+    assert stub.authorizations == ["Bearer catalog-tok-51aa"]
+
+
+def test_the_cli_read_timeout_default_is_the_servers() -> None:
+    from lance_iceberg_ns.cli.serve import DEFAULT_REQUEST_READ_TIMEOUT as CLI_DEFAULT
+    from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT
+
+    assert CLI_DEFAULT == DEFAULT_REQUEST_READ_TIMEOUT
+
+
+# --- secrets leave only by allowlist --------------------------------------------------------------
+
+SSE_KEY = "c3NlLWN1c3RvbWVyLWtleS1TRUNSRVQtMDAwMDAwMDA="
+PROXY_TOKEN = "proxy-tok-SECRET-4b2"
+NEW_KIND_OF_SECRET = "novel-SECRET-8f8f"  # under a name no deny-list knows
+STATIC = {
+    "storage.region": "eu-1",
+    "storage.allow_http": "true",
+    "storage.aws_sse_customer_key_base64": SSE_KEY,
+    "storage.proxy_url": f"http://{PROXY_TOKEN}@proxy.example:3128",
+    "storage.aws_endpoint": f"http://minio:{PROXY_TOKEN}@minio.example:9000",
+    "storage.endpoint": f"{PROXY_TOKEN}@minio.example:9000",  # no scheme
+    "storage.aws_endpoint_url": "http://minio.example:9000",
+    "storage.tls_pinning_material": NEW_KIND_OF_SECRET,
+}
+
+
+def test_callers_see_only_allowlisted_options_and_no_url_with_a_user() -> None:
+    from lance_iceberg_ns.storage_options import StorageOptions
+
+    options = StorageOptions({key.removeprefix("storage."): value for key, value in STATIC.items()})
+    shown = {"region": "eu-1", "allow_http": "true", "aws_endpoint_url": "http://minio.example:9000"}
+    assert options.for_caller() == shown
+    assert options.for_caller({"aws_session_token": "vended"}) == {**shown, "aws_session_token": "vended"}
+
+
+def test_every_static_storage_value_not_allowlisted_is_redacted() -> None:
+    from lance_iceberg_ns.config import Settings
+
+    settings = Settings.from_properties({"endpoint": "https://svc:pa55word@catalog.example", **STATIC})
+    text = " ".join(value for value in STATIC.values()) + " https://svc:pa55word@catalog.example"
+    redacted = settings.redact(text)
+    for secret in (SSE_KEY, PROXY_TOKEN, NEW_KIND_OF_SECRET, "pa55word"):
+        assert secret not in redacted and secret not in repr(settings)
+    assert "eu-1 true" in redacted and "minio.example:9000" in redacted  # what is safe stays readable
+
+
+def test_the_server_never_answers_or_logs_a_static_secret(catalog_server: Any, tmp_path: Path) -> None:
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, properties=STATIC, extra_args=["--debug"]
+    ) as served:
+        namespace = f"{served.uri}/v1/namespace/{warehouse}$db"
+        table = f"{served.uri}/v1/table/{warehouse}$db"
+        answers = [
+            requests.post(f"{namespace}/create", json={}),
+            requests.post(f"{table}$declared/declare", json={}),
+            requests.post(f"{table}$declared/describe", json={}),
+            requests.post(f"{table}$written/create", data=ipc(pa.table({"id": [1]})), headers=ARROW),
+            requests.post(f"{table}$written/describe", json={}),
+            requests.post(f"{table}$missing/describe", json={}),
+            requests.post(f"{table}$bad/declare", json={"location": f"http://{PROXY_TOKEN}@x/{SSE_KEY}"}),
+        ]
+        assert [answer.status_code for answer in answers[:5]] == [200] * 5, [a.text for a in answers]
+        safe = {"region": "eu-1", "allow_http": "true", "aws_endpoint_url": "http://minio.example:9000"}
+        assert answers[1].json()["storage_options"] == answers[2].json()["storage_options"] == safe
+        assert 400 <= answers[6].status_code < 500
+        logged = served.stderr()
+    answered = " ".join(answer.text for answer in answers)
+    for secret in (SSE_KEY, PROXY_TOKEN, NEW_KIND_OF_SECRET):
+        assert secret not in answered and secret not in logged
+
+
+# --- namespace answers name none of the catalog's files -------------------------------------------
+
+
+def test_namespace_answers_keep_the_callers_properties_without_the_catalogs_paths(
+    ns: IcebergLanceNamespace, warehouse: str, server: RunningServer
+) -> None:
+    catalog_sees = other_client(ns.settings.endpoint, warehouse)
+    created = ns.create_namespace({"id": [warehouse, "db"], "properties": {"owner": "ana"}})
+    assert "location" in catalog_sees.load_namespace_properties(("db",))  # the local catalog adds its own path
+    assert created.properties == {"owner": "ana"}
+    assert ns.describe_namespace({"id": [warehouse, "db"]}).properties == {"owner": "ana"}
+    described = requests.post(f"{server.uri}/v1/namespace/{warehouse}$db/describe", json={})
+    assert described.json()["properties"] == {"owner": "ana"}
+    created_remotely = requests.post(f"{server.uri}/v1/namespace/{warehouse}$db$sub/create", json={})
+    assert created_remotely.json().get("properties", {}) == {}
+    assert ns.drop_namespace({"id": [warehouse, "db", "sub"]}).properties == {}
+    assert ns.drop_namespace({"id": [warehouse, "db"]}).properties == {"owner": "ana"}

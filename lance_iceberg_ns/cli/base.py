@@ -90,14 +90,23 @@ def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> None:
     state = ctx.ensure_object(CliState)
     if value is None or value == () or value is False:
         return
-    if param.name == "properties":
+    if param.name in ("properties", "property_files"):
         for item in value:
             key, separator, text = item.partition("=")
             if not separator or not key:
                 raise click.BadParameter(f"expected key=value, got {item!r}", ctx=ctx, param=param)
-            state.properties[key] = text
+            state.properties[key] = _read_secret(text, ctx, param) if param.name == "property_files" else text
     else:
         setattr(state, str(param.name), value)
+
+
+def _read_secret(path: str, ctx: click.Context, param: click.Parameter) -> str:
+    """A property's value kept in a file (a token, a client secret), its line end dropped."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}", ctx=ctx, param=param) from None
 
 
 def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,6 +117,13 @@ def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--root", help="storage root for tables declared without a location"),
         click.option(
             "-p", "--property", "properties", multiple=True, metavar="KEY=VALUE", help="a bridge property (repeatable)"
+        ),
+        click.option(
+            "--property-file",
+            "property_files",
+            multiple=True,
+            metavar="KEY=PATH",
+            help="a bridge property read from a file, for secrets kept off the command line (repeatable)",
         ),
         click.option("--json", "as_json", is_flag=True, default=None, help="print JSON for scripts"),
         click.option("--debug", is_flag=True, default=None, help="log at DEBUG and show tracebacks"),

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import click
 
 from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, EXIT_USAGE, CliState, _state, cli, common_options, exit_code_for
+
+DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
 
 
 def _interrupt(*_: object) -> None:
@@ -46,10 +49,42 @@ def local_catalog_command(
         server.stop()
 
 
+AUTH_TOKEN_VARIABLE = "LANCE_ICEBERG_NS_AUTH_TOKEN"  # the server's bearer tokens, by commas or newlines
+
+
+def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The bearer tokens the server requires: ``--auth-token`` (seen by anyone who lists the
+    processes), ``LANCE_ICEBERG_NS_AUTH_TOKEN`` (separated by commas or newlines) and
+    ``--auth-token-file`` (one a line); blank entries are skipped."""
+    environ = os.environ if environ is None else environ
+    tokens = [*given, *environ.get(AUTH_TOKEN_VARIABLE, "").replace(",", "\n").splitlines()]
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as lines:
+                from_file = [line.strip() for line in lines if line.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(f"cannot read {token_file}: {exc}", param_hint="--auth-token-file") from None
+        if not from_file:
+            raise click.BadParameter(f"{token_file} holds no token", param_hint="--auth-token-file")
+        tokens += from_file
+    return [token.strip() for token in tokens if token.strip()]
+
+
 @cli.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=2333, show_default=True)
-@click.option("--auth-token", "auth_tokens", multiple=True, help="a bearer token clients must present (repeatable)")
+@click.option(
+    "--auth-token",
+    "auth_tokens",
+    multiple=True,
+    help=f"a bearer token clients must present (repeatable; visible in the process list: prefer {AUTH_TOKEN_VARIABLE} "
+    "or --auth-token-file)",
+)
+@click.option(
+    "--auth-token-file",
+    type=click.Path(dir_okay=False),
+    help="a file of bearer tokens clients may present, one a line",
+)
 @click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
 @click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
 @click.option(
@@ -58,6 +93,13 @@ def local_catalog_command(
     default=256,
     show_default=True,
     help="the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
+)
+@click.option(
+    "--request-read-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_REQUEST_READ_TIMEOUT,
+    show_default=True,
+    help="seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
 )
 @click.option(
     "--share-static-credentials",
@@ -69,15 +111,18 @@ def serve_command(
     host: str,
     port: int,
     auth_tokens: tuple[str, ...],
+    auth_token_file: str | None,
     forward_bearer_token: bool,
     access_log: bool,
     max_data_body_mb: int,
+    request_read_timeout: float,
     share_static_credentials: bool,
 ) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
     import uvicorn
 
     from lance_iceberg_ns.server import create_app
+    from lance_iceberg_ns.server.guard import read_deadline_protocol
 
     state = _state()
     ns = state.namespace()  # validates the settings before the server starts
@@ -85,14 +130,15 @@ def serve_command(
     ns.close()
     app = create_app(
         properties=properties,
-        auth_tokens=auth_tokens,
+        auth_tokens=server_tokens(auth_tokens, auth_token_file),
         forward_bearer_token=forward_bearer_token,
         max_data_body_bytes=max_data_body_mb * 1024 * 1024,
         share_static_credentials=share_static_credentials,
     )
     endpoint = ns.settings.redact(ns.settings.endpoint)
     click.echo(f"Lance REST Namespace on http://{host}:{port} over the Iceberg catalog at {endpoint}")
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
+    protocol = read_deadline_protocol(request_read_timeout)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log, http=protocol)
 
 
 @cli.command("demo")
