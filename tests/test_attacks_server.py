@@ -372,3 +372,28 @@ def test_namespace_answers_keep_the_callers_properties_without_the_catalogs_path
     assert created_remotely.json().get("properties", {}) == {}
     assert ns.drop_namespace({"id": [warehouse, "db", "sub"]}).properties == {}
     assert ns.drop_namespace({"id": [warehouse, "db"]}).properties == {"owner": "ana"}
+
+
+def test_a_body_refused_before_it_is_read_gets_no_time_for_its_declared_size(served: Served) -> None:
+    """A huge declared body is refused at once (413); trickling it on is cut off after the plain
+    timeout, not after the second per MiB a body the server would read is given."""
+
+    def declare_100_mib_and_trickle() -> tuple[float, bytes]:
+        connection = _connect(served)
+        connection.sendall(HEAD + f"Content-Length: {100 * 1024 * 1024}\r\n\r\n".encode())
+        started, answer = time.monotonic(), b""
+        with contextlib.suppress(OSError):
+            while time.monotonic() - started < 30:
+                connection.send(b" ")
+                connection.settimeout(0.2)
+                with contextlib.suppress(TimeoutError):
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        break
+                    answer += chunk
+        connection.close()
+        return time.monotonic() - started, answer
+
+    waited, answer = answered_while(served.process, declare_100_mib_and_trickle)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    assert waited < READ_TIMEOUT + 5

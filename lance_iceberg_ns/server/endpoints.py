@@ -239,7 +239,7 @@ def json_body(raw: bytes) -> Any:
     """A request's JSON body (None when empty), read by pydantic's Rust parser, which refuses
     nesting deeper than about 200 levels as it reads: no deep body reaches a recursion in Python
     (``json``, pydantic) or in pylance."""
-    if not raw.strip():
+    if not raw or raw.isspace():
         return None
     try:
         return pydantic_core.from_json(raw)

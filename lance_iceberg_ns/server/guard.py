@@ -164,6 +164,12 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._stop_deadline()
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        answered_early = self._reading and self._head_read and self.cycle is not None and self.cycle.response_complete
+        if answered_early and self._deadline is not None:  # refused (401, 413) before its body was read:
+            self._read_by(min(self._deadline.when(), self.loop.time() + self.read_timeout))  # no allowance for it
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_deadline()
         super().connection_lost(exc)
