@@ -82,9 +82,10 @@ SHOWN_STATIC_OPTIONS = frozenset(
 def shown_to_callers(key: str, value: str) -> bool:
     """Whether a static option may be shown to a caller: its name is known to hold no secret, and
     its value names no user (``http://user:pass@host``, ``http://TOKEN@host``, with or without a
-    scheme). Such a value is withheld whole rather than shown without its user: it is the bridge's
-    own way in, where a caller without those credentials would only be refused."""
-    return key.lower() in SHOWN_STATIC_OPTIONS and "@" not in value
+    scheme) and has no query (``https://host/?sig=...``, where signatures travel). Such a value is
+    withheld whole rather than shown without those parts: it is the bridge's own way in, where a
+    caller without those credentials would only be refused."""
+    return key.lower() in SHOWN_STATIC_OPTIONS and "@" not in value and "?" not in value
 
 
 def url_user_info(value: str) -> list[str]:

@@ -312,7 +312,8 @@ STATIC = {
 def test_callers_see_only_allowlisted_options_and_no_url_with_a_user() -> None:
     from lance_iceberg_ns.storage_options import StorageOptions
 
-    options = StorageOptions({key.removeprefix("storage."): value for key, value in STATIC.items()})
+    signed = {"azure_storage_endpoint": f"https://acct.blob.example/?sv=1&sig={PROXY_TOKEN}"}
+    options = StorageOptions({**{key.removeprefix("storage."): value for key, value in STATIC.items()}, **signed})
     shown = {"region": "eu-1", "allow_http": "true", "aws_endpoint_url": "http://minio.example:9000"}
     assert options.for_caller() == shown
     assert options.for_caller({"aws_session_token": "vended"}) == {**shown, "aws_session_token": "vended"}
