@@ -69,6 +69,18 @@ def test_a_catalog_copy_of_an_entry_reaches_none_of_its_data(scene: Scene) -> No
     assert lance.dataset(namespace_client=scene.operator, table_id=[*scene.db, "victim"]).count_rows() == 3
 
 
+def test_an_entry_planted_at_another_tables_location_reaches_none_of_its_data_or_metadata(scene: Scene) -> None:
+    other_client(scene.endpoint, scene.db[0]).create_table(
+        (scene.db[1], "planted"),
+        schema=companion_table_schema(),
+        location=str(scene.victim_location),
+        properties={"table_type": "lance"},
+    )
+    victim_files = files_under(scene.victim_location)
+    _every_way_in(scene, [*scene.db, "planted"])
+    assert files_under(scene.victim_location) == victim_files
+
+
 def test_dropping_and_purging_a_copy_leaves_the_original_whole(scene: Scene) -> None:
     warehouse, namespace = scene.db
     _copy_entry(scene, (namespace, "victim"), (namespace, "twin"))
