@@ -85,13 +85,20 @@ MAX_EXPRESSION_CONNECTIVES = 4_096  # AND and OR in one expression: 50,000 of th
 # array_repeat, range, ...): a value of each row of a batch (8,192 rows) is built at once;
 # 8,192 covers an embedding of zeros of the largest models. 50 million aborted the process.
 MAX_BUILT_LENGTH = 8_192
-MAX_REPLACEMENT_BYTES = 64  # a replace's replacement: every match of its pattern grows by that much
+MAX_REPLACEMENT_BYTES = 64  # a replacement or delimiter: copied once per match or element
+# Calls of functions that build values larger than their arguments (repeat, lpad, replace, ...) in
+# one expression: none may take another's result, but their results may still be concatenated.
+MAX_GROWING_CALLS = 8
 MAX_PROJECTED_COLUMNS = 10_000  # columns and aliases of one projection: the widest tables have thousands
 
 # --- Arrow IPC bodies -----------------------------------------------------------------------------
 # What the rows of one write may take once decoded: a compressed body expands to at most what an
 # uncompressed one may be (the server's --max-data-body-mb; this default where nothing set it).
 DEFAULT_MAX_DATA_BYTES = 256 * 1024 * 1024
+# Messages (schema, batches, dictionaries) of one body: each costs a record batch's objects (about
+# 600 bytes and a few microseconds) whatever its rows, so 400,000 empty batches in 46 MiB took
+# 257 MB and 2.3 s while counting as no data. Writers send batches of thousands of rows.
+MAX_IPC_MESSAGES = 10_000
 _max_data_bytes: ContextVar[int] = ContextVar("max_data_bytes", default=DEFAULT_MAX_DATA_BYTES)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import decimal
 import functools
+import resource
 import shutil
 import socket
 import subprocess
@@ -113,6 +114,23 @@ class Attack:
         return requests.post(url, json=self.body, params=self.params, timeout=120)
 
 
+def empty_batches(count: int) -> bytes:
+    """A stream of ``count`` record batches of no rows (and its schema message)."""
+    schema = pa.schema([("v", pa.int64())])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for _ in range(count):
+            writer.write_batch(pa.record_batch([pa.array([], pa.int64())], schema=schema))
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def projected(expression: str) -> dict[str, Any]:
+    return {"k": 10, "vector": {}, "columns": {"column_aliases": {"id": "id", "big": expression}}}
+
+
+A64 = "a" * 64
+
+
 def match(**query: Any) -> dict[str, Any]:
     return {"k": 10, "vector": {}, "full_text_query": {"structured_query": {"query": query}}}
 
@@ -177,6 +195,39 @@ ATTACKS = [
         "range_in_column_aliases",
         "query",
         {"k": 1, "vector": {}, "columns": {"column_aliases": {"r": "range(1000000000)"}}},
+        on_reference=False,
+    ),
+    # pylance folds these while planning: 16^6 × 8 KiB, and 8 KiB × 64^4
+    Attack(
+        "nested_repeat_in_column_aliases",
+        "query",
+        projected("repeat(" * 7 + "'abcd', 2048)" + ", 16)" * 6),
+        memory=True,
+        on_reference=False,
+    ),
+    Attack(
+        "nested_replace_in_column_aliases",
+        "query",
+        projected("replace(" * 4 + "repeat('a', 8192)" + f", 'a', '{A64}')" * 4),
+        memory=True,
+        on_reference=False,
+    ),
+    # $$...$$ is a string to pylance: a lexer that does not know it sees the call as quoted
+    Attack(
+        "dollar_quoted_call_in_column_aliases",
+        "query",
+        projected("concat($$'$$, cast(cardinality(array_repeat(1, 1000000000)) as varchar), $$'$$)"),
+        memory=True,
+        on_reference=False,
+    ),
+    Attack(
+        "dollar_quoted_filter", "query", {"k": 10, "vector": {}, "filter": "text = $tag$x$tag$"}, on_reference=False
+    ),
+    Attack(
+        "empty_batches_beyond_the_message_cap",
+        "insert",
+        data=empty_batches(limits.MAX_IPC_MESSAGES),
+        memory=True,
         on_reference=False,
     ),
     Attack("operator_chain", "query", {"k": 10, "vector": {}, "filter": "id > " + " + ".join(["id"] * 2000)}),
@@ -318,6 +369,21 @@ def reset_peak(pid: int) -> None:
         Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
+@contextlib.contextmanager
+def address_space_capped(pid: int, headroom_gb: int = 3) -> Iterator[None]:
+    """The process's address space capped at what it holds now plus ``headroom_gb`` (its soft
+    limit, restored after): an attack that gets through fails an allocation there (and ends the
+    server, failing the test) instead of taking the machine's memory."""
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_AS)
+    cap = memory_kb(pid, "VmSize") * 1024 + headroom_gb * 2**30
+    resource.prlimit(pid, resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            resource.prlimit(pid, resource.RLIMIT_AS, (soft, hard))
+
+
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda attack: attack.name)
 def test_attack_is_answered_with_its_4xx_changes_nothing_and_others_are_answered(
     served: Served, attack: Attack
@@ -326,7 +392,8 @@ def test_attack_is_answered_with_its_4xx_changes_nothing_and_others_are_answered
     before = files_under(served.victim)
     reset_peak(pid)
     resident = memory_kb(pid, "VmRSS")
-    response = answered_while(served.process, lambda: attack.send(served.uri, served.namespace))
+    with address_space_capped(pid):
+        response = answered_while(served.process, lambda: attack.send(served.uri, served.namespace))
     assert response.status_code == attack.status, response.text[:500]
     assert response.headers["content-type"].startswith("application/json")
     if attack.status >= 400:
@@ -551,6 +618,13 @@ ACCEPTED_EXPRESSIONS = [
     "id IN (" + ",".join(str(i) for i in range(5_000)) + ")",
     " OR ".join(f"id = {i}" for i in range(2_000)),
     "id + " + " + ".join(["1"] * 60),
+    "concat(repeat('-', 20), text, lpad(cast(id AS string), 8, '0'))",
+    "replace('hello world', 'o', '0')",
+    "encode(text, 'hex')",
+    "to_hex(id)",
+    "array_to_string(emb, ', ')",
+    "array_replace_all(emb, 0.5, 1.5)",
+    "text = '$$ not a dollar quote $$'",
 ]
 REFUSED_EXPRESSIONS = [
     "repeat(text, 50000000)",
@@ -577,6 +651,26 @@ REFUSED_EXPRESSIONS = [
     " OR ".join(f"id = {i}" for i in range(5_000)),
     "x" * 70_000,
     "text = 'unterminated",
+    "repeat(" * 7 + "'abcd', 2048)" + ", 16)" * 6,
+    "replace(" * 4 + "repeat('a', 8192)" + f", 'a', '{A64}')" * 4,
+    "regexp_replace(regexp_replace(text, '.', '" + "\\0" * 8 + "', 'g'), '.', 'xx', 'g')",
+    "encode(encode(encode(text, 'hex'), 'hex'), 'hex')",
+    "array_repeat(array_repeat(1, 8192), 16)",
+    "lpad(lpad('a', 8192), 8192)",
+    "array_resize(array_resize(make_array(1), 8192, 0), 8192, 0)",
+    "overlay(text placing repeat('b', 8192) from 1 for 1)",
+    "concat(" + ", ".join(["repeat('a', 8192)"] * (limits.MAX_GROWING_CALLS + 1)) + ")",
+    "repeat(make_array(1, 2, 3), 16)",
+    "replace(concat(text, text), 'a', 'bb')",
+    "replace('" + "a" * 200 + "', 'a', '" + A64 + "')",
+    "encode('" + "a" * 4000 + "', 'hex')",
+    'repeat("text", 2000)',
+    "array_replace_all(emb, 0.5, text)",
+    "array_to_string(emb, '" + "," * 100 + "')",
+    "string_agg(text, text)",
+    "concat($$'$$, repeat('a', 100000000000), $$'$$)",
+    "text = $tag$x$tag$",
+    "text = $1",
 ]
 
 
@@ -589,6 +683,13 @@ def test_expressions_of_real_use_are_accepted(expression: str) -> None:
 def test_expressions_that_build_huge_values_or_hide_calls_are_refused(expression: str) -> None:
     with pytest.raises(InvalidInputError):
         expressions.check_expression(expression)
+
+
+def test_a_stream_holds_at_most_the_message_cap() -> None:
+    """Schema and batches count: the schema and ``MAX_IPC_MESSAGES - 1`` empty batches are read."""
+    assert ipc.read_arrow_stream(empty_batches(limits.MAX_IPC_MESSAGES - 1), "insert").num_rows == 0
+    with pytest.raises(InvalidInputError, match="at most"):
+        ipc.read_arrow_stream(empty_batches(limits.MAX_IPC_MESSAGES), "insert")
 
 
 def test_decoded_size_is_read_without_decompressing_and_exact() -> None:

@@ -11,9 +11,16 @@ DataFusion's, and sqlglot or DuckDB would be a large dependency for one check), 
 read exactly as pylance's does anyway. The check needs only what a lexer sees: names followed by
 ``(`` (calls), their arguments, literals, operators and brackets. It is conservative where the
 lexer and pylance's tokenizer could differ: comments are refused (nested or not, they could hide
-a call from one reading and not the other), a string is read both with and without backslash
-escapes and both readings must pass, a double-quoted word before ``(`` counts as a call, and a
-size must be a plain whole-number literal (no arithmetic, no column) within its bound.
+a call from one reading and not the other), so is ``$`` outside quotes (pylance reads ``$$...$$``
+and ``$tag$...$tag$`` as strings, which would hide a call from this lexer), a string is read both
+with and without backslash escapes and both readings must pass, a double-quoted word before ``(``
+counts as a call and elsewhere as a column, and a size must be a plain whole-number literal (no
+arithmetic, no column) within its bound.
+
+Sizes multiply along a nesting (``repeat(repeat(s, 16), 16)``, ``replace`` within ``replace``) and
+pylance folds such calls while planning, so a function that grows (``GROWING``) may not take the
+result of another anywhere in its arguments, what it copies must be a column or one literal, and an
+expression holds at most ``limits.MAX_GROWING_CALLS`` of them.
 
 What it cannot bound: an expression that reads a column many times (``concat(s, s, s)``) builds
 a value as large as those reads, linear in the expression's length (``MAX_EXPRESSION_BYTES``).
@@ -49,6 +56,35 @@ _OPERATOR_WORDS = frozenset(
     {"not", "is", "like", "ilike", "in", "between", "similar", "collate", "at", "regexp", "rlike", "escape", "div"}
 )
 MAX_COLUMN_REPEAT = 16  # copies of a column's value repeat or array_repeat may make: the value may be large
+MAX_NUMBER_TEXT = 400  # characters a number that is not a plain integer may print as (a float: up to about 330)
+# Functions whose result can be much larger than their arguments: a size they are given, or a value
+# copied once per character, match or element of another.
+GROWING = frozenset(
+    {
+        *("lpad", "rpad", "repeat", "array_repeat", "list_repeat", "array_resize", "list_resize"),
+        *("range", "generate_series", "replace", "regexp_replace", "encode", "translate", "overlay", "to_hex"),
+        *("array_replace", "array_replace_n", "array_replace_all", "list_replace", "list_replace_n"),
+        *("list_replace_all", "array_to_string", "array_join", "list_to_string", "list_join", "string_agg"),
+        "array_agg",
+    }
+)
+# Of a growing function, the arguments (by position) it copies: each must be a column or one literal.
+_COPIED = {
+    **dict.fromkeys(("repeat", "array_repeat", "list_repeat", "encode", "translate"), (0,)),
+    **dict.fromkeys(("array_resize", "list_resize"), (2,)),
+    **dict.fromkeys(("replace", "regexp_replace"), (0, 2)),
+    **dict.fromkeys(("array_replace", "array_replace_all", "list_replace", "list_replace_all"), (0, 2)),
+    **dict.fromkeys(("array_replace_n", "list_replace_n"), (0, 2)),
+    **dict.fromkeys(("array_to_string", "array_join", "list_to_string", "list_join"), (0, 1, 2)),
+    "string_agg": (0, 1),
+}
+# Of those, the arguments copied once per match or element: a literal of at most MAX_REPLACEMENT_BYTES.
+_PER_ELEMENT = {
+    **dict.fromkeys(("array_replace", "array_replace_all", "list_replace", "list_replace_all"), 2),
+    **dict.fromkeys(("array_replace_n", "list_replace_n"), 2),
+    **dict.fromkeys(("array_to_string", "array_join", "list_to_string", "list_join"), 1),
+    "string_agg": 1,
+}
 
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
@@ -66,6 +102,7 @@ _TOKEN = re.compile(
 class Token:
     kind: str  # number, word, string ('...' or "..."), name (`...`), operator, other
     text: str  # a string's or name's contents, unescaped; a word as written
+    quote: str = ""  # the quote of a string or name
 
     @property
     def word(self) -> str:
@@ -140,7 +177,9 @@ def _tokens(expression: str, backslash_escapes: bool) -> list[Token] | None:
             if quoted is None:
                 return None
             contents, position = quoted
-            tokens.append(Token("name" if text == "`" else "string", contents))
+            tokens.append(Token("name" if text == "`" else "string", contents, text))
+        elif "$" in text:
+            raise InvalidInputError("$ is accepted in expressions only within quotes")
         elif kind != "space" and not (kind == "other" and (text.isspace() or not text.isprintable())):
             tokens.append(Token(kind, text))
     return tokens
@@ -177,11 +216,59 @@ def _check_tokens(tokens: list[Token], what: str) -> None:
         )
     if connectives > limits.MAX_EXPRESSION_CONNECTIVES:
         raise InvalidInputError(f"{what}: at most {limits.MAX_EXPRESSION_CONNECTIVES} AND and OR are accepted")
+    growing = 0
     for index, token in enumerate(tokens):
-        if token.kind in ("word", "name", "string") and _is(tokens, index + 1, "("):
-            _check_call(token.word, _arguments(tokens, index + 2, what), what)
+        if _is_call(tokens, index):
+            arguments = _arguments(tokens, index + 2, what)
+            if token.word in GROWING:
+                growing += 1
+                _check_growing(token.word, arguments, what)
+            _check_call(token.word, arguments, what)
         elif token.kind == "operator" and token.text == "::":
             _check_type(_type_tokens(tokens, index + 1), what)
+    if growing > limits.MAX_GROWING_CALLS:
+        raise InvalidInputError(
+            f"{what}: at most {limits.MAX_GROWING_CALLS} calls of functions that build large values "
+            f"({', '.join(sorted(GROWING)[:6])}, ...) are accepted in one expression"
+        )
+
+
+def _is_call(tokens: Sequence[Token], index: int) -> bool:
+    return tokens[index].kind in ("word", "name", "string") and _is(tokens, index + 1, "(")
+
+
+def _check_growing(name: str, arguments: list[list[Token]], what: str) -> None:
+    """A growing function takes no other's result, copies only columns and single literals, and
+    copies a literal of at most ``limits.MAX_REPLACEMENT_BYTES`` per match or element."""
+    inside = [token for argument in arguments for token in argument]
+    for index, token in enumerate(inside):
+        if _is_call(inside, index) and token.word in GROWING:
+            raise InvalidInputError(
+                f"{what}: {name}() may not take the result of {token.word}() (sizes would multiply)"
+            )
+    for position in _COPIED.get(name, ()):
+        if position < len(arguments) and not _is_column_or_literal(arguments[position]):
+            raise InvalidInputError(f"{what}: {name}() copies only a column or one literal")
+    per_element = _PER_ELEMENT.get(name)
+    if per_element is not None and per_element < len(arguments):
+        copied = arguments[per_element]
+        if _literal_length(copied) is None or len(copied[0].text.encode("utf-8")) > limits.MAX_REPLACEMENT_BYTES:
+            raise InvalidInputError(
+                f"{what}: {name}() takes what it copies per element as a literal of at most "
+                f"{limits.MAX_REPLACEMENT_BYTES} bytes"
+            )
+
+
+def _is_column_or_literal(argument: Sequence[Token]) -> bool:
+    """One literal (with an optional sign), or a column: names joined by dots."""
+    if _literal_length(argument) is not None or _whole_number(argument) is not None:
+        return True
+    names = argument[::2]
+    return (
+        len(argument) % 2 == 1
+        and all(token.kind in ("word", "name") or token.quote == '"' for token in names)
+        and all(token.kind == "other" and token.text == "." for token in argument[1::2])
+    )
 
 
 def _depth(tokens: list[Token], what: str) -> tuple[int, int]:
@@ -243,13 +330,15 @@ def _whole_number(argument: Sequence[Token]) -> int | None:
     return None
 
 
-def _literal_length(argument: Sequence[Token]) -> int | None:
-    """The length of an argument that is one literal (a string's characters, one for a number),
-    None otherwise."""
-    if len(argument) == 1 and argument[0].kind == "string":
+def _literal_length(argument: Sequence[Token], as_text: bool = False) -> int | None:
+    """The length of an argument that is one literal (a string's characters; one for a number,
+    or, ``as_text``, the most characters it may print as), None otherwise. A double-quoted word
+    is a column to pylance, not a literal."""
+    if len(argument) == 1 and argument[0].kind == "string" and argument[0].quote == "'":
         return max(len(argument[0].text), 1)
     if len(argument) == 1 and argument[0].kind == "number":
-        return 1
+        text = argument[0].text
+        return (len(text) if text.isdigit() else MAX_NUMBER_TEXT) if as_text else 1
     return None
 
 
@@ -271,7 +360,7 @@ def _check_call(name: str, arguments: list[list[Token]], what: str) -> None:
         resize = name.endswith("resize")
         count = _size(argument(1), name, what)
         repeated = argument(2) if resize else argument(0)
-        length = _literal_length(repeated) if repeated is not None else 1
+        length = _literal_length(repeated, as_text=name == "repeat") if repeated is not None else 1
         if length is None and count > MAX_COLUMN_REPEAT:
             raise InvalidInputError(f"{what}: {name}() repeats a column's value at most {MAX_COLUMN_REPEAT} times")
         if length is not None and length * count > limits.MAX_BUILT_LENGTH:
@@ -291,6 +380,9 @@ def _check_call(name: str, arguments: list[list[Token]], what: str) -> None:
         pattern = argument(1)
         if name == "replace" and (pattern is None or _literal_length(pattern) is None or not pattern[0].text):
             raise InvalidInputError(f"{what}: replace() takes what it replaces as a literal that is not empty")
+        _check_literal_growth(name, argument(0), len(replacement[0].text.encode("utf-8")) + 1, what)
+    elif name in ("encode", "translate"):
+        _check_literal_growth(name, argument(0), 4, what)  # hex doubles, base64 takes 4/3, a character 4 bytes
     elif name in ("arrow_cast", "arrow_try_cast"):
         target = argument(1)
         if target is None or len(target) != 1 or target[0].kind != "string":
@@ -298,6 +390,13 @@ def _check_call(name: str, arguments: list[list[Token]], what: str) -> None:
         _check_type([Token("number", size) for size in re.findall(r"\d+", target[0].text)], what)
     elif name in ("cast", "try_cast") and arguments:
         _check_type(_after_last_as(arguments[0]), what)
+
+
+def _check_literal_growth(name: str, value: Sequence[Token] | None, factor: int, what: str) -> None:
+    """A literal that a function makes up to ``factor`` times longer stays within ``MAX_BUILT_LENGTH``."""
+    length = _literal_length(value, as_text=True) if value is not None else None
+    if length is not None and length * factor > limits.MAX_BUILT_LENGTH:
+        raise InvalidInputError(f"{what}: {name}() builds at most {limits.MAX_BUILT_LENGTH} characters")
 
 
 def _after_last_as(argument: list[Token]) -> list[Token]:

@@ -16,7 +16,7 @@ import pyarrow as pa
 from lance.schema import LanceSchema
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.limits import DataTooLargeError, max_data_bytes
+from lance_iceberg_ns.limits import MAX_IPC_MESSAGES, DataTooLargeError, max_data_bytes
 
 # Buffers copied to 64-byte boundaries where the body left them elsewhere: pyarrow's own
 # "DataTypeSpecific" leaves a string_view's 16-byte views at 8, and pylance panics on them.
@@ -88,10 +88,15 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
 def _decoded_size(data: bytes, operation: str) -> tuple[int, int]:
     """The bytes the stream's buffers take once decompressed, and its rows, read from each
     message's metadata and the 8-byte length before each compressed buffer: nothing is
-    decompressed. Raises InvalidInputError for a body that is not an Arrow IPC stream."""
+    decompressed. Raises InvalidInputError for a body that is not an Arrow IPC stream or holds
+    more than ``MAX_IPC_MESSAGES`` messages."""
     decoded = rows = 0
     try:
-        for message in _messages(data):
+        for count, message in enumerate(_messages(data), 1):
+            if count > MAX_IPC_MESSAGES:
+                raise InvalidInputError(
+                    f"{operation}: an Arrow IPC stream may hold at most {MAX_IPC_MESSAGES} messages"
+                )
             metadata = memoryview(message.metadata)
             header_type = _scalar(metadata, _root(metadata), _MESSAGE_HEADER_TYPE, "B")
             if header_type not in (_RECORD_BATCH, _DICTIONARY_BATCH):
