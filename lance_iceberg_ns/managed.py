@@ -30,7 +30,12 @@ from typing import Any
 
 import pyarrow.fs as pafs
 from lance_namespace import TableVersion
-from lance_namespace.errors import ConcurrentModificationError, InvalidInputError, TableVersionNotFoundError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    InvalidTableStateError,
+    TableVersionNotFoundError,
+)
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table import Table
@@ -138,6 +143,24 @@ def latest_version(table: Table) -> int:
     return _version_of(_latest_lance_snapshot(table))
 
 
+def may_be_behind(table: Table) -> bool:
+    """Whether ``main`` is behind the table's newest snapshot (an Iceberg engine rolled it back):
+    then the history must be loaded to know which version numbers the table has already used."""
+    main = _main_snapshot(table)
+    return main is not None and (main.sequence_number or 0) < table.metadata.next_sequence_number() - 1
+
+
+def highest_version(table: Table) -> int:
+    """The highest Lance version any loaded snapshot records, on ``main`` or left off it by a
+    rollback: Lance never writes a version number twice."""
+    return max((_version_of(s) for s in table.metadata.snapshots), default=0)
+
+
+def rolled_back(table: Table) -> bool:
+    """Whether ``main`` is behind versions the table has already used (loaded with its history)."""
+    return latest_version(table) < highest_version(table)
+
+
 def _lineage(table: Table) -> list[Snapshot]:
     """The Lance snapshots of ``main``, oldest first."""
     return [s for s in _main_history(table) if s is not None and _version_of(s)][::-1]
@@ -198,6 +221,17 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     return _table_version(snapshot, finals)
 
 
+def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
+    """Delete the staged manifest of a version that was refused, so refused attempts leave nothing
+    behind. Only a staged name, and only in the table's own ``_versions/``: the path is the caller's."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    if not _STAGED.match(name):
+        return
+    filesystem, root = filesystem_for(location, storage_options)
+    with contextlib.suppress(OSError):
+        filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
+
+
 def _finalize_abandoned(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:
     """Copy an abandoned staged manifest to its final name; False when it is not abandoned (its
     writer may still be finalizing it) or is gone."""
@@ -234,15 +268,28 @@ class VersionCommit:
             self.io.delete(self.manifest_list)
 
 
+def _rolled_back_message(table: Table) -> str:
+    latest, used = latest_version(table), highest_version(table)
+    return (
+        f"The main branch of {'.'.join(table.name())} was moved back to version {latest} (an Iceberg rollback) "
+        f"while the table has versions up to {used}, and Lance never writes a version number twice. Move main "
+        f"forward again to the snapshot of version {used} (Iceberg: manage_snapshots().set_current_snapshot, "
+        f"CALL system.set_current_snapshot), then restore_table to version {latest} if its data should be current"
+    )
+
+
 def plan_version(table: Table, request: Any) -> VersionCommit:
     """The commit of ``request.version`` (a CreateTableVersion request or batch entry) on top of the
-    table's latest version. A version that exists is ConcurrentModification; a gap is InvalidInput."""
+    table's latest version. A version that exists is ConcurrentModification; a gap is InvalidInput;
+    any version while ``main`` is rolled back behind versions already used is InvalidTableState."""
     if not request.manifest_path:
         raise InvalidInputError("create_table_version needs the manifest_path of the staged manifest")
     if not knows_latest(table):  # the callers load the history first; a retry does
         raise ConcurrentModificationError(f"The latest version of {'.'.join(table.name())} was not loaded")
     parent = _main_snapshot(table)  # the new version goes on top of main, whoever committed last
     latest = latest_version(table)
+    if rolled_back(table):
+        raise InvalidTableStateError(_rolled_back_message(table))
     if request.version <= latest:
         raise ConcurrentModificationError(
             f"Version {request.version} of {'.'.join(table.name())} already exists (the latest is {latest})"

@@ -22,7 +22,7 @@ from lance_namespace import (
     RestoreTableResponse,
     TableVersion,
 )
-from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError, UnsupportedOperationError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import managed, versions
@@ -110,6 +110,7 @@ class Versions:
         if (
             current is None
             or not managed.knows_latest(current)
+            or managed.may_be_behind(current)
             or managed.latest_version(current) != request.version - 1
         ):
             current = self._managed_table(table)
@@ -118,15 +119,19 @@ class Versions:
         except iceberg.CommitFailedException:
             # main moved. With a new Lance version, that is pylance's conflict to retry; without one,
             # an Iceberg engine committed on top (Spark's DELETE FROM, DuckDB's INSERT), and the
-            # version goes on top of that.
+            # version goes on top of that; or an engine rolled main back, and the version is refused.
             current = self._managed_table(table)
-            if managed.latest_version(current) != request.version - 1:
+            if managed.latest_version(current) != request.version - 1 and not managed.rolled_back(current):
                 raise
             return self._commit_version(table, current, request)
 
     def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
         """Commit ``request``'s version on top of ``current``, the table as last loaded."""
-        commit = managed.plan_version(current, request)
+        try:
+            commit = managed.plan_version(current, request)
+        except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
+            managed.discard_staged(current.metadata.location, self._files_of(current), request.manifest_path)
+            raise
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
             self._companions.catalog(table.warehouse).commit_changes([commit.change])
@@ -187,5 +192,8 @@ class Versions:
 
     def _with_latest(self, table: TableId, loaded: Any) -> Any:
         """``loaded``, or the table with its whole history when an Iceberg engine's snapshot on top
-        of ``main`` hides the latest Lance version from a load of the current snapshots only."""
-        return loaded if managed.knows_latest(loaded) else self._companions.load_table(table, history=True)
+        of ``main`` hides the latest Lance version from a load of the current snapshots only, or
+        when ``main`` was rolled back and the numbers already used are off it."""
+        if managed.knows_latest(loaded) and not managed.may_be_behind(loaded):
+            return loaded
+        return self._companions.load_table(table, history=True)

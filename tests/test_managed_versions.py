@@ -15,6 +15,7 @@ import pytest
 from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
+    InvalidTableStateError,
     TableNotFoundError,
     TableVersionNotFoundError,
     UnsupportedOperationError,
@@ -360,3 +361,46 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
     if ns is not managed_ns:
         ns.close()
+
+
+def _staged_manifests(location: str) -> list[str]:
+    return sorted(name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name)
+
+
+def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    first, second = (s.snapshot_id for s in sorted(companion.snapshots(), key=lambda s: s.sequence_number or 0))
+    companion.manage_snapshots().rollback_to_snapshot(first).commit()
+    location = managed_ns.describe_table({"id": table_id}).location
+
+    # main is the truth: reads and the version list follow it (another process: no commit of its own to build on)
+    reader = IcebergLanceNamespace(**managed_ns.properties)
+    assert [v.version for v in reader.list_table_versions({"id": table_id}).versions] == [1]
+    assert reader.describe_table_version({"id": table_id}).version.version == 1
+    assert lance.dataset(namespace_client=reader, table_id=table_id).to_table()["id"].to_pylist() == [1]
+
+    # a write cannot reuse version 2: refused, every attempt, and refused attempts leave no staged manifest
+    staged = _staged_manifests(location)
+    for writer in (managed_ns, reader, reader):
+        with pytest.raises(OSError):
+            lance.write_dataset(pa.table({"id": [3]}), namespace_client=writer, table_id=table_id, mode="append")
+    with pytest.raises(InvalidTableStateError, match="moved back to version 1.*versions up to 2.*restore_table"):
+        managed_ns.create_table_version(
+            {"id": table_id, "version": 2, "manifest_path": f"{location}/_versions/{'9' * 20}.manifest-0a-1b"}
+        )
+    assert _staged_manifests(location) == staged
+    assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+
+    # the way out the message names: main forward again, then restore the version to keep
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion.manage_snapshots().set_current_snapshot(second).commit()
+    managed_ns.restore_table({"id": table_id, "version": 1})
+    lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
+    assert sorted(lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 4]
+    reader.close()
