@@ -268,6 +268,13 @@ class VersionCommit:
             self.io.delete(self.manifest_list)
 
 
+def refuse_if_rolled_back(table: Table) -> None:
+    """InvalidTableStateError when ``main`` is behind versions the table has used (``table`` loaded
+    with its history): checked before a writer stages a version that could never be committed."""
+    if rolled_back(table):
+        raise InvalidTableStateError(_rolled_back_message(table))
+
+
 def _rolled_back_message(table: Table) -> str:
     latest, used = latest_version(table), highest_version(table)
     return (

@@ -77,7 +77,15 @@ class Tables:
         )
         if writing:  # proved its own: an entry made before the engine protection gains it
             self.companions.protect(table, loaded)
+        if writing and resolved.managed:
+            self._refuse_rolled_back(table, loaded)
         return resolved
+
+    def _refuse_rolled_back(self, table: TableId, loaded: TableSummary) -> None:
+        """A managed table whose main an Iceberg engine moved back takes no new version: refused
+        before pylance stages one (it would only learn that the commit's result is unknown)."""
+        if managed.may_be_behind(self.companions.table_from_summary(table, loaded)):
+            managed.refuse_if_rolled_back(self.companions.load_table(table, history=True))
 
     # --- operations -----------------------------------------------------------------------------
 

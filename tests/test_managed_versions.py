@@ -27,7 +27,7 @@ from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import version_of_manifest
 
-from .helpers import other_client
+from .helpers import ipc, other_client
 
 
 @pytest.fixture
@@ -393,6 +393,9 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
         managed_ns.create_table_version(
             {"id": table_id, "version": 2, "manifest_path": f"{location}/_versions/{'9' * 20}.manifest-0a-1b"}
         )
+    for namespace in (managed_ns, reader):  # the bridge's own writes are refused before anything is staged
+        with pytest.raises(InvalidTableStateError, match="moved back to version 1"):
+            namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [3]})))
     assert _staged_manifests(location) == staged
     assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
 
