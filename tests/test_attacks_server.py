@@ -8,9 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +23,7 @@ import click
 import pyarrow as pa
 import pytest
 import requests
+from lance_namespace import LanceNamespace
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors import public_message
@@ -285,11 +290,13 @@ def test_a_catalog_token_read_from_a_file_is_sent_to_the_catalog(tmp_path: Path)
     assert stub.authorizations == ["Bearer catalog-tok-51aa"]
 
 
-def test_the_cli_read_timeout_default_is_the_servers() -> None:
-    from lance_iceberg_ns.cli.serve import DEFAULT_REQUEST_READ_TIMEOUT as CLI_DEFAULT
+def test_the_cli_defaults_are_the_servers() -> None:
+    from lance_iceberg_ns.cli import serve
+    from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS
     from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT
 
-    assert CLI_DEFAULT == DEFAULT_REQUEST_READ_TIMEOUT
+    assert serve.DEFAULT_REQUEST_READ_TIMEOUT == DEFAULT_REQUEST_READ_TIMEOUT
+    assert serve.DEFAULT_DATA_THREADS == DEFAULT_DATA_THREADS
 
 
 # --- secrets leave only by allowlist --------------------------------------------------------------
@@ -398,3 +405,127 @@ def test_a_body_refused_before_it_is_read_gets_no_time_for_its_declared_size(ser
     waited, answer = answered_while(served.process, declare_100_mib_and_trickle)
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
     assert waited < READ_TIMEOUT + 5
+
+
+# --- slow data requests have worker threads of their own ------------------------------------------
+
+SLOW_FILTER = "levenshtein(text, repeat('x', 280)) < 0"  # legal, and about 0.1 ms a row
+
+
+def test_slow_data_requests_wait_for_their_own_threads_while_catalog_requests_are_answered(
+    catalog_server: Any, tmp_path: Path
+) -> None:
+    """50 slow queries at once (more than anyio's 40 shared threads): 2 run, 8 wait, the rest are
+    refused at once with 503; a catalog request is answered within a second throughout."""
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    extra = ["--data-threads", "2"]
+    with served_in_subprocess(catalog_server.endpoint, str(tmp_path), warehouse, extra_args=extra) as process:
+        table = f"{process.uri}/v1/table/{warehouse}$db$big"
+        assert requests.post(f"{process.uri}/v1/namespace/{warehouse}$db/create", json={}).status_code == 200
+        rows = pa.table({"text": ["lorem ipsum dolor sit amet " * 10 + str(i) for i in range(5_000)]})
+        assert requests.post(f"{table}/create", data=ipc(rows), headers=ARROW).status_code == 200
+        body: dict[str, Any] = {"k": 10, "vector": {}, "filter": SLOW_FILTER}
+
+        def query(_: int) -> requests.Response:
+            return requests.post(f"{table}/query", json=body, timeout=300)
+
+        def fifty_at_once() -> list[requests.Response]:
+            with ThreadPoolExecutor(50) as pool:
+                return list(pool.map(query, range(50)))
+
+        answers = answered_while(process, fifty_at_once)
+        after = query(0)
+    statuses = [answer.status_code for answer in answers]
+    assert set(statuses) == {200, 503} and statuses.count(200) >= 2 + 2 * 4, statuses
+    refused = [answer for answer in answers if answer.status_code == 503]
+    assert all(answer.json()["code"] == 17 for answer in refused)
+    assert all(answer.json()["detail"] == "ServiceUnavailableError" for answer in refused)
+    assert max(answer.elapsed.total_seconds() for answer in refused) < 1  # refused at once, not queued
+    assert after.status_code == 200  # and served again once the queue is drained
+
+
+class BlockingNamespace(LanceNamespace):
+    """A backend whose queries wait until released, to fill the data threads at will."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+
+    def namespace_id(self) -> str:
+        return "BlockingNamespace"
+
+    def namespace_exists(self, request: Any) -> None:  # type: ignore[override]
+        return None
+
+    def count_table_rows(self, request: Any) -> int:  # type: ignore[override]
+        self.started.release()
+        self.release.wait(60)
+        return 1
+
+
+def test_a_data_request_is_refused_with_503_once_four_per_thread_are_waiting() -> None:
+    from lance_iceberg_ns.server import serve_in_background
+
+    backend = BlockingNamespace()
+    with serve_in_background(backend, data_threads=1) as running, ThreadPoolExecutor(8) as pool:
+        count = f"{running.uri}/v1/table/a$b/count_rows"
+        try:
+            running_one = pool.submit(requests.post, count, json={}, timeout=60)
+            assert backend.started.acquire(timeout=30)  # the one thread is taken
+            waiting = [pool.submit(requests.post, count, json={}, timeout=60) for _ in range(4)]
+            time.sleep(1)  # the four reach the queue: a local request takes milliseconds
+            started = time.monotonic()
+            refused = requests.post(count, json={}, timeout=5)
+            refused_after = time.monotonic() - started
+            catalog = requests.post(f"{running.uri}/v1/namespace/a/exists", json={}, timeout=5)
+        finally:
+            backend.release.set()
+        answered = [running_one.result(), *(future.result() for future in waiting)]
+        again = requests.post(count, json={}, timeout=60)
+    assert (refused.status_code, refused.json()["code"], refused_after < 1) == (503, 17, True)
+    assert "busy" in refused.json()["error"]
+    assert catalog.status_code == 200  # the catalog's threads were free all along
+    assert [answer.status_code for answer in answered] == [200] * 5
+    assert again.status_code == 200
+
+
+# --- careless use of the serve command ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [" \n , ", ""])
+def test_a_token_variable_set_but_holding_no_token_stops_the_server_from_starting(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lance_iceberg_ns.cli import main
+
+    monkeypatch.setenv("LANCE_ICEBERG_NS_AUTH_TOKEN", value)
+    assert main(["serve", "--endpoint", "http://127.0.0.1:9", "--root", "/tmp/x", "--port", "0"]) == 2
+    assert "LANCE_ICEBERG_NS_AUTH_TOKEN is set but holds no token" in capsys.readouterr().err
+
+
+def test_serve_on_port_0_prints_the_port_it_listens_on(catalog_server: Any, tmp_path: Path) -> None:
+    arguments = ["serve", "--endpoint", catalog_server.endpoint, "--root", str(tmp_path), "--port", "0"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lance_iceberg_ns.cli", *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        printed = process.stdout.readline() if process.stdout else ""
+        uri = printed.split(" on ", 1)[1].split()[0]
+        assert not uri.endswith(":0"), printed
+        assert requests.get(f"{uri}/openapi.json", timeout=10).status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_the_protect_help_names_every_protection_property() -> None:
+    from lance_iceberg_ns.cli import main
+    from lance_iceberg_ns.cli.engine_commands import tables_protect
+    from lance_iceberg_ns.companions import ENGINE_PROTECTION
+
+    assert main(["tables", "protect", "--help"]) == 0
+    help_text = " ".join((tables_protect.help or "").split())
+    assert all(f"{key}={value}" in help_text for key, value in ENGINE_PROTECTION.items())

@@ -15,6 +15,7 @@ import click
 from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, EXIT_USAGE, CliState, _state, cli, common_options, exit_code_for
 
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
+DEFAULT_DATA_THREADS = 8  # as lance_iceberg_ns.server.capacity's
 
 
 def _interrupt(*_: object) -> None:
@@ -55,9 +56,15 @@ AUTH_TOKEN_VARIABLE = "LANCE_ICEBERG_NS_AUTH_TOKEN"  # the server's bearer token
 def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
     """The bearer tokens the server requires: ``--auth-token`` (seen by anyone who lists the
     processes), ``LANCE_ICEBERG_NS_AUTH_TOKEN`` (separated by commas or newlines) and
-    ``--auth-token-file`` (one a line); blank entries are skipped."""
+    ``--auth-token-file`` (one a line); blank entries are skipped, but a variable or a file that
+    holds no token at all is a usage error rather than a server open to all."""
     environ = os.environ if environ is None else environ
-    tokens = [*given, *environ.get(AUTH_TOKEN_VARIABLE, "").replace(",", "\n").splitlines()]
+    from_variable = environ.get(AUTH_TOKEN_VARIABLE, "").replace(",", "\n").splitlines()
+    if AUTH_TOKEN_VARIABLE in environ and not any(token.strip() for token in from_variable):
+        raise click.UsageError(  # whoever set it meant the server to require a token
+            f"{AUTH_TOKEN_VARIABLE} is set but holds no token: give one, or unset it to serve without tokens"
+        )
+    tokens = [*given, *from_variable]
     if token_file:
         try:
             with open(token_file, encoding="utf-8") as lines:
@@ -102,6 +109,14 @@ def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping
     help="seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
 )
 @click.option(
+    "--data-threads",
+    type=click.IntRange(min=1),
+    default=DEFAULT_DATA_THREADS,
+    show_default=True,
+    help="requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
+    "four times as many waiting are answered 503; catalog requests have threads of their own",
+)
+@click.option(
     "--share-static-credentials",
     is_flag=True,
     help="also hand clients the secret storage.* options configured here (trusted setups only)",
@@ -116,6 +131,7 @@ def serve_command(
     access_log: bool,
     max_data_body_mb: int,
     request_read_timeout: float,
+    data_threads: int,
     share_static_credentials: bool,
 ) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
@@ -134,11 +150,17 @@ def serve_command(
         forward_bearer_token=forward_bearer_token,
         max_data_body_bytes=max_data_body_mb * 1024 * 1024,
         share_static_credentials=share_static_credentials,
+        data_threads=data_threads,
     )
-    endpoint = ns.settings.redact(ns.settings.endpoint)
-    click.echo(f"Lance REST Namespace on http://{host}:{port} over the Iceberg catalog at {endpoint}")
     protocol = read_deadline_protocol(request_read_timeout)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log, http=protocol)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=access_log, http=protocol)
+    listening = config.bind_socket()  # bound here, so that --port 0 prints the port it got
+    listening.listen(config.backlog)  # and the address printed takes connections at once
+    shown_host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    uri = f"http://{shown_host}:{listening.getsockname()[1]}"
+    click.echo(f"Lance REST Namespace on {uri} over the Iceberg catalog at {ns.settings.redact(ns.settings.endpoint)}")
+    sys.stdout.flush()
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 @cli.command("demo")

@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 from lance_namespace import LanceNamespace
 
+from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
 from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
 from lance_iceberg_ns.server.responses import _install_error_handlers
@@ -29,6 +30,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_data_body_bytes: int = DEFAULT_MAX_DATA_BODY_BYTES,
     share_static_credentials: bool = False,
+    data_threads: int = DEFAULT_DATA_THREADS,
 ) -> FastAPI:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
@@ -39,9 +41,12 @@ def create_app(
     routes (413 beyond either, checked as the body streams in).
     ``share_static_credentials``: also answer clients with the secret ``storage.*`` options the
     bridge is configured with; by default they get the catalog's vended credentials, or none.
+    ``data_threads``: how many requests that read or write data run at once (beyond it they wait;
+    503 when four times as many wait); catalog requests have threads of their own (``capacity``).
     """
     namespace, properties = _for_clients(namespace, properties, share_static_credentials)
     resolve = namespace_resolver(namespace, properties, forward_bearer_token)
+    threads = WorkerThreads(data_threads)
     app = FastAPI(
         title="Lance REST Namespace",
         description="Lance tables, stored in an Iceberg REST catalog",
@@ -51,7 +56,9 @@ def create_app(
     )
     documented = APIRouter()
     for route in ROUTES:
-        app.add_api_route(route.path, _endpoint(route, resolve), methods=[route.method], include_in_schema=False)
+        app.add_api_route(
+            route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False
+        )
         documented.add_api_route(
             route.path,
             _documented(route),

@@ -3,7 +3,7 @@
 An endpoint's signature is built from the operation's request model, so that FastAPI reads the path
 and the query string and ``/openapi.json`` describes the body too; the endpoint then reads the
 identifier as Lance's clients encode it, parses the body, builds the request and calls the caller's
-namespace, all in a worker thread.
+namespace, all in a worker thread (the data routes' own or the catalog's, see ``capacity``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from fastapi.responses import Response
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidInputError, UnauthenticatedError
 from pydantic import BaseModel, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.limits import check_request_bounds
+from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
 from lance_iceberg_ns.server.responses import ARROW_STREAM, _render, _validation_summary
 from lance_iceberg_ns.server.routes import Route
@@ -205,10 +205,11 @@ def _documented(route: Route) -> Callable[..., Awaitable[Response]]:
     return documented
 
 
-def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Response]]:
+def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callable[..., Awaitable[Response]]:
     """An endpoint for ``route``. FastAPI reads the path and the query string; the body is read
     here and everything else (parsing and validating the body, the operation, the answer) runs in
-    a worker thread, so that no request's work holds up the event loop and every other client."""
+    a worker thread, so that no request's work holds up the event loop and every other client.
+    A data request finding its queue full is refused before its body is read."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
 
     def answer(http_request: Request, body: bytes, arguments: dict[str, Any]) -> Response:
@@ -227,8 +228,9 @@ def _endpoint(route: Route, resolve: Resolve) -> Callable[..., Awaitable[Respons
         return _render(result)
 
     async def endpoint(http_request: Request, **arguments: Any) -> Response:
+        threads.check_room(route)
         body = await http_request.body() if route.json_body or route.arrow_body else b""
-        return await run_in_threadpool(answer, http_request, body, arguments)
+        return await threads.run(route, answer, http_request, body, arguments)
 
     endpoint.__signature__ = inspect.Signature(_parameters(route, model, with_body=False))  # type: ignore[attr-defined]
     endpoint.__name__ = route.operation

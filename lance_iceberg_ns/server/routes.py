@@ -3,6 +3,10 @@
 Every operation has the same shape: an identifier in the path (joined by the delimiter), some
 request fields in the query string, the rest (if any) in a JSON body, and one namespace method to
 call. Three operations carry Arrow IPC data as their body instead of JSON.
+
+Operations are of two kinds: those answered from the Iceberg catalog (``CATALOG_OPERATIONS``,
+milliseconds each) and the rest, which read or write Lance data and may take seconds; the server
+runs the two kinds on separate worker threads (``capacity``).
 """
 
 from __future__ import annotations
@@ -27,11 +31,36 @@ class Route:
         """The request model in lance_namespace: ``describe_table`` → ``DescribeTableRequest``."""
         return self.request_model or "".join(word.title() for word in self.operation.split("_")) + "Request"
 
+    @property
+    def reads_or_writes_data(self) -> bool:
+        """Whether the operation touches Lance data (every operation not known to be catalog-only)."""
+        return self.operation not in CATALOG_OPERATIONS
+
 
 def listing(operation: str, path: str, *query: str, request_model: str | None = None) -> Route:
     """A GET listing: its request fields (pagination and such) in the query string, no body."""
     return Route(operation, path, query, method="GET", json_body=False, request_model=request_model)
 
+
+# Answered from the Iceberg catalog (describe_table and register_table open a dataset's manifest at
+# most); dropping a table for good deletes its files and restoring one writes a version: data.
+CATALOG_OPERATIONS = frozenset(
+    {
+        "create_namespace",
+        "list_namespaces",
+        "describe_namespace",
+        "drop_namespace",
+        "namespace_exists",
+        "list_tables",
+        "declare_table",
+        "describe_table",
+        "table_exists",
+        "deregister_table",
+        "register_table",
+        "rename_table",
+        "list_all_tables",
+    }
+)
 
 TABLE_LISTING = ("page_token", "limit", "include_declared")
 
