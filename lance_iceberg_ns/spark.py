@@ -18,6 +18,7 @@ import inspect
 import json
 import math
 import os
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +26,11 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
+from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace, ListTablesRequest
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import datasets
-from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.namespace import ID_DELIMITER, IcebergLanceNamespace, as_namespace
 
 WRITE_MODES = ("create", "append", "overwrite")
 # A read task holds at most this many bytes of fragments: Spark's spark.sql.files.maxPartitionBytes.
@@ -408,3 +409,87 @@ def _parallelism(spark: Any) -> int | None:
         return int(spark.sparkContext.defaultParallelism)
     except Exception:  # Spark Connect: no SparkContext on the client
         return None
+
+
+# The views register_lance_views made, per Spark session: view name -> the registration that made it.
+_REGISTERED_VIEWS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+
+
+def register_lance_views(
+    spark: Any,
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    namespace_id: str | Sequence[str],
+    *,
+    recursive: bool = False,
+) -> list[str]:
+    """A temporary view for every Lance table of a namespace (``"wh.db"`` or ``["wh", "db"]``), so
+    that ``spark.sql("SELECT ... FROM orders")`` reads it; the view names, sorted.
+
+    A view is named after its table; with ``recursive``, tables of the namespaces beneath too, named
+    by their path below ``namespace_id`` joined by ``_`` (``sales_orders``). Names that are not plain
+    identifiers are written in backquotes. On Spark 4 a view is the ``lance`` data source: every
+    query reads the latest version, and ``INSERT INTO`` appends. On Spark 3.5 it is ``read_lance``'s
+    DataFrame, pinned to the version read here: register again to see newer data. Registering again
+    also drops the views this function made for the namespace whose tables are gone.
+    """
+    ns = as_namespace(namespace)
+    parent = namespace_id.split(".") if isinstance(namespace_id, str) else list(namespace_id)
+    views = _view_names(parent, _lance_tables(ns, parent, recursive))
+    source = _lance_source(spark)
+    for name, table_id in views.items():
+        if source:
+            frame = spark.read.format("lance").options(**ns.properties, table=ID_DELIMITER.join(table_id))
+            frame = frame.option("delimiter", ID_DELIMITER).load()
+        else:
+            frame = read_lance(spark, ns, table_id)
+        frame.createOrReplaceTempView(_quoted(name))
+    registration = (ns.properties.get("endpoint"), tuple(parent), recursive)
+    made = _REGISTERED_VIEWS.setdefault(spark, {})
+    for name in [name for name, owner in made.items() if owner == registration and name not in views]:
+        spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
+        del made[name]
+    made.update(dict.fromkeys(views, registration))
+    return sorted(views)
+
+
+def _lance_tables(ns: IcebergLanceNamespace, parent: list[str], recursive: bool) -> list[list[str]]:
+    """The Lance tables with data (no declared-only ones) of ``parent``, or beneath it."""
+    listing = ns.list_all_tables if recursive else ns.list_tables
+    found: list[str] = []
+    token = None
+    while True:
+        page = listing(ListTablesRequest(id=parent, include_declared=False, page_token=token))
+        found += page.tables or []
+        token = page.page_token
+        if not token:
+            break
+    return [name.split(ID_DELIMITER) for name in found] if recursive else [[*parent, name] for name in found]
+
+
+def _view_names(parent: list[str], tables: list[list[str]]) -> dict[str, list[str]]:
+    """View name -> table id. Spark's names ignore case: two tables with one name are refused."""
+    views: dict[str, list[str]] = {}
+    for table_id in tables:
+        name = "_".join(table_id[len(parent) :])
+        clash = next((other for other in views if other.lower() == name.lower()), None)
+        if clash is not None:
+            raise InvalidInputError(
+                f"Tables {'.'.join(views[clash])} and {'.'.join(table_id)} would both be the view {name!r}: "
+                "register their namespaces one at a time"
+            )
+        views[name] = table_id
+    return views
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _lance_source(spark: Any) -> bool:
+    """Whether ``format("lance")`` is available (Spark 4), registering it."""
+    try:
+        from lance_iceberg_ns.spark_source import register_lance_data_source
+    except ImportError:  # PySpark 3.5
+        return False
+    register_lance_data_source(spark)
+    return True

@@ -284,3 +284,90 @@ def test_planning_a_write_to_an_existing_table_never_counts_its_rows(
     with IcebergLanceNamespace(**settings) as ns:
         planned = TableWrite.plan(ns, table, mode, pa.schema([("id", pa.int64())]))
     assert (planned.read_version, planned.managed) == (1, managed)
+
+
+def test_views_answer_sql_filters_and_joins(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    write_lance(spark.sql("select id, id % 3 as customer from range(100)"), properties, [*db, "orders"])
+    write_lance(spark.sql("select id, concat('c', id) as name from range(3)"), properties, [*db, "customers"])
+    write_lance(spark.range(4), properties, [*db, "my-table"])
+    IcebergLanceNamespace(**properties).declare_table({"id": [*db, "declared"]})  # no data yet: no view
+
+    assert register_lance_views(spark, properties, ".".join(db)) == ["customers", "my-table", "orders"]
+    assert spark.sql("SELECT count(*) FROM orders WHERE id < 10").first()[0] == 10
+    joined = spark.sql(
+        "SELECT c.name, count(*) AS n FROM orders o JOIN customers c ON o.customer = c.id GROUP BY c.name"
+    )
+    assert sorted(map(tuple, joined.collect())) == [("c0", 34), ("c1", 33), ("c2", 33)]
+    assert spark.sql("SELECT sum(id) FROM `my-table`").first()[0] == 6  # not an identifier: backquotes
+
+
+def test_views_of_a_dropped_table_go_at_the_next_registration(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    write_lance(spark.range(5), properties, [*db, "kept"])
+    write_lance(spark.range(5), properties, [*db, "dropped"])
+    write_lance(spark.range(5), properties, [*db, "renamed"])
+    assert register_lance_views(spark, ns, db) == ["dropped", "kept", "renamed"]
+    spark.range(1).createOrReplaceTempView("unrelated")
+    ns.drop_table({"id": [*db, "dropped"]})  # a soft delete
+    ns.rename_table({"id": [*db, "renamed"], "new_table_name": "renamed_now"})
+    assert register_lance_views(spark, ns, db) == ["kept", "renamed_now"]
+    views = {row.name for row in spark.catalog.listTables() if row.isTemporary}
+    assert {"kept", "renamed_now", "unrelated"} <= views and not {"dropped", "renamed"} & views
+
+
+def test_recursive_views_are_named_by_their_path(
+    spark: SparkSession, properties: dict[str, str], warehouse: str
+) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    for namespace_id in ([warehouse, "sales"], [warehouse, "sales", "eu"], [warehouse, "hr"]):
+        ns.create_namespace({"id": namespace_id})
+    write_lance(spark.range(3), properties, [warehouse, "sales", "orders"])
+    write_lance(spark.range(4), properties, [warehouse, "sales", "eu", "orders"])
+    write_lance(spark.range(5), properties, [warehouse, "hr", "people"])
+    assert register_lance_views(spark, properties, [warehouse], recursive=True) == [
+        "hr_people",
+        "sales_eu_orders",
+        "sales_orders",
+    ]
+    assert spark.sql("SELECT count(*) FROM sales_eu_orders").first()[0] == 4
+    assert register_lance_views(spark, properties, [warehouse, "sales"], recursive=True) == ["eu_orders", "orders"]
+    assert spark.sql("SELECT count(*) FROM orders").first()[0] == 3
+
+    ns.create_namespace({"id": [warehouse, "sales_eu"]})
+    write_lance(spark.range(1), properties, [warehouse, "sales_eu", "orders"])
+    with pytest.raises(InvalidInputError, match="sales_eu_orders"):  # two tables, one view name
+        register_lance_views(spark, properties, [warehouse], recursive=True)
+
+
+def test_views_on_spark35_are_pinned_until_registered_again(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    table = [*db, "events"]
+    write_lance(spark.range(10), properties, table)
+    register_lance_views(spark, properties, db)
+    write_lance(spark.range(10, 15), properties, table, mode="append")
+    latest = int(pyspark.__version__.split(".")[0]) >= 4  # the lance data source reads the latest version
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == (15 if latest else 10)
+    register_lance_views(spark, properties, db)
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == 15
+
+
+@needs_spark4
+def test_spark4_views_take_inserts(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    write_lance(spark.sql("select id, cast(id as string) as s from range(3)"), properties, [*db, "events"])
+    register_lance_views(spark, properties, db)
+    spark.sql("INSERT INTO events VALUES (10, 'ten'), (11, 'eleven')")
+    assert spark.sql("SELECT s FROM events WHERE id >= 10 ORDER BY id").collect() == [("ten",), ("eleven",)]
+    assert read_lance(spark, properties, [*db, "events"]).count() == 5
