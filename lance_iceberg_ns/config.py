@@ -42,6 +42,12 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         ``root``: declare and register refuse anything outside them with
                         PermissionDenied, and the bridge reads, writes and deletes nothing outside
                         them (see ``lance_iceberg_ns.locations``).
+``default_namespace``   The namespace a table id of one part (a bare table name, as lancedb's
+                        ``open_table("orders")`` and DuckDB's Lance extension send it) belongs to,
+                        its parts joined by ``delimiter`` (``wh.sales``); ``list_tables`` at the root
+                        lists it (default: none, a one-part table id is InvalidInput).
+``delimiter``           What joins the parts of an identifier given as a property (default ``.``;
+                        give another when the warehouse's name has a dot).
 ``share_static_credentials``  Answer ``describe_table`` and ``declare_table`` with the secret
                         static ``storage.*`` options too (default true in process; the REST server
                         sets it false unless its operator opts in, so clients only ever get the
@@ -59,6 +65,7 @@ from urllib.parse import urlsplit
 
 from lance_namespace.errors import InvalidInputError
 
+from lance_iceberg_ns.identifiers import parse_namespace_id
 from lance_iceberg_ns.lifecycle import parse_duration
 from lance_iceberg_ns.storage_options import shown_to_callers, url_user_info
 
@@ -87,6 +94,8 @@ KNOWN_KEYS = {
     "allowed_locations",
     "share_static_credentials",
     "warehouses",
+    "default_namespace",
+    "delimiter",
 }
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -157,6 +166,23 @@ def _list_setting(properties: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in str(raw or "").split(",") if item.strip())
 
 
+def _namespace_setting(properties: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A namespace below a warehouse, its parts joined by the property ``delimiter`` (``.``)."""
+    raw = str(properties.get(key) or "").strip()
+    if not raw:
+        return ()
+    delimiter = str(properties.get("delimiter") or ".")
+    try:
+        namespace = parse_namespace_id(raw.split(delimiter))
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"Property '{key}': {exc}") from None
+    if namespace is None or not namespace.path:
+        raise InvalidInputError(
+            f"Property '{key}' must name a namespace inside a warehouse, such as wh{delimiter}sales"
+        )
+    return tuple(namespace.parts)
+
+
 def _absolute_root(raw: str | None) -> str:
     if not raw:
         return os.getcwd()
@@ -190,6 +216,7 @@ class Settings:
     commit_cache_seconds: int = 2
     allowed_locations: tuple[str, ...] = ()
     warehouses: tuple[str, ...] = ()
+    default_namespace: tuple[str, ...] = ()
     share_static_credentials: bool = True
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
@@ -239,6 +266,7 @@ class Settings:
             commit_cache_seconds=_int_setting(properties, "commit_cache_seconds", 2, 0),
             allowed_locations=_list_setting(properties, "allowed_locations"),
             warehouses=_list_setting(properties, "warehouses"),
+            default_namespace=_namespace_setting(properties, "default_namespace"),
             share_static_credentials=_bool_setting(properties, "share_static_credentials", True),
             storage_options=storage_options,
             catalog_properties=catalog_properties,

@@ -19,6 +19,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
@@ -141,3 +142,11 @@ def parse_table_id(raw: Sequence[str] | None) -> TableId:
             f"A table identifier needs a warehouse, a namespace and a table name, got {list(parts)}"
         )
     return TableId(NamespaceId(parts[0], _check_namespace_levels(parts[1:-1])), parts[-1])
+
+
+def in_default_namespace(raw: Any, default: Sequence[str]) -> Any:
+    """A table id of one part (a bare table name, as single-level clients send it) placed in the
+    ``default`` namespace, when one is configured; any other id as it is."""
+    if default and isinstance(raw, list | tuple) and len(raw) == 1:
+        return [*default, raw[0]]
+    return raw
