@@ -427,10 +427,11 @@ def register_lance_views(
 
     A view is named after its table; with ``recursive``, tables of the namespaces beneath too, named
     by their path below ``namespace_id`` joined by ``_`` (``sales_orders``). Names that are not plain
-    identifiers are written in backquotes. On Spark 4 a view is the ``lance`` data source: every
-    query reads the latest version, and ``INSERT INTO`` appends. On Spark 3.5 it is ``read_lance``'s
-    DataFrame, pinned to the version read here: register again to see newer data. Registering again
-    also drops the views this function made for the namespace whose tables are gone.
+    identifiers are written in backquotes. On Spark 4 a view is the ``lance`` data source, and
+    ``INSERT INTO`` appends; Spark keeps the source's read plan, so the view reads the version its
+    first query read. On Spark 3.5 it is ``read_lance``'s DataFrame, at the version read here.
+    Registering again refreshes the views, and drops those this function made for the namespace
+    whose tables are gone.
     """
     ns = as_namespace(namespace)
     parent = namespace_id.split(".") if isinstance(namespace_id, str) else list(namespace_id)

@@ -347,7 +347,7 @@ def test_recursive_views_are_named_by_their_path(
         register_lance_views(spark, properties, [warehouse], recursive=True)
 
 
-def test_views_on_spark35_are_pinned_until_registered_again(
+def test_views_read_one_version_until_registered_again(
     spark: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:
     from lance_iceberg_ns.spark import register_lance_views
@@ -355,9 +355,10 @@ def test_views_on_spark35_are_pinned_until_registered_again(
     table = [*db, "events"]
     write_lance(spark.range(10), properties, table)
     register_lance_views(spark, properties, db)
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == 10
     write_lance(spark.range(10, 15), properties, table, mode="append")
-    latest = int(pyspark.__version__.split(".")[0]) >= 4  # the lance data source reads the latest version
-    assert spark.sql("SELECT count(*) FROM events").first()[0] == (15 if latest else 10)
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == 10  # the version first read
+    assert spark.sql("SELECT count(*) FROM events WHERE id > 3").first()[0] == 6
     register_lance_views(spark, properties, db)
     assert spark.sql("SELECT count(*) FROM events").first()[0] == 15
 
@@ -368,6 +369,28 @@ def test_spark4_views_take_inserts(spark: SparkSession, properties: dict[str, st
 
     write_lance(spark.sql("select id, cast(id as string) as s from range(3)"), properties, [*db, "events"])
     register_lance_views(spark, properties, db)
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == 3
     spark.sql("INSERT INTO events VALUES (10, 'ten'), (11, 'eleven')")
-    assert spark.sql("SELECT s FROM events WHERE id >= 10 ORDER BY id").collect() == [("ten",), ("eleven",)]
-    assert read_lance(spark, properties, [*db, "events"]).count() == 5
+    spark.sql("INSERT INTO events SELECT id + 20, 'more' FROM range(2)")
+    assert read_lance(spark, properties, [*db, "events"]).count() == 7
+    register_lance_views(spark, properties, db)  # the view reads the version it first read: register again
+    assert spark.sql("SELECT s FROM events WHERE id >= 10 ORDER BY id").collect() == [
+        ("ten",),
+        ("eleven",),
+        ("more",),
+        ("more",),
+    ]
+
+
+def test_views_never_show_the_secrets_they_read_with(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    write_lance(spark.range(3), properties, [*db, "events"])
+    secret = {**properties, "storage.aws_access_key_id": "AKIDVIEW", "storage.aws_secret_access_key": "s3cr3tview"}
+    register_lance_views(spark, secret, db)
+    shown = [spark.sql("EXPLAIN EXTENDED SELECT * FROM events WHERE id > 0").first()[0]]
+    shown += [str(spark.sql(query).collect()) for query in ("DESCRIBE EXTENDED events", "SHOW TABLES")]
+    assert spark.sql("SELECT count(*) FROM events").first()[0] == 3
+    assert "s3cr3tview" not in "\n".join(shown)
