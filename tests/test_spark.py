@@ -361,6 +361,9 @@ def test_views_read_one_version_until_registered_again(
     assert spark.sql("SELECT count(*) FROM events WHERE id > 3").first()[0] == 6
     register_lance_views(spark, properties, db)
     assert spark.sql("SELECT count(*) FROM events").first()[0] == 15
+    if int(pyspark.__version__.split(".")[0]) < 4:  # a DataFrame's view is no table to insert into
+        with pytest.raises(Exception, match="(?i)insert"):
+            spark.sql("INSERT INTO events VALUES (99)")
 
 
 @needs_spark4
