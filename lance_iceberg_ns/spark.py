@@ -434,7 +434,7 @@ def register_lance_views(
     whose tables are gone.
     """
     ns = as_namespace(namespace)
-    parent = namespace_id.split(".") if isinstance(namespace_id, str) else list(namespace_id)
+    parent = _namespace_parts(namespace_id)
     views = _view_names(parent, _lance_tables(ns, parent, recursive))
     source = _lance_source(spark)
     for name, table_id in views.items():
@@ -451,6 +451,13 @@ def register_lance_views(
         del made[name]
     made.update(dict.fromkeys(views, registration))
     return sorted(views)
+
+
+def _namespace_parts(namespace_id: str | Sequence[str]) -> list[str]:
+    """``"wh.db"`` or ``["wh", "db"]`` as its parts; ``""`` is the root (every configured warehouse)."""
+    if isinstance(namespace_id, str):
+        return namespace_id.split(".") if namespace_id else []
+    return list(namespace_id)
 
 
 def _lance_tables(ns: IcebergLanceNamespace, parent: list[str], recursive: bool) -> list[list[str]]:

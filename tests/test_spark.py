@@ -340,6 +340,8 @@ def test_recursive_views_are_named_by_their_path(
     assert spark.sql("SELECT count(*) FROM sales_eu_orders").first()[0] == 4
     assert register_lance_views(spark, properties, [warehouse, "sales"], recursive=True) == ["eu_orders", "orders"]
     assert spark.sql("SELECT count(*) FROM orders").first()[0] == 3
+    every_warehouse = register_lance_views(spark, {**properties, "warehouses": warehouse}, "", recursive=True)
+    assert every_warehouse == [f"{warehouse}_hr_people", f"{warehouse}_sales_eu_orders", f"{warehouse}_sales_orders"]
 
     ns.create_namespace({"id": [warehouse, "sales_eu"]})
     write_lance(spark.range(1), properties, [warehouse, "sales_eu", "orders"])
