@@ -12,11 +12,12 @@ ConcurrentModification (14), and pylance retries on top of the winner. Several t
 together through the catalog's ``transactions/commit`` endpoint, where every requirement is
 checked before any table changes.
 
-pylance stages each manifest (``_versions/<n>.manifest-<uuid>``), asks the namespace to create
-the version with that path, then copies it to its final name itself. The catalog keeps the staged
-path (a snapshot is immutable); reads answer the final path once it exists, and finalize it
-themselves when a writer died before doing so. Staged copies left behind are removed with the
-orphan files (``lance_iceberg_ns.orphans``).
+pylance stages each manifest (``_versions/<n>.manifest-<uuid>``) and asks the namespace to create
+the version with that path; the namespace copies it to its final name once the catalog committed
+(``finalize``), so readers by location see it at once. The catalog keeps the staged path (a
+snapshot is immutable); reads answer the final path, and finalize it themselves when a writer died
+before that copy. Staged copies left behind are removed with the orphan files
+(``lance_iceberg_ns.orphans``).
 """
 
 from __future__ import annotations
@@ -230,6 +231,42 @@ def discard_staged(location: str, storage_options: Mapping[str, str], manifest_p
     filesystem, root = filesystem_for(location, storage_options)
     with contextlib.suppress(OSError):
         filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
+
+
+def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:
+    """After the catalog committed ``version``: its manifest under its final name, the staged copy
+    gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
+    manifest itself: it expects the namespace to, as the reference does; otherwise a reader by
+    location sees the version before, and pylance's next open through the namespace finalizes it
+    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later."""
+    name = version.manifest_path.rsplit("/", 1)[-1]
+    if not _STAGED.match(name):
+        return version
+    filesystem, root = filesystem_for(location, storage_options)
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    try:
+        filesystem.copy_file(f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
+    except OSError:
+        return version
+    with contextlib.suppress(OSError):
+        filesystem.delete_file(f"{directory}/{name}")
+    final_path = f"{version.manifest_path[: -len(name)]}{final_manifest_name(name)}"
+    return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
+
+
+def refuse_written_by_path(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
+    """InvalidTableStateError when the version's final manifest already exists: a writer by path
+    committed that version behind the catalog's back, and the catalog must not name other data."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    if not _STAGED.match(name):
+        return
+    filesystem, root = filesystem_for(location, storage_options)
+    final = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{final_manifest_name(name)}"
+    if filesystem.get_file_info(final).type == pafs.FileType.File:
+        raise InvalidTableStateError(
+            f"Version {final_manifest_name(name)} of the table at {location} was written by a writer that went by "
+            "its location, not through the catalog: a managed table is written only through the namespace"
+        )
 
 
 def _finalize_abandoned(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:

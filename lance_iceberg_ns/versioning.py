@@ -127,10 +127,15 @@ class Versions:
 
     def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
         """Commit ``request``'s version on top of ``current``, the table as last loaded."""
+        files = self._files_of(current)
+        commit = None
         try:
             commit = managed.plan_version(current, request)
+            managed.refuse_written_by_path(current.metadata.location, files, request.manifest_path)
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
-            managed.discard_staged(current.metadata.location, self._files_of(current), request.manifest_path)
+            if commit is not None:
+                commit.discard()
+            managed.discard_staged(current.metadata.location, files, request.manifest_path)
             raise
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
@@ -139,7 +144,7 @@ class Versions:
             commit.discard()
             raise
         self._state.committed(table, managed.committed(current, commit))  # the next write's describe
-        return CreateTableVersionResponse(version=commit.version)
+        return CreateTableVersionResponse(version=managed.finalize(current.metadata.location, files, commit.version))
 
     def create_together(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
         entries = list(request.entries or [])
@@ -151,17 +156,22 @@ class Versions:
         if len({tuple(table.parts) for table in tables}) != len(tables):
             raise InvalidInputError("An atomic commit takes one version per table")
         commits: list[managed.VersionCommit] = []
+        places: list[tuple[str, dict[str, str]]] = []
         try:
             for table, entry in zip(tables, entries, strict=True):
                 refuse_branch(entry.branch, "batch_create_table_versions")
-                commits.append(managed.plan_version(self._managed_table(table), entry))
+                loaded = self._managed_table(table)
+                places.append((loaded.metadata.location, self._files_of(loaded)))
+                commits.append(managed.plan_version(loaded, entry))
+                managed.refuse_written_by_path(*places[-1], entry.manifest_path)
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except BaseException:
             for commit in commits:
                 commit.discard()
             raise
-        return BatchCreateTableVersionsResponse(versions=[commit.version for commit in commits])
+        versions = [managed.finalize(*place, commit.version) for place, commit in zip(places, commits, strict=True)]
+        return BatchCreateTableVersionsResponse(versions=versions)
 
     def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)

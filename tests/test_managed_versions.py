@@ -77,11 +77,11 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     location = managed_ns.describe_table({"id": table_id}).location
     assert _final_versions(location) == [1, 2, 3]
 
-    # the staged copies pylance keeps are orphans once final: removed, and every version still reads
-    staged = find_orphan_files(location, {}, older_than=0, dry_run=True).files
-    assert len(staged) == 3 and all(name.startswith("_versions/") and "-" in name for name in staged)
-    assert remove_orphan_files(managed_ns, table_id, older_than=0).files == staged
-    assert find_orphan_files(location, {}, older_than=0).files == []
+    # each commit finalized its manifest and removed the staged copy, so a reader by location sees
+    # the latest version at once and nothing is left over
+    assert lance.dataset(location).version == 3
+    assert find_orphan_files(location, {}, older_than=0, dry_run=True).files == []
+    assert remove_orphan_files(managed_ns, table_id, older_than=0).files == []
     for version, rows in ((1, 2), (2, 3), (3, 1)):
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=version).count_rows() == rows
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
@@ -407,3 +407,28 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 4]
     reader.close()
+
+
+def test_a_commit_finalizes_its_manifest_so_readers_by_location_see_it_at_once(
+    managed_ns: IcebergLanceNamespace, db: list[str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    table_id = [*db, "fresh"]
+    location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
+    assert lance.dataset(location).count_rows() == 1  # by location, right after the first commit
+    for appended in range(2, 5):
+        lance.write_dataset(pa.table({"id": [appended]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+        assert lance.dataset(location).count_rows() == appended
+    assert "external manifest index could not be updated" not in capfd.readouterr().err
+    assert not [name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name]
+
+
+def test_a_version_written_by_location_behind_the_catalog_is_refused_at_the_next_commit(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "bypassed"]
+    location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
+    lance.write_dataset(pa.table({"id": [99]}), location, mode="append")  # a writer that goes by path
+    staged = f"{location}/_versions/{2**64 - 1 - 2}.manifest-0a-1b"  # version 2, as pylance stages it
+    with pytest.raises(InvalidTableStateError, match="went by its location"):
+        managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": staged})
+    assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1]
