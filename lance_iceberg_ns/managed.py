@@ -244,29 +244,30 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
         return version
     filesystem, root = filesystem_for(location, storage_options)
     directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    try:
-        filesystem.copy_file(f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
+    try:  # a rename where the store has one: a reader never sees a final manifest half written
+        filesystem.move(f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
     except OSError:
         return version
-    with contextlib.suppress(OSError):
-        filesystem.delete_file(f"{directory}/{name}")
     final_path = f"{version.manifest_path[: -len(name)]}{final_manifest_name(name)}"
     return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
 
 
-def refuse_written_by_path(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
-    """InvalidTableStateError when the version's final manifest already exists: a writer by path
-    committed that version behind the catalog's back, and the catalog must not name other data."""
+def final_written(location: str, storage_options: Mapping[str, str], manifest_path: str) -> bool:
+    """Whether the final manifest of a staged one already exists (the version was committed)."""
     name = manifest_path.rsplit("/", 1)[-1]
     if not _STAGED.match(name):
-        return
+        return False
     filesystem, root = filesystem_for(location, storage_options)
     final = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{final_manifest_name(name)}"
-    if filesystem.get_file_info(final).type == pafs.FileType.File:
-        raise InvalidTableStateError(
-            f"Version {final_manifest_name(name)} of the table at {location} was written by a writer that went by "
-            "its location, not through the catalog: a managed table is written only through the namespace"
-        )
+    return bool(filesystem.get_file_info(final).type == pafs.FileType.File)
+
+
+def written_by_path(table: Table) -> InvalidTableStateError:
+    """The refusal of a version that a writer by location committed behind the catalog's back."""
+    return InvalidTableStateError(
+        f"A version of {'.'.join(table.name())} was written by a writer that went by its location, not through "
+        "the catalog: a table whose versions the catalog manages is written only through the namespace"
+    )
 
 
 def _finalize_abandoned(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:

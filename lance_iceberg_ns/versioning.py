@@ -128,13 +128,12 @@ class Versions:
     def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
         """Commit ``request``'s version on top of ``current``, the table as last loaded."""
         files = self._files_of(current)
-        commit = None
         try:
             commit = managed.plan_version(current, request)
-            managed.refuse_written_by_path(current.metadata.location, files, request.manifest_path)
-        except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
-            if commit is not None:
+            if managed.final_written(current.metadata.location, files, request.manifest_path):
                 commit.discard()
+                self._refuse_written_by_path(table, request)
+        except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
             managed.discard_staged(current.metadata.location, files, request.manifest_path)
             raise
         self._state.forget(table)  # whatever happens next, the remembered state is past
@@ -145,6 +144,14 @@ class Versions:
             raise
         self._state.committed(table, managed.committed(current, commit))  # the next write's describe
         return CreateTableVersionResponse(version=managed.finalize(current.metadata.location, files, commit.version))
+
+    def _refuse_written_by_path(self, table: TableId, request: Any) -> None:
+        """The version's final manifest exists: ConcurrentModificationError when a writer through
+        the catalog took the version (the catalog, asked again, has it), else InvalidTableStateError:
+        a writer by location committed it behind the catalog's back."""
+        fresh = self._managed_table(table)
+        managed.plan_version(fresh, request).discard()
+        raise managed.written_by_path(fresh)
 
     def create_together(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
         entries = list(request.entries or [])
@@ -163,7 +170,6 @@ class Versions:
                 loaded = self._managed_table(table)
                 places.append((loaded.metadata.location, self._files_of(loaded)))
                 commits.append(managed.plan_version(loaded, entry))
-                managed.refuse_written_by_path(*places[-1], entry.manifest_path)
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except BaseException:
