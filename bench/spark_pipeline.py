@@ -16,8 +16,6 @@ information; a JVM writer (lance-spark against ``lance-iceberg-ns serve``) is wh
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,11 +23,10 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.spark import read_lance, write_lance
+from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance
 from lance_iceberg_ns.testing import local_catalog
 
 
@@ -44,16 +41,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark_session("lance-iceberg-ns benchmark", config={"spark.driver.memory": "4g"})
     source = spark.range(0, args.rows, numPartitions=args.partitions).select(
         F.col("id"), (F.col("id") * 0.5).alias("value"), F.concat(F.lit("k"), F.col("id") % 1000).alias("key")
     )

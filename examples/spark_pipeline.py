@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
 import tempfile
 from collections.abc import Iterator
 
 from lance_namespace import CreateNamespaceRequest
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.spark import read_lance, write_lance
+from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance
 
 TABLE = ["demo_wh", "analytics", "page_views"]
 
@@ -43,17 +40,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     args = parser.parse_args()
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("lance-iceberg-ns example")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark_session("lance-iceberg-ns example", config={"spark.sql.shuffle.partitions": "4"})
     with catalog_endpoint(args.endpoint) as endpoint:
         properties = {"endpoint": endpoint, "root": args.root or tempfile.mkdtemp(prefix="lance-example-")}
         ns = IcebergLanceNamespace(**properties)

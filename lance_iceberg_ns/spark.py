@@ -18,6 +18,7 @@ import inspect
 import json
 import math
 import os
+import sys
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,31 @@ class WriteResult:
     version: int
     fragments: int
     rows: int
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def local_spark_session(app_name: str, master: str = "local[2]", config: Mapping[str, str] | None = None) -> Any:
+    """A Spark session on this machine alone: the driver bound to loopback, no UI or progress bars,
+    Python workers on this interpreter, logs at ERROR. ``config``: more settings (partitions,
+    ``spark.jars``, a catalog). For examples, benchmarks and tests; clusters bring their own."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = {
+        "spark.driver.host": LOOPBACK,
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        **(config or {}),
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -15,7 +15,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import lance.namespace
 import pytest
@@ -182,6 +182,19 @@ def no_secret_in_debug_logs() -> Iterator[None]:
         for name, level in quiet.items():
             logging.getLogger(name).setLevel(level)
     assert not capture.leaks, capture.leaks[:5]
+
+
+@pytest.fixture
+def duckdb_with_lance() -> Iterator[Any]:
+    """DuckDB with the Lance extension of the installed wheel (its version pinned to DuckDB's)."""
+    duckdb = pytest.importorskip("duckdb")
+    extension = pytest.importorskip("duckdb_extension_lance")
+    found = sorted(Path(extension.__file__).parent.glob("extensions/*/lance.duckdb_extension"))
+    assert found, "the wheel's extension file"
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    connection.execute(f"LOAD '{found[-1]}'")
+    yield connection
+    connection.close()
 
 
 from .scene import scene  # noqa: E402, F401  (a fixture for every module)

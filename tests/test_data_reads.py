@@ -590,19 +590,6 @@ def test_lancedb_in_process_pushdown_finds_what_it_finds_locally(
         theirs.open_table(reference.table_id[-1], namespace_path=reference.table_id[:-1]).search().limit(3).to_arrow()
 
 
-@pytest.fixture
-def duckdb_with_lance() -> Any:
-    """DuckDB with the Lance extension of the installed wheel (its version pinned to DuckDB's)."""
-    duckdb = pytest.importorskip("duckdb")
-    extension = pytest.importorskip("duckdb_extension_lance")
-    found = sorted(Path(extension.__file__).parent.glob("extensions/*/lance.duckdb_extension"))
-    assert found, "the wheel's extension file"
-    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    connection.execute(f"LOAD '{found[-1]}'")
-    yield connection
-    connection.close()
-
-
 def test_duckdb_attaches_a_namespace_and_scans_and_searches_what_pylance_finds(
     ours: Side, server: RunningServer, duckdb_with_lance: Any
 ) -> None:

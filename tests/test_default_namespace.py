@@ -69,19 +69,6 @@ def test_lancedb_in_process_names_tables_of_the_default_namespace_alone(
     _lancedb_round_trip(lancedb.connect_namespace("iceberg", properties), ns, sales)
 
 
-@pytest.fixture
-def duckdb_with_lance() -> Iterator[Any]:
-    """DuckDB with the Lance extension of the installed wheel (its version pinned to DuckDB's)."""
-    duckdb = pytest.importorskip("duckdb")
-    extension = pytest.importorskip("duckdb_extension_lance")
-    found = sorted(Path(extension.__file__).parent.glob("extensions/*/lance.duckdb_extension"))
-    assert found, "the wheel's extension file"
-    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    connection.execute(f"LOAD '{found[-1]}'")
-    yield connection
-    connection.close()
-
-
 @pytest.mark.parametrize("attached", ["root", "default"])
 def test_duckdb_attached_creates_selects_and_drops_in_the_default_namespace(
     served: ServedProcess, ns: IcebergLanceNamespace, sales: list[str], duckdb_with_lance: Any, attached: str

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.types import LongType  # noqa: E402
 
 from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
-from lance_iceberg_ns.spark import read_lance, write_lance  # noqa: E402
+from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance  # noqa: E402
 
 ALL_TYPES = """
 select id,
@@ -40,17 +40,8 @@ from range({rows})
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2,3]")  # 3 attempts per task: retries happen locally
-        .appName("lance-iceberg-ns tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    # local[2,3]: 3 attempts per task, so retries happen locally
+    session = local_spark_session("lance-iceberg-ns tests", "local[2,3]", {"spark.sql.shuffle.partitions": "4"})
     yield session
     session.stop()
 

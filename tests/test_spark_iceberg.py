@@ -9,7 +9,6 @@ Scala 2.12): ``scripts/test.sh`` runs it in ``.venv-pyspark35``."""
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pyspark import SparkContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
+from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
 from lance_iceberg_ns.testing.build import spark_rest_client_jars  # noqa: E402
 
 from .helpers import files_under, other_client  # noqa: E402
@@ -75,24 +75,18 @@ def lake(catalog_server: object, tmp_path_factory: pytest.TempPathFactory) -> It
     endpoint = catalog_server.endpoint  # type: ignore[attr-defined]
     warehouse = f"wh_{uuid.uuid4().hex[:10]}"
     _fresh_jvm()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lance-iceberg-ns: Spark's Iceberg catalog")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.jars", ",".join(str(jar) for jar in spark_rest_client_jars()))
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
-        .config("spark.sql.catalog.lake.type", "rest")
-        .config("spark.sql.catalog.lake.uri", endpoint)
-        .config("spark.sql.catalog.lake.warehouse", warehouse)
-        .getOrCreate()
+    session = local_spark_session(
+        "lance-iceberg-ns: Spark's Iceberg catalog",
+        config={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.jars": ",".join(str(jar) for jar in spark_rest_client_jars()),
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.lake.type": "rest",
+            "spark.sql.catalog.lake.uri": endpoint,
+            "spark.sql.catalog.lake.warehouse": warehouse,
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield Lake(session, warehouse, endpoint, tmp_path_factory.mktemp("lance"))
     session.stop()
     _fresh_jvm()  # the next module's Spark starts without the Iceberg extensions

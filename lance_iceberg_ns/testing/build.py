@@ -200,15 +200,19 @@ def _built_once(build_dir: Path, build: Callable[[Path], None]) -> Path:
     return build_dir
 
 
+def _require(what: str, tools: tuple[str, ...], jars: tuple[str, ...], packages: str) -> None:
+    """LocalCatalogUnavailable, saying what to install, unless the JDK's ``tools`` are on PATH and
+    the Debian ``jars`` are in place."""
+    if any(shutil.which(tool) is None for tool in tools):
+        raise LocalCatalogUnavailable(f"{what} needs a JDK ({' and '.join(tools)}, 17 or newer) on PATH")
+    missing = [jar for jar in jars if not os.path.exists(jar)]
+    if missing:
+        raise LocalCatalogUnavailable(f"{what} needs {', '.join(missing)}: apt-get install {packages}")
+
+
 def build_local_catalog() -> BuiltCatalog:
     """Compile the local catalog if this combination of inputs has not been built yet."""
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        raise LocalCatalogUnavailable("the local catalog needs a JDK (java and javac, 17 or newer) on PATH")
-    missing = [jar for jar in SYSTEM_JARS if not os.path.exists(jar)]
-    if missing:
-        raise LocalCatalogUnavailable(
-            f"the local catalog needs {', '.join(missing)}: apt-get install {SYSTEM_PACKAGES}"
-        )
+    _require("the local catalog", ("java", "javac"), SYSTEM_JARS, SYSTEM_PACKAGES)
     runtime_jar = iceberg_runtime_jar()
     sources = _java_source_texts()
 
@@ -231,13 +235,7 @@ def spark_rest_client_jars() -> list[Path]:
     jar, and the relocated Jackson and Apache HttpClient 5 that Iceberg's REST client
     (``HTTPClient``) was compiled against, which the runtime jar leaves out (with the stand-in of
     ``TlsSocketStrategy.java``). Built once per combination of inputs."""
-    if shutil.which("javac") is None:
-        raise LocalCatalogUnavailable("Iceberg's REST client for Spark needs a JDK (javac, 17 or newer) on PATH")
-    missing = [jar for jar in HTTP_CLIENT_JARS if not os.path.exists(jar)]
-    if missing:
-        raise LocalCatalogUnavailable(
-            f"Iceberg's REST client needs {', '.join(missing)}: apt-get install {HTTP_CLIENT_PACKAGES}"
-        )
+    _require("Iceberg's REST client for Spark", ("javac",), HTTP_CLIENT_JARS, HTTP_CLIENT_PACKAGES)
     runtime_jar = iceberg_runtime_jar()
     stand_in = (resources.files("lance_iceberg_ns.testing") / "java" / HTTP_CLIENT_STAND_IN).read_bytes()
 
