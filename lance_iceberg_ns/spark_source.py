@@ -85,19 +85,25 @@ class LanceCommitMessage(WriterCommitMessage):  # type: ignore[misc]
 
 
 class LanceArrowWriter(DataSourceArrowWriter):  # type: ignore[misc]
-    def __init__(self, plan: TableWrite) -> None:
+    def __init__(self, plan: TableWrite, options: Mapping[str, str]) -> None:
         self.plan = plan
+        self.options = dict(options)  # the driver commits a managed table through a bridge made of them
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         return LanceCommitMessage(self.plan.write_fragments(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.plan.commit(
+        fragments = [
             fragment
             for message in messages
             if isinstance(message, LanceCommitMessage)
             for fragment in message.fragments
-        )
+        ]
+        if not self.plan.managed:
+            self.plan.commit(fragments)
+            return
+        with _bridge(self.options) as ns:  # the catalog arbitrates the version of a managed table
+            self.plan.commit(fragments, ns)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing was committed, so the table is unchanged; written files are orphans."""
@@ -158,7 +164,7 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
             _vector_columns(self.options.get("vector_columns")),
             int(self.options.get("max_rows_per_file") or 1024 * 1024),
         )
-        return LanceArrowWriter(plan)
+        return LanceArrowWriter(plan, self.options)
 
 
 def register_lance_data_source(spark: SparkSession) -> None:
