@@ -1,0 +1,136 @@
+"""Lance tables in the Iceberg catalog from Ray, through lance-ray (extra ``ray``).
+
+lance-ray gives every worker the namespace as ``namespace_impl`` and ``namespace_properties``;
+each worker process connects with ``lance_namespace.connect``. A short name such as ``"iceberg"``
+is looked up only in that process's registry (``lance_namespace`` has no entry points), so a fresh
+worker does not know it, and one that imported lance-namespace-impls knows it as that package's
+class. Two ways work in every worker:
+
+- the class path ``registry.CLASS_PATH`` (``"lance_iceberg_ns.IcebergLanceNamespace"``): the worker
+  imports it, nothing to set up, on any engine; ``write_lance`` below uses it;
+- ``runtime_env()``: every worker process registers the bridge when it starts (Ray's
+  ``worker_process_setup_hook``), so ``namespace_impl="iceberg"`` means this bridge there too,
+  whatever the worker imports later.
+
+A package-wide start-up hook (a ``.pth`` file) would also reach fresh processes, but it runs in
+every Python program of the environment and is not installed by every installer; it is not used.
+
+A lance-ray write with ``mode="create"`` declares the table on the driver before its workers write;
+when a worker fails, the table stays declared with no version (reads fail, a new create is
+TableAlreadyExists). ``write_lance`` removes such a table with the files written for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args
+
+from lance_namespace import DeclareTableRequest, DescribeTableRequest
+from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableNotFoundError
+
+from lance_iceberg_ns import registry
+from lance_iceberg_ns.identifiers import parse_table_id
+from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+
+logger = logging.getLogger(__name__)
+
+WORKER_SETUP_HOOK = f"{registry.__name__}.{registry.register.__name__}"
+WriteMode = Literal["create", "append", "overwrite"]
+WRITE_MODES: tuple[str, ...] = get_args(WriteMode)
+_HOOK = "worker_process_setup_hook"
+
+
+class RayWriteError(RuntimeError):
+    """A Ray write failed in a worker; nothing of it was committed."""
+
+
+def runtime_env(base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``base`` (a Ray runtime environment) with the setup hook that registers the bridge in every
+    worker process, for ``ray.init(runtime_env=...)``. Raises InvalidInputError when ``base`` has a
+    hook of its own (Ray runs one): call ``lance_iceberg_ns.registry.register()`` from it."""
+    env = dict(base or {})
+    if env.setdefault(_HOOK, WORKER_SETUP_HOOK) != WORKER_SETUP_HOOK:
+        raise InvalidInputError(f"The runtime environment has a {_HOOK} of its own: call {WORKER_SETUP_HOOK}() from it")
+    return env
+
+
+def write_lance(
+    ds: Any,
+    namespace: IcebergLanceNamespace | Mapping[str, str],
+    table_id: Sequence[str],
+    mode: WriteMode = "create",
+    **options: Any,
+) -> None:
+    """Write a Ray Dataset as a Lance table registered in the catalog, with ``lance_ray.write_lance``
+    (``options`` go to it). The workers connect by class path, so no setup hook is needed.
+
+    ``create`` declares the table (TableAlreadyExists when it exists, before any work);
+    ``overwrite`` declares it when missing; ``append`` needs it. When the write fails, a table it
+    declared is removed with the files written for it, and RayWriteError names the workers' cause
+    (errors of the namespace itself are raised as they are).
+    """
+    import lance_ray
+
+    if mode not in WRITE_MODES:
+        raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    ns = as_namespace(namespace)
+    table = list(table_id)
+    declared = _declare_if_new(ns, table, mode)
+    try:
+        lance_ray.write_lance(
+            ds,
+            table_id=table,
+            mode="overwrite" if declared else mode,  # over the table just declared
+            namespace_impl=registry.CLASS_PATH,
+            namespace_properties=ns.properties,
+            **options,
+        )
+    except Exception as error:
+        removed = declared and _remove_uncommitted(ns, table)
+        if isinstance(error, LanceNamespaceError):
+            raise
+        cause = _worker_cause(error)
+        said = (str(cause).strip().splitlines() or [""])[0][:500].rstrip(".")
+        outcome = "the table it declared was removed" if removed else "nothing was committed"
+        raise RayWriteError(
+            f"Writing {'.'.join(table)} with Ray failed ({type(cause).__name__}: {said}); {outcome}"
+        ) from error
+
+
+def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> bool:
+    """Declare the table for ``create``, and for ``overwrite`` when it is missing; True if declared."""
+    if mode == "overwrite":
+        try:
+            ns.describe_table(DescribeTableRequest(id=table))
+            return False
+        except TableNotFoundError:
+            pass
+    elif mode == "append":
+        return False
+    ns.declare_table(DeclareTableRequest(id=table))
+    return True
+
+
+def _remove_uncommitted(ns: IcebergLanceNamespace, table: list[str]) -> bool:
+    """Remove a table that is still only declared, and the files written at its location; a table
+    with a committed version stays. True when removed."""
+    try:
+        if not ns.describe_table(DescribeTableRequest(id=table, check_declared=True)).is_only_declared:
+            return False
+        parsed = parse_table_id(table)
+        ns.placement.remove(parsed, ns.companions.load(parsed))
+    except Exception:  # the write's own error is the one to raise
+        logger.warning("The declared table %s could not be removed; drop it with drop_table", table, exc_info=True)
+        return False
+    return True
+
+
+def _worker_cause(error: BaseException) -> BaseException:
+    """The exception raised in the worker: Ray keeps it as ``cause``, Ray Data raises its own from it."""
+    for _ in range(10):  # a few wrappers deep at most
+        cause = getattr(error, "cause", None) or error.__cause__
+        if not isinstance(cause, BaseException) or cause is error:
+            break
+        error = cause
+    return error
