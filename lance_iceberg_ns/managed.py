@@ -56,6 +56,7 @@ from pyiceberg.table.update import (
 
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.versions import manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
 MAIN_BRANCH = "main"
@@ -262,11 +263,29 @@ def final_written(location: str, storage_options: Mapping[str, str], manifest_pa
     return bool(filesystem.get_file_info(final).type == pafs.FileType.File)
 
 
-def written_by_path(table: Table) -> InvalidTableStateError:
-    """The refusal of a version that a writer by location committed behind the catalog's back."""
+def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
+    """The version after the catalog's latest when a writer by location already committed it (its
+    final manifest is in ``_versions/``), else None: one look, in the naming scheme of the latest."""
+    latest = _latest_lance_snapshot(table)
+    recorded = final_manifest_name(_summary(latest).get(MANIFEST_KEY, ""))
+    following = _version_of(latest) + 1
+    filesystem, root = filesystem_for(table.metadata.location, storage_options)
+    name = manifest_name(following, v2=latest is None or len(recorded) == len(manifest_name(0)))
+    found = filesystem.get_file_info(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
+    return following if found.type == pafs.FileType.File else None
+
+
+def written_by_path(table: Table, version: int) -> InvalidTableStateError:
+    """The refusal of a new version while ``version`` was committed by a writer that went by the
+    table's location, behind the catalog's back; it names both ways out."""
+    name, latest = ".".join(table.name()), latest_version(table)
     return InvalidTableStateError(
-        f"A version of {'.'.join(table.name())} was written by a writer that went by its location, not through "
-        "the catalog: a table whose versions the catalog manages is written only through the namespace"
+        f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
+        f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
+        "whose versions the catalog manages takes no new version while its dataset is ahead of the catalog. "
+        "Record the versions written by location in the catalog with "
+        "lance_iceberg_ns.adoption.adopt_versions_written_by_location, then restore_table to version "
+        f"{latest} if their data should not stay; write only through the namespace from then on"
     )
 
 

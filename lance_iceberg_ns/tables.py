@@ -78,14 +78,20 @@ class Tables:
         if writing:  # proved its own: an entry made before the engine protection gains it
             self.companions.protect(table, loaded)
         if writing and resolved.managed:
-            self._refuse_rolled_back(table, loaded)
+            self._refuse_unwritable(table, loaded, resolved.storage_options)
         return resolved
 
-    def _refuse_rolled_back(self, table: TableId, loaded: TableSummary) -> None:
-        """A managed table whose main an Iceberg engine moved back takes no new version: refused
-        before pylance stages one (it would only learn that the commit's result is unknown)."""
-        if managed.may_be_behind(self.companions.table_from_summary(table, loaded)):
-            managed.refuse_if_rolled_back(self.companions.load_table(table, history=True))
+    def _refuse_unwritable(self, table: TableId, loaded: TableSummary, storage_options: dict[str, str]) -> None:
+        """A managed table whose main an Iceberg engine moved back, or whose dataset a writer by
+        location moved ahead of the catalog, takes no new version: refused before pylance stages
+        one (it would only learn that the commit's result is unknown)."""
+        current = self.companions.table_from_summary(table, loaded)
+        if managed.may_be_behind(current) or not managed.knows_latest(current):
+            current = self.companions.load_table(table, history=True)
+            managed.refuse_if_rolled_back(current)
+        written = managed.written_by_path_after(current, storage_options)
+        if written is not None:
+            raise managed.written_by_path(current, written)
 
     # --- operations -----------------------------------------------------------------------------
 

@@ -22,7 +22,12 @@ from lance_namespace import (
     RestoreTableResponse,
     TableVersion,
 )
-from lance_namespace.errors import InvalidInputError, InvalidTableStateError, UnsupportedOperationError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    InvalidTableStateError,
+    UnsupportedOperationError,
+)
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import managed, versions
@@ -129,10 +134,8 @@ class Versions:
         """Commit ``request``'s version on top of ``current``, the table as last loaded."""
         files = self._files_of(current)
         try:
+            current = self._refuse_written_by_path(table, current, files, request)
             commit = managed.plan_version(current, request)
-            if managed.final_written(current.metadata.location, files, request.manifest_path):
-                commit.discard()
-                self._refuse_written_by_path(table, request)
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
             managed.discard_staged(current.metadata.location, files, request.manifest_path)
             raise
@@ -145,13 +148,28 @@ class Versions:
         self._state.committed(table, managed.committed(current, commit))  # the next write's describe
         return CreateTableVersionResponse(version=managed.finalize(current.metadata.location, files, commit.version))
 
-    def _refuse_written_by_path(self, table: TableId, request: Any) -> None:
-        """The version's final manifest exists: ConcurrentModificationError when a writer through
-        the catalog took the version (the catalog, asked again, has it), else InvalidTableStateError:
-        a writer by location committed it behind the catalog's back."""
-        fresh = self._managed_table(table)
-        managed.plan_version(fresh, request).discard()
-        raise managed.written_by_path(fresh)
+    def _refuse_written_by_path(self, table: TableId, current: Any, files: dict[str, str], request: Any) -> Any:
+        """Refuse a version when a writer went by the table's location: InvalidTableStateError when
+        the version's final manifest exists though the catalog (asked again) does not have it, or
+        when pylance numbered the version past a version written by location (its commit saw that
+        one on disk); ConcurrentModificationError when a writer through the catalog took the
+        version. Only a version whose final manifest exists or that leaves a gap costs a look
+        more. The table as it is known now."""
+        managed.refuse_if_rolled_back(current)  # a rollback leaves versions on disk the catalog is behind
+        taken = managed.final_written(current.metadata.location, files, request.manifest_path)
+        if taken:
+            current = self._managed_table(table)
+            if request.version <= managed.latest_version(current):
+                raise ConcurrentModificationError(
+                    f"Version {request.version} of {table} already exists (the latest is "
+                    f"{managed.latest_version(current)})"
+                )
+        elif request.version <= managed.latest_version(current) + 1:
+            return current
+        written = managed.written_by_path_after(current, files)
+        if taken or written is not None:
+            raise managed.written_by_path(current, written or request.version)
+        return current
 
     def create_together(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
         entries = list(request.entries or [])
@@ -169,6 +187,11 @@ class Versions:
                 refuse_branch(entry.branch, "batch_create_table_versions")
                 loaded = self._managed_table(table)
                 places.append((loaded.metadata.location, self._files_of(loaded)))
+                try:  # as a single commit: a version written by location behind the catalog is refused
+                    loaded = self._refuse_written_by_path(table, loaded, places[-1][1], entry)
+                except InvalidTableStateError:
+                    managed.discard_staged(*places[-1], entry.manifest_path)
+                    raise
                 commits.append(managed.plan_version(loaded, entry))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])

@@ -34,7 +34,13 @@ def version_of_manifest(name: str) -> int | None:
     return _U64_MAX - number if len(match.group(1)) == 20 else number
 
 
-def _manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:
+def manifest_name(version: int, v2: bool = True) -> str:
+    """The final manifest file name of a version in naming scheme V2 (or V1)."""
+    return f"{_U64_MAX - version:020d}.manifest" if v2 else f"{version}.manifest"
+
+
+def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:
+    """The final manifests in ``_versions/``, by version (one listing)."""
     filesystem, root = filesystem_for(location, storage_options)
     listed = filesystem.get_file_info(
         pafs.FileSelector(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}", allow_not_found=True)
@@ -56,7 +62,7 @@ def table_versions(
     dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str]
 ) -> list[TableVersion]:
     """Every version of ``dataset`` (opened at ``location``), oldest first."""
-    manifests = _manifests(location, storage_options)
+    manifests = final_manifests(location, storage_options)
     versions = []
     for entry in dataset.versions():
         number = int(entry["version"])

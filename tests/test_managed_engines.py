@@ -4,15 +4,23 @@ the namespace, in process and through the server."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import lance
 import pyarrow as pa
 import pytest
+import requests
+from lance_namespace.errors import InvalidTableStateError
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.atomic import write_together
+
+from .helpers import ipc
 
 
 @pytest.fixture
@@ -118,3 +126,108 @@ def test_the_spark_data_source_reads_the_version_the_catalog_names_after_each_ap
     assert spark.read.format("lance").options(**options).load().count() == 120
     assert _latest(managed_ns, table_id) == 3
     assert lance.dataset(location).count_rows() == 120 and _duckdb_count(location) == 120
+
+
+# --- writers by location ------------------------------------------------------------------------
+
+
+def _versions(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
+    return [v.version for v in ns.list_table_versions({"id": table_id}).versions]
+
+
+def _staged(location: str) -> list[str]:
+    return sorted(name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name)
+
+
+def _merge(rows: pa.Table) -> Callable[[lance.LanceDataset], Any]:
+    return lambda dataset: (
+        dataset.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+    )
+
+
+WRITTEN_BY_LOCATION = r"Version 3 of .* went by its location.*names version 2.*adopt_versions_written_by_location"
+
+
+def test_a_write_by_location_is_refused_by_name_at_the_next_commit_through_the_namespace_until_adopted(
+    managed_ns: IcebergLanceNamespace, db: list[str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    table_id = [*db, "events"]
+    location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
+    _append(managed_ns, table_id, _rows(100, 10))
+    lance.write_dataset(_rows(500, 5), location, mode="append")  # by path: version 3, behind the catalog's back
+    assert lance.dataset(location).count_rows() == 115  # readers by location see it, the catalog does not
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 110
+    capfd.readouterr()
+
+    # pylance through the namespace numbers its commit 4, after the version on disk: refused, by name
+    with pytest.raises(OSError, match="Commit result for version 4 is unknown"):
+        _append(managed_ns, table_id, _rows(110, 10))
+    with pytest.raises(OSError, match="Commit result for version 4 is unknown"):
+        _merge(_rows(0, 3))(lance.dataset(namespace_client=managed_ns, table_id=table_id))
+    assert re.search(WRITTEN_BY_LOCATION, capfd.readouterr().err)  # pylance logs the namespace's refusal
+    # the bridge's own writes are the typed error, before pylance stages anything
+    for write in (
+        lambda: managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10))),
+        lambda: managed_ns.merge_insert_into_table(
+            {"id": table_id, "on": ["id"], "when_matched_update_all": True, "when_not_matched_insert_all": True},
+            ipc(_rows(0, 3)),
+        ),
+        lambda: managed_ns.delete_from_table({"id": table_id, "predicate": "id < 5"}),
+    ):
+        with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+            write()
+    assert _versions(managed_ns, table_id) == [1, 2] and _staged(location) == []  # refusals leave nothing
+
+    # the way out the message names: the catalog records the version, and writes work again
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
+    assert adopt_versions_written_by_location(managed_ns, table_id) == []
+    _append(managed_ns, table_id, _rows(110, 10))
+    _merge(_rows(0, 3))(lance.dataset(namespace_client=managed_ns, table_id=table_id))
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5]
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 125
+    assert lance.dataset(location).count_rows() == 125 and lance.dataset(location).version == 5
+    managed_ns.restore_table({"id": table_id, "version": 2})  # the data written by location need not stay
+    assert lance.dataset(location).count_rows() == 110 and _versions(managed_ns, table_id)[-1] == 6
+
+
+def test_a_version_written_by_location_is_a_409_through_the_server(
+    managed_ns: IcebergLanceNamespace, server: Any, db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
+    _append(managed_ns, table_id, _rows(100, 10))
+    lance.write_dataset(_rows(500, 5), location, mode="append")
+    table = f"{server.uri}/v1/table/{'$'.join(table_id)}"
+    merge = "on=id&when_matched_update_all=true&when_not_matched_insert_all=true"
+    staged = {"version": 4, "manifest_path": f"{location}/_versions/{2**64 - 1 - 4}.manifest-0a-1b"}
+    for answer in (
+        requests.post(f"{table}/insert", data=ipc(_rows(110, 10)), timeout=30),
+        requests.post(f"{table}/merge_insert?{merge}", data=ipc(_rows(0, 3)), timeout=30),
+        requests.post(f"{table}/version/create", json=staged, timeout=30),  # what pylance sends through the server
+    ):
+        assert (answer.status_code, answer.json()["code"]) == (409, 19), answer.text
+        assert re.search(WRITTEN_BY_LOCATION, answer.json()["error"]), answer.text
+    assert _versions(managed_ns, table_id) == [1, 2]
+
+
+def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_table(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_together(managed_ns, [(orders, _rows(0, 2), "create"), (lines, _rows(0, 3), "create")])
+    write_together(managed_ns, [(orders, _rows(2, 2), "append"), (lines, _rows(3, 3), "append")])
+    lines_location = managed_ns.describe_table({"id": lines}).location
+    lance.write_dataset(_rows(99, 1), lines_location, mode="append")  # lines: version 3 by path
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        write_together(managed_ns, [(orders, _rows(4, 1), "append"), (lines, _rows(6, 1), "append")])
+    assert _versions(managed_ns, orders) == [1, 2] and _versions(managed_ns, lines) == [1, 2]
+    # the same version number taken by a writer by location: refused too, not ConcurrentModification
+    staged = {"manifest_path": f"{lines_location}/_versions/{2**64 - 1 - 3}.manifest-0a-1b", "version": 3}
+    orders_staged = {"manifest_path": f"x/_versions/{2**64 - 1 - 3}.manifest-0c-1d", "version": 3}
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.batch_create_table_versions({"entries": [{"id": orders, **orders_staged}, {"id": lines, **staged}]})
+    assert _versions(managed_ns, orders) == [1, 2] and _versions(managed_ns, lines) == [1, 2]
+    assert adopt_versions_written_by_location(managed_ns, lines) == [3]
+    write_together(managed_ns, [(orders, _rows(4, 1), "append"), (lines, _rows(6, 1), "append")])
+    assert _versions(managed_ns, orders) == [1, 2, 3] and _versions(managed_ns, lines) == [1, 2, 3, 4]
+    assert lance.dataset(lines_location).count_rows() == 8
