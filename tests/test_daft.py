@@ -17,13 +17,6 @@ if TYPE_CHECKING:
 daft = pytest.importorskip("daft", reason="the Daft tests need the 'daft' extra")
 daft_lance = pytest.importorskip("daft_lance", reason="the Daft tests need the 'daft' extra")
 
-# pylance warns at every fork of a process that loaded it; Daft's native runner does not fork
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
-    # daft-lance calls a name of its own that Daft deprecated
-    pytest.mark.filterwarnings("ignore:_lancedb_count_result_function is deprecated:DeprecationWarning"),
-]
-
 
 def frame(start: int, count: int) -> Any:
     return daft.from_pydict({"id": list(range(start, start + count)), "label": [f"row {i}" for i in range(count)]})

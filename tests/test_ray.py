@@ -25,13 +25,6 @@ lance_ray = pytest.importorskip("lance_ray", reason="the Ray tests need the 'ray
 
 from lance_iceberg_ns.ray import RayWriteError, runtime_env, write_lance  # noqa: E402  (needs the extra)
 
-pytestmark = [
-    # Ray starts its processes by fork and exec; pylance warns at every fork of a process that loaded it
-    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
-    # Ray Data's own settings, deprecated by Ray itself
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
-]
-
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_session() -> Iterator[None]:
