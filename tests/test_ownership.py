@@ -376,15 +376,17 @@ def test_request_properties_cannot_move_the_catalogs_files(ns: IcebergLanceNames
         ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
 
 
-def test_import_directory_allows_its_source_for_that_run_only(
+def test_import_directory_copies_a_source_outside_the_root_and_widens_nothing(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.directory_import import REGISTERED, import_directory
+    from lance_iceberg_ns.directory_import import COPIED, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "events.lance"))
     summary = import_directory(ns, str(source), db)
-    assert [t.outcome for t in summary.tables] == [REGISTERED]
+    assert [t.outcome for t in summary.tables] == [COPIED]
+    copied = ns.describe_table(DescribeTableRequest(id=[*db, "events"], load_detailed_metadata=True))
+    assert copied.location == summary.tables[0].copied_to and copied.location.startswith(ns.settings.root)
     lance.write_dataset(pa.table({"v": [1]}), str(source / "later.lance"))
     with pytest.raises(PermissionDeniedError):
         ns.register_table(RegisterTableRequest(id=[*db, "later"], location=str(source / "later.lance")))

@@ -39,11 +39,21 @@ _EXIT_CODES = {
 }
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 5
 
 
 def exit_code_for(error_code: int) -> int:
     """The exit code for a Lance error code."""
     return _EXIT_CODES.get(error_code, EXIT_UNEXPECTED)
+
+
+class CliError(click.ClickException):
+    """A failure a command explains itself in one line, with its kind (for ``--json``) and exit code."""
+
+    def __init__(self, message: str, kind: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = exit_code  # type: ignore[misc]  # click's is per class; this one's per failure
 
 
 @dataclass
@@ -139,12 +149,14 @@ def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def _command(group: click.Group, name: str, argument: str) -> Callable[[Callable[..., Any]], click.Command]:
+def _command(
+    group: click.Group, name: str, argument: str, cls: type[click.Command] = click.Command
+) -> Callable[[Callable[..., Any]], click.Command]:
     """A command of ``group`` on one object, named by ARGUMENT (its identifier), that takes the
     common options too; the options and arguments decorated below it follow ARGUMENT."""
 
     def decorate(function: Callable[..., Any]) -> click.Command:
-        command = group.command(name)(click.argument(argument)(common_options(function)))
+        command = group.command(name, cls=cls)(click.argument(argument)(common_options(function)))
         command.params.sort(key=lambda param: param.callback is _remember)  # common options last in help
         return command
 
@@ -206,6 +218,7 @@ def _fetcher(ns: Any, operation: str, **request: Any) -> Callable[[str | None], 
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lance-iceberg-ns", prog_name="lance-iceberg-ns", message="%(prog)s %(version)s")
 @common_options
 def cli() -> None:
     """Lance tables in an Apache Iceberg REST catalog."""

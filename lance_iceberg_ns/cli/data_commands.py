@@ -134,7 +134,8 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
 @click.option("--storage", multiple=True, metavar="KEY=VALUE", help="storage option for the directory (repeatable)")
 def import_directory_command(directory: str, into: str, dry_run: bool, storage: tuple[str, ...]) -> None:
     """Register every Lance table of the directory namespace at DIRECTORY (V1 *.lance directories and
-    V2 __manifest tables) at its existing location. Safe to re-run."""
+    V2 __manifest tables), creating the namespaces: in place under the root or allowed_locations, else
+    as a copy in the root (the source is left as it was). Safe to re-run."""
     from rich.progress import Progress
 
     from lance_iceberg_ns.directory_import import CONFLICT, import_directory

@@ -5,17 +5,27 @@ from __future__ import annotations
 import click
 
 from lance_iceberg_ns.cli.base import _command, _emit, _state, _table, tables
-from lance_iceberg_ns.companions import ENGINE_PROTECTION
-
-PROTECTION_TEXT = ", ".join(f"{key}={value}" for key, value in ENGINE_PROTECTION.items())
 
 
-@_command(tables, "protect", "warehouse")
+class _ProtectCommand(click.Command):
+    """Names the protection properties in its help when the help is shown (they live with the
+    companions, which the command line loads only when a command runs)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from lance_iceberg_ns.companions import ENGINE_PROTECTION
+
+        protection = ", ".join(f"{key}={value}" for key, value in ENGINE_PROTECTION.items())
+        self.help = (self.help or "").replace("{protection}", protection)
+        super().format_help_text(ctx, formatter)
+
+
+@_command(tables, "protect", "warehouse", cls=_ProtectCommand)
 @click.argument("namespace_ids", nargs=-1, metavar="[NAMESPACE]...")
 def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
     """Keep Iceberg engines off the Lance tables of WAREHOUSE (or of each NAMESPACE of it, and
     beneath; soft-deleted ones too): {protection} where missing.
     Tables declared since this protection existed have it; plain Iceberg tables are never touched."""
+    from lance_iceberg_ns.companions import ENGINE_PROTECTION
     from lance_iceberg_ns.errors import translated_errors
     from lance_iceberg_ns.identifiers import parse_namespace_id
 
@@ -46,6 +56,3 @@ def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
         },
         human,
     )
-
-
-tables_protect.help = (tables_protect.help or "").format(protection=PROTECTION_TEXT)  # the properties as set

@@ -1,53 +1,17 @@
-"""The foreground commands (serve, local-catalog, demo) and ``main``, which maps errors to exit codes."""
+"""The foreground commands ``serve`` and ``demo`` (``local-catalog``: ``local_catalog``; ``main``: ``running``)."""
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
-import tempfile
-import traceback
 from collections.abc import Mapping, Sequence
 
 import click
 
-from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, EXIT_USAGE, CliState, _state, cli, common_options, exit_code_for
+from lance_iceberg_ns.cli.base import _state, cli, common_options
 
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
 DEFAULT_DATA_THREADS = 8  # as lance_iceberg_ns.server.capacity's
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
-@cli.command("local-catalog")
-@click.option("--port", type=int, default=8181, show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--data-dir", help="where the catalog keeps its state (default: a temporary directory)")
-@click.option(
-    "--prefix-style", default="none", show_default=True, type=click.Choice(["none", "defaults", "overrides", "any"])
-)
-@click.option("--warehouse", "warehouses", multiple=True, help="only serve these warehouses (repeatable)")
-def local_catalog_command(
-    port: int, host: str, data_dir: str | None, prefix_style: str, warehouses: tuple[str, ...]
-) -> None:
-    """Run the local Iceberg REST catalog in the foreground."""
-    from lance_iceberg_ns.testing import start_local_catalog
-
-    data_dir = data_dir or tempfile.mkdtemp(prefix="lance-iceberg-ns-catalog-")
-    server = start_local_catalog(data_dir, prefix_style=prefix_style, port=port, host=host, warehouses=warehouses)
-    click.echo(f"Iceberg REST catalog at {server.endpoint} (prefix style {prefix_style}, data in {server.data_dir})")
-    click.echo("Press Ctrl-C to stop.")
-    sys.stdout.flush()
-    signal.signal(signal.SIGTERM, _interrupt)  # stop the server on a plain kill too
-    try:
-        server._process.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
 
 
 AUTH_TOKEN_VARIABLE = "LANCE_ICEBERG_NS_AUTH_TOKEN"  # the server's bearer tokens, by commas or newlines
@@ -170,37 +134,3 @@ def demo_command(data_dir: str | None) -> None:
     from lance_iceberg_ns.demo import run_demo
 
     run_demo(data_dir)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; errors are one line on stderr (a traceback too with ``--debug``)."""
-    from lance_namespace.errors import LanceNamespaceError
-
-    state = CliState()
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if "--debug" in arguments:
-        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        cli.main(arguments, prog_name="lance-iceberg-ns", standalone_mode=False, obj=state)
-        return 0
-    except click.exceptions.Exit as done:
-        return int(done.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return EXIT_USAGE
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return EXIT_UNEXPECTED
-    except LanceNamespaceError as exc:
-        if state.debug:
-            traceback.print_exc()
-        code = int(exc.code)
-        click.echo(f"error: {type(exc).__name__.removesuffix('Error')} ({code}): {exc}", err=True)
-        return exit_code_for(code)
-    except SystemExit as exc:
-        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_UNEXPECTED
-    except Exception as exc:  # one line, whatever broke; the traceback with --debug
-        if state.debug:
-            traceback.print_exc()
-        click.echo(f"error: unexpected {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
-        return EXIT_UNEXPECTED
