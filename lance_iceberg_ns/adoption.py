@@ -11,12 +11,16 @@ the data of an earlier version if what was written by location should not stay.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+import pyarrow.fs as pafs
 from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, ListTableVersionsRequest
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, is_local, local_path
+from lance_iceberg_ns.managed import written_by_path_error
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.versions import final_manifests, manifest_name
 
@@ -30,28 +34,51 @@ def adopt_versions_written_by_location(
     versions the catalog does not manage, ConcurrentModificationError when another writer
     committed meanwhile (nothing more is recorded; run it again)."""
     ns = as_namespace(namespace)
-    described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
-    if not described.managed_versioning or described.location is None:
-        raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}: nothing to adopt")
-    newest = ns.list_table_versions(ListTableVersionsRequest(id=list(table_id), descending=True, limit=1)).versions
-    directory = _manifest_directory(described.location, newest[0].manifest_path if newest else None)
-    on_disk = final_manifests(described.location, dict(described.storage_options or {}))
-    adopted: list[int] = []
-    version = (newest[0].version if newest else 0) + 1
-    while version in on_disk:
-        found = on_disk[version]
+    found = _written_by_location(ns, table_id)
+    for version, manifest in found.manifests:
         ns.create_table_version(
             CreateTableVersionRequest(
                 id=list(table_id),
                 version=version,
-                manifest_path=f"{directory}/{found.base_name}",
-                manifest_size=found.size,
-                naming_scheme="V2" if found.base_name == manifest_name(version) else "V1",
+                manifest_path=f"{found.directory}/{manifest.base_name}",
+                manifest_size=manifest.size,
+                naming_scheme="V2" if manifest.base_name == manifest_name(version) else "V1",
             )
         )
-        adopted.append(version)
-        version += 1
-    return adopted
+    return [version for version, _manifest in found.manifests]
+
+
+def refuse_if_written_by_location(
+    namespace: IcebergLanceNamespace | Mapping[str, str], table_id: Sequence[str]
+) -> None:
+    """InvalidTableStateError naming the way out when a writer by location moved a managed table's
+    dataset ahead of the catalog: why a commit through the namespace failed that pylance reports
+    only as of unknown outcome."""
+    found = _written_by_location(as_namespace(namespace), table_id)
+    if found.manifests:
+        raise written_by_path_error(".".join(table_id), found.manifests[0][0], found.latest)
+
+
+@dataclass(frozen=True)
+class _Found:
+    latest: int  # the catalog's latest version
+    directory: str  # ``_versions/`` as the manifest paths name it
+    manifests: list[tuple[int, pafs.FileInfo]]  # the versions after it on disk, oldest first
+
+
+def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> _Found:
+    described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
+    if not described.managed_versioning or described.location is None:
+        raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
+    newest = ns.list_table_versions(ListTableVersionsRequest(id=list(table_id), descending=True, limit=1)).versions
+    latest = newest[0].version if newest else 0
+    on_disk = final_manifests(described.location, dict(described.storage_options or {}))
+    following = itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1))
+    return _Found(
+        latest,
+        _manifest_directory(described.location, newest[0].manifest_path if newest else None),
+        [(version, on_disk[version]) for version in following],
+    )
 
 
 def _manifest_directory(location: str, recorded: str | None) -> str:

@@ -277,8 +277,13 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
 
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:
     """The refusal of a new version while ``version`` was committed by a writer that went by the
-    table's location, behind the catalog's back; it names both ways out."""
-    name, latest = ".".join(table.name()), latest_version(table)
+    table's location, behind the catalog's back."""
+    return written_by_path_error(".".join(table.name()), version, latest_version(table))
+
+
+def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
+    """The refusal of a new version of table ``name`` while the catalog names version ``latest``
+    and a writer by location committed ``version``; it names the way out."""
     return InvalidTableStateError(
         f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
         f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "

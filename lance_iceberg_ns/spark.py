@@ -31,6 +31,7 @@ from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceName
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import datasets
+from lance_iceberg_ns.adoption import refuse_if_written_by_location
 from lance_iceberg_ns.namespace import ID_DELIMITER, IcebergLanceNamespace, as_namespace
 
 WRITE_MODES = ("create", "append", "overwrite")
@@ -225,13 +226,18 @@ class TableWrite:
                 "table_id": list(self.table_id),
                 "namespace_client_managed_versioning": True,
             }
-        dataset = lance.LanceDataset.commit(
-            self.location,
-            operation,
-            read_version=self.read_version,
-            storage_options=self.storage_options or None,
-            **through_catalog,
-        )
+        try:
+            dataset = lance.LanceDataset.commit(
+                self.location,
+                operation,
+                read_version=self.read_version,
+                storage_options=self.storage_options or None,
+                **through_catalog,
+            )
+        except OSError:  # pylance reports a refused managed commit as of unknown outcome: say why
+            if isinstance(namespace, IcebergLanceNamespace) and self.managed:
+                refuse_if_written_by_location(namespace, self.table_id)
+            raise
         return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
 
 
