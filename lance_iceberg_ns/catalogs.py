@@ -34,6 +34,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from lance_iceberg_ns import pyiceberg_internals as internals
+from lance_iceberg_ns import round_trips
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.errors import http_status, translated_errors
@@ -74,7 +75,10 @@ class _TransportAdapter(HTTPAdapter):
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self._timeout
-        return super().send(request, **kwargs)
+        with round_trips.round_trip(request.method or "GET") as trip:
+            response = super().send(request, **kwargs)
+            trip.status = response.status_code
+        return response
 
 
 @functools.lru_cache(maxsize=64)
@@ -181,16 +185,18 @@ class BridgeRestCatalog(RestCatalog):
         host, pool_kwargs = adapter.build_connection_pool_key_attributes(request, session.verify, session.cert)
         try:
             pool = adapter.poolmanager.connection_from_host(**host, pool_kwargs=pool_kwargs)
-            response = pool.urlopen(
-                method,
-                request.path_url,
-                body=body,
-                headers=headers,
-                retries=adapter.max_retries,
-                timeout=adapter.urllib3_timeout,
-                redirect=False,
-                assert_same_host=False,
-            )
+            with round_trips.round_trip(method) as trip:
+                response = pool.urlopen(
+                    method,
+                    request.path_url,
+                    body=body,
+                    headers=headers,
+                    retries=adapter.max_retries,
+                    timeout=adapter.urllib3_timeout,
+                    redirect=False,
+                    assert_same_host=False,
+                )
+                trip.status = response.status
         except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
             raise requests.ConnectionError(str(exc)) from exc
         if 200 <= response.status < 300 or response.status == NOT_MODIFIED:

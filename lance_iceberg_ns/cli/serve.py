@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
 from lance_iceberg_ns.cli.base import _state, cli, common_options
+from lance_iceberg_ns.cli.serving import production_options
 
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
 DEFAULT_DATA_THREADS = 8  # as lance_iceberg_ns.server.capacity's
@@ -42,6 +43,7 @@ def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping
 
 
 @cli.command("serve")
+@production_options
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=2333, show_default=True)
 @click.option(
@@ -86,45 +88,15 @@ def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping
     help="also hand clients the secret storage.* options configured here (trusted setups only)",
 )
 @common_options
-def serve_command(
-    host: str,
-    port: int,
-    auth_tokens: tuple[str, ...],
-    auth_token_file: str | None,
-    forward_bearer_token: bool,
-    access_log: bool,
-    max_data_body_mb: int,
-    request_read_timeout: float,
-    data_threads: int,
-    share_static_credentials: bool,
-) -> None:
-    """Serve the Lance REST Namespace API over the Iceberg REST catalog."""
-    import uvicorn
+def serve_command(**options: Any) -> None:
+    """Serve the Lance REST Namespace API over the Iceberg REST catalog.
 
-    from lance_iceberg_ns.server import create_app
-    from lance_iceberg_ns.server.guard import read_deadline_protocol
+    Every option can be given as a LANCE_ICEBERG_NS_* variable instead, or in --config-file."""
+    from lance_iceberg_ns.cli.serving import run_server, serve_settings
 
     state = _state()
-    ns = state.namespace()  # validates the settings before the server starts
-    properties = dict(ns.properties)
-    ns.close()
-    app = create_app(
-        properties=properties,
-        auth_tokens=server_tokens(auth_tokens, auth_token_file),
-        forward_bearer_token=forward_bearer_token,
-        max_data_body_bytes=max_data_body_mb * 1024 * 1024,
-        share_static_credentials=share_static_credentials,
-        data_threads=data_threads,
-    )
-    protocol = read_deadline_protocol(request_read_timeout)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=access_log, http=protocol)
-    listening = config.bind_socket()  # bound here, so that --port 0 prints the port it got
-    listening.listen(config.backlog)  # and the address printed takes connections at once
-    shown_host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
-    uri = f"http://{shown_host}:{listening.getsockname()[1]}"
-    click.echo(f"Lance REST Namespace on {uri} over the Iceberg catalog at {ns.settings.redact(ns.settings.endpoint)}")
-    sys.stdout.flush()
-    uvicorn.Server(config).run(sockets=[listening])
+    settings, shown_endpoint = serve_settings(state, options)
+    run_server(settings, shown_endpoint, state, options)
 
 
 @cli.command("demo")

@@ -16,9 +16,17 @@ from lance_namespace import LanceNamespace
 
 from lance_iceberg_ns.server.app import create_app
 from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
+from lance_iceberg_ns.server.factory import create_app_from_env
 from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT, read_deadline_protocol
 
-__all__ = ["DEFAULT_DELIMITER", "RunningServer", "create_app", "parse_path_id", "serve_in_background"]
+__all__ = [
+    "DEFAULT_DELIMITER",
+    "RunningServer",
+    "create_app",
+    "create_app_from_env",
+    "parse_path_id",
+    "serve_in_background",
+]
 
 
 @dataclass

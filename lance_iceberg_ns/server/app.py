@@ -2,7 +2,8 @@
 
 Only the wiring lives here, so that what a server serves and how it is guarded are decided in one
 place: one endpoint per entry of ``routes.ROUTES`` (``endpoints``), the spec's error body for
-every failure (``responses``) and the credentials and body caps checked first (``guard``).
+every failure (``responses``), the credentials and body caps checked first (``guard``), and
+around them the health checks (``health``), metrics, request IDs and audit log (``observability``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from lance_namespace import LanceNamespace
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
 from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
+from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
+from lance_iceberg_ns.server.logs import forget_secrets_in_logs
+from lance_iceberg_ns.server.observability import RequestContext, metrics_endpoint
 from lance_iceberg_ns.server.responses import _install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
 
@@ -43,9 +47,14 @@ def create_app(
     bridge is configured with; by default they get the catalog's vended credentials, or none.
     ``data_threads``: how many requests that read or write data run at once (beyond it they wait;
     503 when four times as many wait); catalog requests have threads of their own (``capacity``).
+
+    Besides the Lance routes: ``/healthz`` and ``/readyz`` (no token needed, ``health``) and
+    ``/metrics`` (Prometheus, behind the token like every route, ``observability``).
     """
     namespace, properties = _for_clients(namespace, properties, share_static_credentials)
     resolve = namespace_resolver(namespace, properties, forward_bearer_token)
+    probe = _catalog_probe(namespace, properties, forward_bearer_token)
+    forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
     app = FastAPI(
         title="Lance REST Namespace",
@@ -68,6 +77,7 @@ def create_app(
             responses={400: {"description": "Invalid input"}, 404: {"description": "Not found"}},
             openapi_extra=_arrow_body_doc() if route.arrow_body else None,
         )
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)
     app.openapi = lambda: _openapi(app, documented)  # type: ignore[method-assign]
     _install_error_handlers(app)
     app.add_middleware(
@@ -76,6 +86,8 @@ def create_app(
         max_body_bytes=max_body_bytes,
         max_data_body_bytes=max_data_body_bytes,
     )
+    app.add_middleware(HealthRoutes, probe=probe)  # outside the guard: probes carry no token
+    app.add_middleware(RequestContext, auth_tokens=list(auth_tokens), forward_bearer_token=forward_bearer_token)
     return app
 
 
@@ -104,3 +116,21 @@ def _for_clients(
     ):
         namespace = IcebergLanceNamespace(**{**namespace.properties, **share})
     return namespace, properties
+
+
+def _catalog_probe(
+    namespace: LanceNamespace | None, properties: Mapping[str, str] | None, forward_bearer_token: bool
+) -> CatalogProbe | None:
+    """What ``/readyz`` asks: the bridge's catalog (None for another namespace: nothing to ask).
+    The bridge's secrets are registered for redaction from the server's log lines on the way."""
+    from lance_iceberg_ns import IcebergLanceNamespace
+    from lance_iceberg_ns.config import Settings
+
+    if properties is not None:
+        settings = Settings.from_properties(properties)
+    elif isinstance(namespace, IcebergLanceNamespace):
+        settings = namespace.settings
+    else:
+        return None
+    forget_secrets_in_logs(settings.secrets())
+    return CatalogProbe(settings.endpoint, None if forward_bearer_token else settings.auth_token)

@@ -1,0 +1,129 @@
+"""The server's log lines: plain text or one JSON object a line, each with its request's ID, and
+never a secret in them.
+
+uvicorn applies ``log_config(...)`` (``logging.config.dictConfig``) in the serving process and in
+every worker it spawns. Three things are added to every line: the ID of the request it was logged
+for (``request_id``, ``-`` outside a request; set by ``observability.RequestContext`` and carried
+into the worker threads with the context), the redaction of every secret the server knows (its
+bearer tokens and the bridge's secret properties, registered with ``forget_secrets_in_logs``), and,
+in the access log, the path without its query string (a client may put storage options there).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+LOG_FORMATS = ("text", "json")
+AUDIT_LOGGER = "lance_iceberg_ns.audit"
+
+request_id: ContextVar[str] = ContextVar("lance_iceberg_ns_request_id", default="-")
+
+_secrets: set[str] = set()
+
+
+def forget_secrets_in_logs(secrets: Iterable[str]) -> None:
+    """Replace these values by ``***`` in every line the server logs (short values are ignored:
+    redacting ``1`` would garble every line)."""
+    _secrets.update(secret for secret in secrets if secret and len(secret) >= 4)
+
+
+def redact(text: str) -> str:
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+        escaped = json.dumps(secret)[1:-1]  # as it appears inside a JSON line
+        if escaped != secret and escaped in text:
+            text = text.replace(escaped, "***")
+    return text
+
+
+class RequestIdFilter(logging.Filter):
+    """Gives every record the ID of the request it was logged for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+class AccessLogWithoutQuery(logging.Filter):
+    """uvicorn's access line without the query string: a client may send secrets there (a data
+    request's ``storage_options``); the path and the operation are what an access log is for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) == 5:
+            client, method, path, version, status = record.args
+            record.args = (client, method, str(path).split("?", 1)[0], version, status)
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+class JsonLineFormatter(JsonFormatter):
+    """python-json-logger's formatter, its output redacted as a whole (the message, the extra
+    fields and any traceback alike); uvicorn's ``color_message`` left out."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, reserved_attrs=[*RESERVED_ATTRS, "color_message"], **kwargs)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+_TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+_JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s"
+
+
+def log_config(log_format: str = "text", debug: bool = False) -> dict[str, Any]:
+    """The ``dictConfig`` for the server: uvicorn's loggers, the bridge's and the audit log (INFO)
+    to stderr in ``log_format``; others at WARNING (DEBUG everywhere with ``debug``)."""
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {LOG_FORMATS}")
+    formatter: dict[str, Any] = (
+        {
+            "()": f"{__name__}.JsonLineFormatter",
+            "fmt": _JSON_FIELDS,
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        }
+        if log_format == "json"
+        else {"()": f"{__name__}.TextFormatter", "fmt": _TEXT}
+    )
+    handler = {
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+        "formatter": "line",
+        "filters": ["request_id"],
+    }
+    level = "DEBUG" if debug else "INFO"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {
+            "request_id": {"()": f"{__name__}.RequestIdFilter"},
+            "access_without_query": {"()": f"{__name__}.AccessLogWithoutQuery"},
+        },
+        "formatters": {"line": formatter},
+        "handlers": {"stderr": handler},
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "uvicorn.error": {"level": level},
+            "uvicorn.access": {
+                "handlers": ["stderr"],
+                "level": level,
+                "propagate": False,
+                "filters": ["access_without_query"],
+            },
+            "lance_iceberg_ns": {"handlers": ["stderr"], "level": "DEBUG" if debug else "WARNING", "propagate": False},
+            AUDIT_LOGGER: {"level": "INFO"},
+        },
+        "root": {"handlers": ["stderr"], "level": "DEBUG" if debug else "WARNING"},
+    }

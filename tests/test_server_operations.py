@@ -1,0 +1,540 @@
+"""The server in production: health checks, metrics, the audit log, JSON logs with request IDs,
+configuration from variables and files, worker processes, a graceful stop, and the Docker image.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from lance_iceberg_ns.server import create_app_from_env, serve_in_background
+from lance_iceberg_ns.server.observability import AUDITED_OPERATIONS, METRIC_NAMES, READ_ONLY_OPERATIONS
+from lance_iceberg_ns.server.routes import ROUTES
+
+from .conftest import RequestCounter
+from .docker_fixture import docker_available
+from .liveness import ServedProcess, served_in_subprocess
+from .stubs import CONFIG_ANSWER, JsonHandler, StubServer
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "tok-" + "7" * 24
+STORAGE_SECRET = "storage-secret-" + "9" * 16
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ScriptedCatalog(StubServer):
+    """A fake catalog: ``/v1/config`` answers ``config_status`` at once; every namespace exists,
+    one named ``slow`` answered after ``delay`` seconds, every other at once."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        stub = self
+        self.config_status, self.delay = 200, delay
+
+        class Handler(JsonHandler):
+            def answer(self) -> None:
+                if self.path.startswith("/v1/config"):
+                    self.send_json(stub.config_status, CONFIG_ANSWER if stub.config_status < 400 else {})
+                    return
+                if "slow" in self.path:
+                    time.sleep(stub.delay)
+                if self.command == "GET":  # loadNamespaceMetadata: the namespace exists
+                    self.send_json(200, {"namespace": self.path.rstrip("/").split("/")[-1:], "properties": {}})
+                    return
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_DELETE = do_HEAD = answer
+
+        self.start(Handler)
+
+
+@pytest.fixture
+def scripted_catalog() -> Iterator[ScriptedCatalog]:
+    catalog = ScriptedCatalog()
+    yield catalog
+    catalog.close()
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus scrape, by name and labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _value(samples: dict[Any, float], name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _catalog_total(samples: dict[Any, float]) -> float:
+    return sum(value for (name, _), value in samples.items() if name == "lance_iceberg_ns_catalog_requests_total")
+
+
+# --- health and readiness -----------------------------------------------------------------------
+
+
+def test_healthz_and_readyz_answer_without_a_token_when_the_catalog_answers(endpoint: str, tmp_path: Path) -> None:
+    properties = {"endpoint": endpoint, "root": str(tmp_path)}
+    with serve_in_background(properties=properties, auth_tokens=[TOKEN]) as server:
+        assert requests.get(f"{server.uri}/healthz", timeout=10).json() == {"status": "ok"}
+        ready = requests.get(f"{server.uri}/readyz", timeout=10)
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+        assert requests.post(f"{server.uri}/v1/namespace/wh/exists", json={}, timeout=10).status_code == 401
+
+
+def test_readyz_is_503_with_a_one_line_reason_that_leaks_nothing_when_the_catalog_is_dead(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    properties = {
+        "endpoint": f"http://admin:pa55word-xyz@127.0.0.1:{port}",
+        "root": str(tmp_path),
+        "auth_token": "catalog-token-abcdef",
+        "storage.aws_secret_access_key": STORAGE_SECRET,
+    }
+    with serve_in_background(properties=properties) as server:
+        assert requests.get(f"{server.uri}/healthz", timeout=10).status_code == 200
+        answer = requests.get(f"{server.uri}/readyz", timeout=10)
+    assert answer.status_code == 503
+    body = answer.json()
+    assert body["status"] == "not ready" and "unreachable" in body["reason"] and "\n" not in body["reason"]
+    for leaked in ("pa55word", "admin", str(port), "127.0.0.1", "catalog-token", STORAGE_SECRET, "aws"):
+        assert leaked not in answer.text
+
+
+def test_readyz_follows_the_catalog(scripted_catalog: ScriptedCatalog, tmp_path: Path) -> None:
+    with serve_in_background(properties={"endpoint": scripted_catalog.endpoint, "root": str(tmp_path)}) as server:
+        assert requests.get(f"{server.uri}/readyz", timeout=10).status_code == 200
+        scripted_catalog.config_status = 503
+        time.sleep(1.1)  # a probe's answer is kept a second
+        failing = requests.get(f"{server.uri}/readyz", timeout=10)
+        assert failing.status_code == 503 and "HTTP 503" in failing.json()["reason"]
+        scripted_catalog.config_status = 200
+        time.sleep(1.1)
+        assert requests.get(f"{server.uri}/readyz", timeout=10).status_code == 200
+
+
+def _serve(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", *arguments]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}, check=False
+    )
+
+
+def test_serve_fails_fast_when_the_catalog_does_not_answer(tmp_path: Path) -> None:
+    endpoint = f"http://admin:pa55word-xyz@127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    done = _serve("--endpoint", endpoint, "--root", str(tmp_path), "--port", "0", "--catalog-wait", "1")
+    assert done.returncode == 5, done.stderr
+    assert "unreachable" in done.stderr and "not serving" in done.stderr
+    assert "pa55word" not in done.stderr + done.stdout
+    assert time.monotonic() - started < 60
+
+
+def test_serve_with_no_catalog_wait_starts_not_ready(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{_free_port()}"
+    with served_in_subprocess(dead, str(tmp_path), "wh", extra_args=["--catalog-wait", "0"]) as served:
+        assert requests.get(f"{served.uri}/healthz", timeout=10).status_code == 200
+        assert requests.get(f"{served.uri}/readyz", timeout=10).status_code == 503
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+
+def test_metrics_count_requests_errors_latency_and_catalog_round_trips(
+    endpoint: str, tmp_path: Path, warehouse: str, request_counter: RequestCounter
+) -> None:
+    properties = {"endpoint": endpoint, "root": str(tmp_path)}
+    with serve_in_background(properties=properties, auth_tokens=[TOKEN]) as server:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert requests.get(f"{server.uri}/metrics", timeout=10).status_code == 401  # behind the token
+        before = _samples(requests.get(f"{server.uri}/metrics", headers=auth, timeout=10).text)
+        request_counter.reset()
+        calls = [
+            ("create_namespace", f"/v1/namespace/{warehouse}$db/create", 200),
+            ("declare_table", f"/v1/table/{warehouse}$db$t/declare", 200),
+            ("describe_table", f"/v1/table/{warehouse}$db$missing/describe", 404),
+            ("unknown", f"/v1/no/such/{uuid.uuid4().hex}", 404),
+        ]
+        for _, path, status in calls:
+            assert requests.post(f"{server.uri}{path}", json={}, headers=auth, timeout=30).status_code == status
+        to_catalog = [url for _, url in request_counter.requests if _is_catalog_path(url)]
+        after_text = requests.get(f"{server.uri}/metrics", headers=auth, timeout=10).text
+    after = _samples(after_text)
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    for operation, _, status in calls:
+        assert delta("lance_iceberg_ns_requests_total", operation=operation) == 1
+        assert delta("lance_iceberg_ns_request_duration_seconds_count", operation=operation) == 1
+        if status >= 400:
+            assert delta("lance_iceberg_ns_request_errors_total", operation=operation, status=str(status)) == 1
+    assert delta("lance_iceberg_ns_request_errors_total", operation="create_namespace", status="200") == 0
+    assert _catalog_total(after) - _catalog_total(before) == len(to_catalog) > 0
+    assert "/v1/no/such" not in after_text  # labels are operations, never raw paths
+    for name in METRIC_NAMES:
+        assert name in after_text
+
+
+def _is_catalog_path(url: str) -> bool:
+    """An Iceberg REST path (``/v1/config``, ``.../namespaces...``), not one of the Lance server's."""
+    path = url.split("?", 1)[0]
+    return path.startswith("/v1/config") or "/namespaces" in path or "/transactions" in path or "/oauth" in path
+
+
+# --- audit log ----------------------------------------------------------------------------------
+
+
+def test_every_operation_that_changes_something_is_audited_and_no_read_is() -> None:
+    operations = {route.operation for route in ROUTES}
+    assert operations == AUDITED_OPERATIONS | READ_ONLY_OPERATIONS
+    assert not AUDITED_OPERATIONS & READ_ONLY_OPERATIONS
+    changing = {
+        "create_namespace",
+        "drop_namespace",
+        "declare_table",
+        "create_table",
+        "drop_table",
+        "register_table",
+        "deregister_table",
+        "rename_table",
+        "restore_table",
+        "insert_into_table",
+        "merge_insert_into_table",
+        "update_table",
+        "delete_from_table",
+        "create_table_index",
+        "drop_table_index",
+        "create_table_version",
+        "batch_delete_table_versions",
+        "batch_commit_tables",
+        "alter_table_add_columns",
+        "create_table_tag",
+        "delete_table_branch",
+    }
+    assert changing <= AUDITED_OPERATIONS
+
+
+def test_the_audit_log_says_who_did_what_and_how_it_ended_never_the_token(
+    endpoint: str, tmp_path: Path, warehouse: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lance_iceberg_ns.audit")
+    properties = {"endpoint": endpoint, "root": str(tmp_path)}
+    with serve_in_background(properties=properties, auth_tokens=["first-token-aaaa", TOKEN]) as server:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        for path in (f"/v1/namespace/{warehouse}$db/create", f"/v1/table/{warehouse}$db$t/declare"):
+            requests.post(f"{server.uri}{path}", json={}, headers=auth, timeout=30).raise_for_status()
+        requests.post(f"{server.uri}/v1/table/{warehouse}$db$t/describe", json={}, headers=auth, timeout=30)
+        requests.post(f"{server.uri}/v1/table/{warehouse}$db$t/drop", headers=auth, timeout=30).raise_for_status()
+        requests.post(f"{server.uri}/v1/table/{warehouse}$db$t/drop", headers=auth, timeout=30)  # gone: 404
+        requests.post(f"{server.uri}/v1/table/{warehouse}$db$x/drop", timeout=30)  # no token: 401
+    audited = [record for record in caplog.records if record.name == "lance_iceberg_ns.audit"]
+    lines = [record.getMessage() for record in audited]
+    assert [getattr(record, "operation", None) for record in audited] == [
+        "create_namespace",
+        "declare_table",
+        "drop_table",
+        "drop_table",
+        "drop_table",
+    ], lines
+    assert re.fullmatch(rf"create_namespace \['{warehouse}', 'db'\] by token#2 from 127\.0\.0\.1:\d+: ok", lines[0])
+    assert lines[2].endswith(": ok") and f"['{warehouse}', 'db', 't'] by token#2" in lines[2]
+    assert lines[3].endswith("error code=4 status=404"), lines[3]
+    assert "by anonymous from 127.0.0.1:" in lines[4] and lines[4].endswith("error code=16 status=401")
+    assert [getattr(record, "result", None) for record in audited] == ["ok", "ok", "ok", "error", "error"]
+    assert not any(TOKEN in line or "first-token" in line for line in lines)
+
+
+# --- JSON logs, request IDs, secrets -------------------------------------------------------------
+
+
+def test_json_logs_carry_each_request_id_and_no_secret(catalog_server: Any, tmp_path: Path, warehouse: str) -> None:
+    extra = ["--log-format", "json", "--access-log"]
+    properties = {"storage.aws_secret_access_key": STORAGE_SECRET, "auth_token": "catalog-side-token-xyz"}
+    env = {"LANCE_ICEBERG_NS_AUTH_TOKEN": TOKEN}
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, properties=properties, extra_args=extra, env=env
+    ) as served:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        given = requests.post(
+            f"{served.uri}/v1/namespace/{warehouse}$db/create",
+            json={},
+            headers={**auth, "X-Request-ID": "req-42.abc"},
+            timeout=30,
+        )
+        insane = requests.post(
+            f"{served.uri}/v1/namespace/{warehouse}$db/exists",
+            json={},
+            headers={**auth, "X-Request-ID": "x" * 500},
+            timeout=30,
+        )
+        leaky = json.dumps({"aws_secret_access_key": STORAGE_SECRET})
+        requests.post(
+            f"{served.uri}/v1/table/{warehouse}$db$t/create",
+            params={"storage_options": leaky},
+            data=b"not arrow",
+            headers=auth,
+            timeout=30,
+        )
+        requests.get(f"{served.uri}/v1/namespace/{TOKEN}/list", headers=auth, timeout=30)  # a secret in a path
+        served.process.send_signal(signal.SIGTERM)
+        served.process.wait(timeout=60)
+        output = served.stderr()
+    assert given.headers["X-Request-ID"] == "req-42.abc"
+    generated = insane.headers["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated)
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]  # every line is JSON
+    assert all({"time", "level", "logger", "message", "request_id"} <= line.keys() for line in lines)
+    tagged = [line for line in lines if line["request_id"] == "req-42.abc"]
+    assert {line["logger"] for line in tagged} == {"uvicorn.access", "lance_iceberg_ns.audit"}
+    assert any(line["request_id"] == generated for line in lines)
+    for secret in (TOKEN, STORAGE_SECRET, "catalog-side-token-xyz"):
+        assert secret not in output
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+
+def test_every_serve_option_has_a_variable() -> None:
+    from lance_iceberg_ns.cli.serve import serve_command
+    from lance_iceberg_ns.cli.serving import variable_for
+
+    own = [param for param in serve_command.params if param.name not in _COMMON and param.name != "help"]
+    assert len(own) >= 14
+    for param in own:
+        if param.name == "auth_tokens":
+            continue  # LANCE_ICEBERG_NS_AUTH_TOKEN, comma-separated (server_tokens)
+        assert param.envvar == variable_for(param.opts[0]), param.name  # type: ignore[attr-defined]
+
+
+_COMMON = {"catalog", "endpoint", "root", "properties", "property_files", "as_json", "debug", "delimiter"}
+
+
+@pytest.fixture
+def own_environment(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A copy of the environment that the test may change and a config file may add to."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("LANCE_ICEBERG")}
+    monkeypatch.setattr(os, "environ", environment)
+    return environment
+
+
+def test_settings_come_from_variables_and_a_file_the_variables_winning(
+    own_environment: dict[str, str], tmp_path: Path
+) -> None:
+    from lance_iceberg_ns.cli.serving import settings_from_environment
+
+    config = tmp_path / "serve.env"
+    config.write_text(
+        "LANCE_ICEBERG_ENDPOINT=http://catalog.example:8181\n"
+        "LANCE_ICEBERG_ROOT=/data/lance\n"
+        "LANCE_ICEBERG_NS_DATA_THREADS=5\n"
+        "LANCE_ICEBERG_NS_MAX_DATA_BODY_MB=7\n"
+        "LANCE_ICEBERG_NS_LOG_FORMAT=json\n"
+        f"LANCE_ICEBERG_NS_AUTH_TOKEN={TOKEN}\n"
+    )
+    own_environment.update({"LANCE_ICEBERG_NS_CONFIG_FILE": str(config), "LANCE_ICEBERG_NS_DATA_THREADS": "3"})
+    settings, log_format = settings_from_environment()
+    assert settings.properties["endpoint"] == "http://catalog.example:8181"
+    assert (settings.data_threads, settings.max_data_body_bytes, log_format) == (3, 7 * 1024 * 1024, "json")
+    assert settings.auth_tokens == (TOKEN,)
+    assert TOKEN not in repr(settings)
+
+
+def test_a_config_file_with_an_unknown_server_setting_is_a_usage_error(
+    own_environment: dict[str, str], tmp_path: Path
+) -> None:
+    from lance_iceberg_ns.cli import main
+
+    config = tmp_path / "serve.env"
+    config.write_text("LANCE_ICEBERG_NS_DATA_THREDS=5\n")
+    arguments = ["serve", "--endpoint", "http://127.0.0.1:9", "--config-file", str(config)]
+    assert main(arguments) == 2
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_the_app_factory_reads_the_environment(own_environment: dict[str, str], endpoint: str, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    own_environment.update(
+        {"LANCE_ICEBERG_ENDPOINT": endpoint, "LANCE_ICEBERG_ROOT": str(tmp_path), "LANCE_ICEBERG_NS_AUTH_TOKEN": TOKEN}
+    )
+    with TestClient(create_app_from_env()) as client:
+        assert client.post("/v1/namespace/wh/exists", json={}).status_code == 401
+        assert client.get("/healthz").status_code == 200
+        ok = client.post("/v1/namespace/wh/exists", json={}, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code in (200, 404)
+
+
+def test_serve_takes_its_token_from_a_config_file(catalog_server: Any, tmp_path: Path, warehouse: str) -> None:
+    config = tmp_path / "serve.env"
+    config.write_text(f"LANCE_ICEBERG_NS_AUTH_TOKEN={TOKEN}\nLANCE_ICEBERG_NS_DATA_THREADS=2\n")
+    env = {"LANCE_ICEBERG_NS_CONFIG_FILE": str(config)}
+    with served_in_subprocess(catalog_server.endpoint, str(tmp_path), warehouse, env=env) as served:
+        probe = f"{served.uri}/v1/namespace/{warehouse}/exists"
+        assert requests.post(probe, json={}, timeout=10).status_code == 401
+        authorized = requests.post(probe, json={}, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        assert authorized.status_code in (200, 404)
+        assert TOKEN not in " ".join(served.process.args)  # type: ignore[arg-type]
+
+
+# --- workers and shutdown -----------------------------------------------------------------------
+
+
+def test_two_workers_serve_and_metrics_add_up_across_them(catalog_server: Any, tmp_path: Path, warehouse: str) -> None:
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
+    ) as served:
+        before = _samples(requests.get(f"{served.uri}/metrics", timeout=10).text)
+        for _ in range(20):
+            with requests.Session() as fresh:  # a new connection each: the kernel spreads them over the workers
+                fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30)
+        after = _samples(requests.get(f"{served.uri}/metrics", timeout=10).text)
+        children = _children(served)
+    assert len(children) >= 2, children
+    counted = _value(after, "lance_iceberg_ns_requests_total", operation="namespace_exists")
+    assert counted - _value(before, "lance_iceberg_ns_requests_total", operation="namespace_exists") == 20
+
+
+def _children(served: ServedProcess) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=False)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.Thread:
+    def ask() -> None:
+        try:
+            answer = requests.post(f"{served.uri}/v1/namespace/wh$slow/exists", json={}, timeout=60)
+            outcome["status"] = answer.status_code
+        except requests.RequestException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the request is in flight, waiting for the catalog
+    return thread
+
+
+def test_sigterm_lets_a_request_in_flight_finish_within_the_graceful_timeout(tmp_path: Path) -> None:
+    catalog = ScriptedCatalog(delay=3.0)
+    try:
+        extra = ["--graceful-timeout", "20"]
+        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
+            outcome: dict[str, Any] = {}
+            asking = _slow_request(served, outcome)
+            served.process.send_signal(signal.SIGTERM)
+            code = served.process.wait(timeout=30)
+            asking.join(10)
+            output = served.stderr()
+    finally:
+        catalog.close()
+    assert outcome.get("status") == 200, outcome  # answered before the process left
+    assert code in (0, -signal.SIGTERM)  # uvicorn stops, then lets the signal end the process, as asked
+    assert "Finished server process" in output and "Traceback" not in output
+
+
+def test_sigterm_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: Path) -> None:
+    catalog = ScriptedCatalog(delay=40.0)
+    try:
+        extra = ["--graceful-timeout", "1"]
+        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
+            _slow_request(served, {})
+            stopping = time.monotonic()
+            served.process.send_signal(signal.SIGTERM)
+            served.process.wait(timeout=30)
+            took = time.monotonic() - stopping
+    finally:
+        catalog.close()
+    assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
+
+
+# --- the Docker image and the compose service ----------------------------------------------------
+
+
+def _compose_service() -> dict[str, Any]:
+    compose = yaml.safe_load((ROOT / "compose" / "docker-compose.yml").read_text())
+    return compose["services"]["lance-rest"]  # type: ignore[no-any-return]
+
+
+def test_the_dockerfile_and_the_compose_service_agree_with_the_cli() -> None:
+    from lance_iceberg_ns.cli.base import CliState
+    from lance_iceberg_ns.cli.serve import AUTH_TOKEN_VARIABLE, serve_command
+
+    service = _compose_service()
+    dockerfile_path = ROOT / "compose" / service["build"]["context"] / service["build"]["dockerfile"]
+    dockerfile = dockerfile_path.read_text()
+    assert re.search(r'^ENTRYPOINT \["lance-iceberg-ns", "serve"\]', dockerfile, re.MULTILINE)
+    port = re.search(r"^ENV LANCE_ICEBERG_NS_PORT=(\d+)", dockerfile, re.MULTILINE)
+    assert port and re.search(rf"^EXPOSE {port[1]}$", dockerfile, re.MULTILINE)
+    assert "/healthz" in dockerfile and "/readyz" in " ".join(service["healthcheck"]["test"])
+    assert any(mapping.endswith(f":{port[1]}") for mapping in service["ports"])
+    serve_variables = {param.envvar for param in serve_command.params if isinstance(param.envvar, str)}
+    serve_variables.add(AUTH_TOKEN_VARIABLE)
+    named = set(service["environment"]) | set(re.findall(r"^ENV (LANCE_ICEBERG_NS_\w+)=", dockerfile, re.MULTILINE))
+    for name in named:
+        assert not name.startswith("LANCE_ICEBERG_NS_") or name in serve_variables, name
+    for name, value in service["environment"].items():  # a token is never written in the file itself
+        assert "TOKEN" not in name or str(value).startswith("${"), name
+    context = serve_command.make_context("serve", list(service.get("command", [])), obj=CliState())
+    assert context.params["workers"] >= 1  # the command parses as serve options
+    dockerignore = (ROOT / ".dockerignore").read_text().split()
+    assert ".venv" in dockerignore or ".venv/" in dockerignore
+
+
+@pytest.mark.docker
+def test_the_image_builds_and_serves() -> None:
+    available, reason = docker_available()
+    if not available:
+        pytest.skip(f"building the image needs Docker: {reason}")
+    tag = f"lance-iceberg-ns-test:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "build", "-t", tag, "-f", "docker/Dockerfile", "."], cwd=ROOT, check=True, timeout=1800)
+    try:
+        port = _free_port()
+        run = ["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:2333", "-e", "LANCE_ICEBERG_NS_CATALOG_WAIT=0"]
+        container = subprocess.run(
+            [*run, "-e", "LANCE_ICEBERG_ENDPOINT=http://127.0.0.1:9", tag], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+                    break
+                except requests.ConnectionError:
+                    assert time.monotonic() < deadline
+                    time.sleep(1)
+            assert requests.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 503
+        finally:
+            subprocess.run(["docker", "stop", container], check=False, timeout=60)
+    finally:
+        subprocess.run(["docker", "rmi", tag], check=False, timeout=120)
+
+
+def test_the_deploying_page_names_every_metric_and_is_in_the_site() -> None:
+    page = (ROOT / "docs" / "deploying.md").read_text()
+    for name in METRIC_NAMES:
+        assert name in page
+    assert "deploying.md" in (ROOT / "mkdocs.yml").read_text()
