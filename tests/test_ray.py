@@ -37,9 +37,12 @@ def ray_session() -> Iterator[None]:
         logging_level=logging.WARNING,
         runtime_env=runtime_env(),
     )
-    ray.data.DataContext.get_current().print_on_execution_start = False
+    ray_data = logging.getLogger("ray.data")  # its progress lines, at INFO
+    level = ray_data.level
+    ray_data.setLevel(logging.WARNING)
     yield
     ray.shutdown()
+    ray_data.setLevel(level)
 
 
 def rows(start: int, count: int, blocks: int = 2) -> Any:
