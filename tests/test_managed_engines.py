@@ -239,3 +239,25 @@ def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_tabl
     write_together(managed_ns, [(orders, _rows(4, 1), "append"), (lines, _rows(6, 1), "append")])
     assert _versions(managed_ns, orders) == [1, 2, 3] and _versions(managed_ns, lines) == [1, 2, 3, 4]
     assert lance.dataset(lines_location).count_rows() == 8
+
+
+def test_polars_reads_each_append_and_its_sink_lance_is_a_write_by_location(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    polars = pytest.importorskip("polars")
+    polars_pylance = pytest.importorskip("polars_pylance")
+    table_id = [*db, "events"]
+    location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
+    _append(managed_ns, table_id, _rows(100, 10))
+    through_namespace = lance.dataset(namespace_client=managed_ns, table_id=table_id)
+    for source in (location, through_namespace):
+        assert polars_pylance.scan_lance(source).select(polars.len()).collect().item() == 110
+
+    # sink_lance commits by location even when given the dataset opened through the namespace
+    polars_pylance.sink_lance(polars.DataFrame({"id": [500, 501]}), through_namespace, mode="append")
+    assert _versions(managed_ns, table_id) == [1, 2] and lance.dataset(location).count_rows() == 112
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
+    managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
+    assert polars_pylance.scan_lance(location).select(polars.len()).collect().item() == 122
