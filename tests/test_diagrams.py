@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,28 @@ def test_every_diagram_source_renders(tmp_path: Path) -> None:
         rendered = subprocess.run(["dot", "-Tsvg", str(source)], capture_output=True, text=True, check=False)
         assert rendered.returncode == 0 and "<svg" in rendered.stdout, (source.name, rendered.stderr)
         assert not rendered.stderr.strip(), (source.name, rendered.stderr)  # no Graphviz warnings
+
+
+def _plot_results():  # type: ignore[no-untyped-def]
+    pytest.importorskip("matplotlib", reason="the plots need the 'bench' extra")
+    spec = importlib.util.spec_from_file_location("plot_results", ROOT / "bench" / "plot_results.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["plot_results"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_result_plots_draw_every_row_of_the_saved_output(tmp_path: Path) -> None:
+    plot_results = _plot_results()
+    data_plane = (ROOT / "bench" / "results" / "data_plane.txt").read_text()
+    spark = (ROOT / "bench" / "results" / "spark_pipeline.txt").read_text()
+    labels = [row.label for row in plot_results.rows(data_plane)]
+    assert {"our REST server", 'pylance RestAdapter("dir")', "pylance, dataset kept open"} <= set(labels)
+    spark_labels = [row.label for row in plot_results.rows(spark)]
+    assert "write: Spark -> Lance (catalog)" in spark_labels and "read: Parquet -> Spark" in spark_labels
+    assert plot_results.plot_data_plane(data_plane, tmp_path / "data-plane.png").stat().st_size > 10_000
+    assert plot_results.plot_spark(spark, tmp_path / "spark-pipeline.png").stat().st_size > 10_000
+    performance = (ROOT / "docs" / "performance.md").read_text()
+    for image in ("data-plane.png", "spark-pipeline.png", "list-tables-latency.png"):
+        assert (IMAGES / image).exists() and f"images/{image}" in performance, image

@@ -102,3 +102,22 @@ class _nothing:
 def test_every_skipped_block_says_why() -> None:
     skipped = [block for page in PAGES for block in code_blocks(page) if block.not_run is not None]
     assert all(len(block.not_run or "") >= 10 for block in skipped), skipped
+
+
+def test_the_rest_server_page_names_every_option_of_serve() -> None:
+    import click
+
+    from lance_iceberg_ns.cli import cli
+
+    def leaves(group: click.Group) -> list[click.Command]:
+        commands = list(group.commands.values())
+        return [leaf for c in commands for leaf in (leaves(c) if isinstance(c, click.Group) else [c])]
+
+    def options(command: click.Command) -> set[str]:
+        return {name for param in command.params for name in param.opts if name.startswith("--")}
+
+    serve = cli.commands["serve"]
+    shared = set.union(*(options(command) for command in leaves(cli) if command is not serve))
+    page = (ROOT / "docs" / "rest-server.md").read_text()
+    missing = sorted(name for name in options(serve) - shared if f"{name} " not in page and f"`{name}`" not in page)
+    assert "--max-data-body-mb" in options(serve) and not missing, f"docs/rest-server.md does not name {missing}"
