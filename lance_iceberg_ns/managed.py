@@ -264,8 +264,10 @@ def final_written(location: str, storage_options: Mapping[str, str], manifest_pa
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
-    """The version after the catalog's latest when a writer by location already committed it (its
-    final manifest is in ``_versions/``), else None: one look, in the naming scheme of the latest."""
+    """The version after the latest of ``table`` (as loaded) when its final manifest is already in
+    ``_versions/``, else None: one look, in the naming scheme of the latest. With the catalog's
+    current state, a writer by location committed it; with a state kept from earlier, another
+    writer may also have committed it through the catalog since."""
     latest = _latest_lance_snapshot(table)
     recorded = final_manifest_name(_summary(latest).get(MANIFEST_KEY, ""))
     following = _version_of(latest) + 1

@@ -55,8 +55,11 @@ class Versions:
         refuse_branch(request.branch, "list_table_versions")
         latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
         known = self._state.recent(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
-        if known is not None and managed.knows_latest(known):
-            found = managed.managed_versions(known, self._files_of(known))
+        files = self._files_of(known) if known is not None else {}
+        # a state kept a moment ago still answers unless a version after it shows on disk: another
+        # process committed since (its final manifest), or a writer went by location
+        if known is not None and managed.knows_latest(known) and managed.written_by_path_after(known, files) is None:
+            found = managed.managed_versions(known, files)
         else:
             found = self._all_versions(table, latest_only)
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)

@@ -76,6 +76,20 @@ def test_readers_by_location_and_describe_table_see_each_append_at_once(
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == expected
 
 
+def test_a_writer_reading_right_after_its_own_commit_sees_another_writers_commit(
+    managed_ns: IcebergLanceNamespace, properties: dict[str, str], db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id)
+    with IcebergLanceNamespace(**properties) as other:  # another writer, as another process would be
+        _append(managed_ns, table_id, _rows(100, 10))  # managed_ns keeps the state it committed
+        _append(other, table_id, _rows(110, 10))
+        assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 120
+        assert managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions[0].version == 3
+        _append(managed_ns, table_id, _rows(120, 10))  # and builds on it
+        assert lance.dataset(namespace_client=other, table_id=table_id).count_rows() == 130
+
+
 # --- Spark --------------------------------------------------------------------------------------
 
 
@@ -261,3 +275,20 @@ def test_polars_reads_each_append_and_its_sink_lance_is_a_write_by_location(
     assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
     managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
     assert polars_pylance.scan_lance(location).select(polars.len()).collect().item() == 122
+
+
+def test_lancedb_and_pylance_through_the_server_commit_every_version_through_the_catalog(
+    managed_ns: IcebergLanceNamespace, properties: dict[str, str], server: Any, db: list[str]
+) -> None:
+    lancedb = pytest.importorskip("lancedb")
+    table_id = [*db, "events"]
+    conn = lancedb.connect_namespace("iceberg", properties)
+    table = conn.create_table("events", _rows(0, 100), namespace_path=db)
+    table.add(_rows(100, 10))
+    table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(_rows(105, 10))
+    rest = lance.namespace.RestNamespace(uri=server.uri)  # a client of the server: pylance over REST
+    lance.write_dataset(_rows(200, 5), namespace_client=rest, table_id=table_id, mode="append")
+    location = managed_ns.describe_table({"id": table_id}).location
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4]
+    assert lance.dataset(location).version == 4 and lance.dataset(location).count_rows() == 120
+    assert conn.open_table("events", namespace_path=db).count_rows() == 120
