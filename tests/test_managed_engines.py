@@ -42,14 +42,19 @@ def _append(ns: IcebergLanceNamespace, table_id: list[str], rows: pa.Table) -> N
     lance.write_dataset(rows, namespace_client=ns, table_id=table_id, mode="append")
 
 
-def _duckdb_count(location: str) -> int:
-    """DuckDB's Lance extension reading the location, on a connection of its own: a connection
-    keeps the version it first read of a path, for any Lance dataset."""
+def _duckdb_connection() -> Any:
     duckdb = pytest.importorskip("duckdb")
     extension = pytest.importorskip("duckdb_extension_lance")
     found = sorted(Path(extension.__file__).parent.glob("extensions/*/lance.duckdb_extension"))
-    with duckdb.connect(config={"allow_unsigned_extensions": "true"}) as connection:
-        connection.execute(f"LOAD '{found[-1]}'")
+    connection = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    connection.execute(f"LOAD '{found[-1]}'")
+    return connection
+
+
+def _duckdb_count(location: str) -> int:
+    """DuckDB's Lance extension reading the location, on a connection of its own: a connection
+    keeps the version it first read of a path, for any Lance dataset."""
+    with _duckdb_connection() as connection:
         return int(connection.execute(f"SELECT count(*) FROM '{location}'").fetchall()[0][0])
 
 
@@ -65,6 +70,8 @@ def test_readers_by_location_and_describe_table_see_each_append_at_once(
 ) -> None:
     table_id = [*db, "events"]
     location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
+    kept = _duckdb_connection()
+    assert kept.execute(f"SELECT count(*) FROM '{location}'").fetchall() == [(100,)]
     for version, expected in ((1, 100), (2, 110), (3, 120)):
         if version > 1:
             _append(managed_ns, table_id, _rows(expected - 10, 10))
@@ -74,6 +81,9 @@ def test_readers_by_location_and_describe_table_see_each_append_at_once(
         assert _latest(managed_ns, table_id) == version
         assert managed_ns.describe_table({"id": table_id}).location == location
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == expected
+    # a DuckDB connection keeps the version it first read of a path (any Lance dataset): DuckDB's own
+    assert kept.execute(f"SELECT count(*) FROM '{location}'").fetchall() == [(100,)]
+    kept.close()
 
 
 def test_a_writer_reading_right_after_its_own_commit_sees_another_writers_commit(
@@ -229,7 +239,10 @@ def test_a_version_written_by_location_is_a_409_through_the_server(
     ):
         assert (answer.status_code, answer.json()["code"]) == (409, 19), answer.text
         assert re.search(WRITTEN_BY_LOCATION, answer.json()["error"]), answer.text
-    assert _versions(managed_ns, table_id) == [1, 2]
+    rest = lance.namespace.RestNamespace(uri=server.uri)  # pylance over REST: refused, as in process
+    with pytest.raises(OSError, match="Commit result for version 4 is unknown"):
+        lance.write_dataset(_rows(110, 10), namespace_client=rest, table_id=table_id, mode="append")
+    assert _versions(managed_ns, table_id) == [1, 2] and _staged(location) == []
 
 
 def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_table(
@@ -249,6 +262,7 @@ def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_tabl
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.batch_create_table_versions({"entries": [{"id": orders, **orders_staged}, {"id": lines, **staged}]})
     assert _versions(managed_ns, orders) == [1, 2] and _versions(managed_ns, lines) == [1, 2]
+    assert _staged(lines_location) == []  # the refused table's staged manifests are deleted
     assert adopt_versions_written_by_location(managed_ns, lines) == [3]
     write_together(managed_ns, [(orders, _rows(4, 1), "append"), (lines, _rows(6, 1), "append")])
     assert _versions(managed_ns, orders) == [1, 2, 3] and _versions(managed_ns, lines) == [1, 2, 3, 4]
