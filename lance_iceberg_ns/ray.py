@@ -18,6 +18,10 @@ every Python program of the environment and is not installed by every installer;
 A lance-ray write with ``mode="create"`` declares the table on the driver before its workers write;
 when a worker fails, the table stays declared with no version (reads fail, a new create is
 TableAlreadyExists). ``write_lance`` removes such a table with the files written for it.
+
+lance-ray commits by location, never through the catalog, so on a table whose versions the catalog
+manages (``table_version_management``) its commits go behind the catalog, which then refuses the
+table's next version; ``write_lance`` refuses such a table before anything is written.
 """
 
 from __future__ import annotations
@@ -27,7 +31,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from lance_namespace import DeclareTableRequest, DescribeTableRequest
-from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableNotFoundError
+from lance_namespace.errors import (
+    InvalidInputError,
+    LanceNamespaceError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 
 from lance_iceberg_ns import registry
 from lance_iceberg_ns.identifiers import parse_table_id
@@ -66,9 +75,10 @@ def write_lance(
     (``options`` go to it). The workers connect by class path, so no setup hook is needed.
 
     ``create`` declares the table (TableAlreadyExists when it exists, before any work);
-    ``overwrite`` declares it when missing; ``append`` needs it. When the write fails, a table it
-    declared is removed with the files written for it, and RayWriteError names the workers' cause
-    (errors of the namespace itself are raised as they are).
+    ``overwrite`` declares it when missing; ``append`` needs it (TableNotFound). A table whose
+    versions the catalog manages is UnsupportedOperation, before any work. When the write fails, a
+    table it declared is removed with the files written for it, and RayWriteError names the
+    workers' cause (errors of the namespace itself are raised as they are).
     """
     import lance_ray
 
@@ -99,17 +109,30 @@ def write_lance(
 
 
 def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> bool:
-    """Declare the table for ``create``, and for ``overwrite`` when it is missing; True if declared."""
-    if mode == "overwrite":
+    """Declare the table for ``create``, and for ``overwrite`` when it is missing; True if declared.
+    Raises TableNotFoundError for ``append`` to a missing table."""
+    if mode != "create":
         try:
-            ns.describe_table(DescribeTableRequest(id=table))
-            return False
+            described = ns.describe_table(DescribeTableRequest(id=table))
         except TableNotFoundError:
-            pass
-    elif mode == "append":
-        return False
+            if mode == "append":
+                raise
+        else:
+            _refuse_managed(table, bool(described.managed_versioning))
+            return False
+    _refuse_managed(table, ns.settings.table_version_management)
     ns.declare_table(DeclareTableRequest(id=table))
     return True
+
+
+def _refuse_managed(table: list[str], managed: bool) -> None:
+    """lance-ray commits by location, behind the catalog of a table whose versions it manages (the
+    catalog then refuses the table's next version): refused before anything is written."""
+    if managed:
+        raise UnsupportedOperationError(
+            f"The catalog manages the versions of {'.'.join(table)}, and lance-ray commits by location: "
+            "write it with Daft (daft-lance) or lance_iceberg_ns.spark"
+        )
 
 
 def _remove_uncommitted(ns: IcebergLanceNamespace, table: list[str]) -> bool:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from lance_namespace import ListTablesRequest
+from lance_namespace import DescribeTableRequest, ListTablesRequest
 from lance_namespace.errors import TableAlreadyExistsError
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -61,3 +62,22 @@ def test_write_and_read_through_the_server(ns: IcebergLanceNamespace, db: list[s
     assert daft_lance.read_lance(**served(server, table)).count_rows() == 220
     assert ns.dataset(table).count_rows() == 220  # the same table in the catalog
     assert daft_lance.read_lance(**in_process(ns, table)).where(daft.col("id") < 7).count_rows() == 7
+
+
+def test_a_table_whose_versions_the_catalog_manages_takes_daft_writes_through_the_catalog(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """Daft commits through the namespace: the catalog names every version, so the next commit
+    through the catalog is accepted (one by location behind it would be refused)."""
+    import lance
+    import pyarrow as pa
+
+    managing = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true")
+    table = [*db, "managed"]
+    daft_lance.write_lance(frame(0, 30), **in_process(managing, table)).collect()
+    daft_lance.write_lance(frame(30, 5), mode="append", **in_process(managing, table)).collect()
+
+    more = pa.table({"id": pa.array([99], pa.int64()), "label": pa.array(["through the catalog"], pa.large_string())})
+    lance.write_dataset(more, namespace_client=managing, table_id=table, mode="append")
+    assert managing.describe_table(DescribeTableRequest(id=table, load_detailed_metadata=True)).version == 3
+    assert daft_lance.read_lance(**in_process(managing, table)).count_rows() == 36

@@ -16,7 +16,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lance_namespace import DescribeTableRequest, ListTableIndicesRequest, ListTablesRequest
-from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
+from lance_namespace.errors import (
+    InvalidInputError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 
 from lance_iceberg_ns import IcebergLanceNamespace
 
@@ -187,3 +192,32 @@ def test_a_bad_mode_changes_nothing(ns: IcebergLanceNamespace, db: list[str]) ->
     with pytest.raises(InvalidInputError, match="mode must be one of"):
         write_lance(rows(0, 10), ns, [*db, "never"], mode="replace")
     assert ns.list_tables(ListTablesRequest(id=db, include_declared=True)).tables == []
+
+
+def test_a_missing_table_is_not_appended_to(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(TableNotFoundError):
+        write_lance(rows(0, 10), ns, [*db, "missing"], mode="append")
+    assert ns.list_tables(ListTablesRequest(id=db, include_declared=True)).tables == []
+
+
+def test_tables_whose_versions_the_catalog_manages_are_refused(
+    endpoint: str, lance_root: Path, ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """lance-ray commits by location: on a managed table the catalog would refuse the next version."""
+    managing = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true")
+    with pytest.raises(UnsupportedOperationError, match="commits by location"):
+        write_lance(rows(0, 10), managing, [*db, "managed"])
+    assert ns.list_tables(ListTablesRequest(id=db, include_declared=True)).tables == []
+
+    managing.create_table({"id": [*db, "managed"]}, _ipc(pa.table({"id": [1]})))
+    for mode in ("append", "overwrite"):
+        with pytest.raises(UnsupportedOperationError):
+            write_lance(rows(0, 10), managing, [*db, "managed"], mode=mode)
+    assert managing.dataset([*db, "managed"]).count_rows() == 1
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
