@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -105,3 +106,21 @@ class PurgableTable:
     @property
     def deleted_at_ms(self) -> int:
         return 0 if self.deleted_at is None else round(self.deleted_at.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class SkippedPurge:
+    """A soft-deleted table a purge left whole, and why (too young, foreign, ownership not proved)."""
+
+    id: list[str]
+    tombstone: str
+    reason: str
+
+
+class PurgeReport(list[list[str]]):
+    """The ids a purge of a namespace took (it is the list ``purge_tables`` always returned), and
+    in ``skipped`` what it left whole and why, so that a caller can tell nothing-to-do from refused."""
+
+    def __init__(self, purged: Iterable[list[str]] = (), skipped: Iterable[SkippedPurge] = ()) -> None:
+        super().__init__(purged)
+        self.skipped: list[SkippedPurge] = list(skipped or [])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import lance
 import pyarrow.fs as pafs
@@ -33,12 +33,14 @@ DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any w
 
 @dataclass(frozen=True)
 class OrphanFiles:
-    """What a cleanup found (and, unless ``dry_run``, deleted): paths relative to the table root."""
+    """What a cleanup found (and, unless ``dry_run``, deleted): paths relative to the table root;
+    ``skipped``: unreferenced files left because they were written within the margin."""
 
     location: str
     files: list[str]
     bytes: int
     dry_run: bool
+    skipped: list[str] = field(default_factory=list)
 
 
 def _referenced_data_files(dataset: lance.LanceDataset) -> set[str]:
@@ -83,11 +85,12 @@ def find_orphan_files(
     candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
     candidates += [(VERSIONS_DIRECTORY, info) for info in _leftover_manifests(manifests)]
     cutoff = time.time() - margin
-    orphans = [
-        (directory, info)
-        for directory, info in candidates
-        if info.type == pafs.FileType.File and info.mtime is not None and info.mtime.timestamp() < cutoff
-    ]
+    orphans: list[tuple[str, pafs.FileInfo]] = []
+    young: list[tuple[str, pafs.FileInfo]] = []
+    for directory, info in candidates:
+        if info.type == pafs.FileType.File:
+            old_enough = info.mtime is not None and info.mtime.timestamp() < cutoff
+            (orphans if old_enough else young).append((directory, info))
     if not dry_run:
         for _directory, info in orphans:
             filesystem.delete_file(info.path)
@@ -96,6 +99,7 @@ def find_orphan_files(
         sorted(f"{directory}/{info.base_name}" for directory, info in orphans),
         sum(info.size or 0 for _directory, info in orphans),
         dry_run,
+        sorted(f"{directory}/{info.base_name}" for directory, info in young),
     )
 
 

@@ -31,7 +31,16 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns.catalogs import TableSummary
 from lance_iceberg_ns.companions import Companions
 from lance_iceberg_ns.identifiers import NamespaceId, TableId, parse_namespace_id, parse_table_id
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, PurgableTable, TableStatus, Tombstone, tombstones_of, trash_path
+from lance_iceberg_ns.lifecycle import (
+    TRASH_NAMESPACE,
+    PurgableTable,
+    PurgeReport,
+    SkippedPurge,
+    TableStatus,
+    Tombstone,
+    tombstones_of,
+    trash_path,
+)
 from lance_iceberg_ns.listing import is_lance_table, walk
 from lance_iceberg_ns.placement import Placement
 
@@ -204,25 +213,38 @@ class Trash:
             if TRASH_NAMESPACE in children:
                 yield namespace, [ident[-1] for ident in catalog.list_tables(trash_path(namespace.path))]
 
-    def purge_expired(self, namespace_id: list[str], deleted_before: datetime | None) -> list[list[str]]:
+    def purge_expired(self, namespace_id: list[str], deleted_before: datetime | None) -> PurgeReport:
         """Purge every soft-deleted table of ``namespace_id`` (and beneath) deleted before
         ``deleted_before`` (default: now minus the trash's time to live). A foreign tombstone, or
-        one that cannot show it owns its location, is left whole, with a warning saying why."""
+        one that cannot show it owns its location, is left whole, with a warning saying why; the
+        answer lists the ids purged, and in ``skipped`` every entry left whole, with why."""
         if deleted_before is None:
             deleted_before = datetime.now(timezone.utc) - timedelta(seconds=self._ttl_seconds)
-        purged = []
-        for purgable in self.purgable(namespace_id, deleted_before):
-            tombstone = Tombstone.parse(purgable.tombstone)
-            if purgable.foreign is not None or tombstone is None:
-                logger.warning("Not purging %s: it is foreign (%s)", purgable.tombstone, purgable.foreign)
-                continue
-            table = parse_table_id(purgable.id)
-            try:
-                if self._purge_tombstone(table, tombstone):
-                    purged.append(purgable.id)
-            except (ForeignTombstone, iceberg.ForbiddenError) as refused:
-                logger.warning("Not purging %s (%s): %s", table, purgable.tombstone, refused)
-        return purged
+        cutoff_ms = int(deleted_before.timestamp() * 1000)
+        report = PurgeReport()
+        for purgable in self.purgable(namespace_id):
+            skipped = self._purge_entry(purgable, cutoff_ms, deleted_before)
+            if skipped is None:
+                report.append(purgable.id)
+            elif skipped:
+                report.skipped.append(SkippedPurge(purgable.id, purgable.tombstone, skipped))
+        return report
+
+    def _purge_entry(self, purgable: PurgableTable, cutoff_ms: int, deleted_before: datetime) -> str | None:
+        """Purge one trash entry: None when purged, else why not ('' when someone took it first)."""
+        tombstone = Tombstone.parse(purgable.tombstone)
+        if purgable.foreign is not None or tombstone is None:
+            logger.warning("Not purging %s: it is foreign (%s)", purgable.tombstone, purgable.foreign)
+            return f"foreign tombstone: {purgable.foreign}"
+        if purgable.deleted_at_ms >= cutoff_ms:
+            when, cutoff = (_second(moment) for moment in (purgable.deleted_at, deleted_before))
+            return f"too young: soft-deleted at {when}, purging only those deleted before {cutoff}"
+        table = parse_table_id(purgable.id)
+        try:
+            return None if self._purge_tombstone(table, tombstone) else ""
+        except (ForeignTombstone, iceberg.ForbiddenError) as refused:
+            logger.warning("Not purging %s (%s): %s", table, purgable.tombstone, refused)
+            return f"ownership not proved: {refused}"
 
     def status(self, table_id: list[str]) -> TableStatus:
         """See ``IcebergLanceNamespace.table_status``."""
@@ -233,3 +255,7 @@ class Trash:
         if newest is not None:
             return TableStatus("soft_deleted", newest[0].deleted_at)
         return TableStatus("not_found")
+
+
+def _second(moment: datetime | None) -> str:
+    return "an unknown time" if moment is None else moment.isoformat(timespec="seconds")

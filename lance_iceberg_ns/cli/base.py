@@ -68,12 +68,20 @@ class CliState:
     debug: bool = False
     delimiter: str = "."
 
-    def namespace(self) -> Any:
-        from lance_iceberg_ns import IcebergLanceNamespace
+    def resolved(self) -> dict[str, str]:
+        """The bridge properties from every source; an unknown key is a usage error."""
+        from lance_iceberg_ns.cli.feedback import check_property_keys
         from lance_iceberg_ns.sources import resolve_properties
 
         explicit = {**self.properties, "endpoint": self.endpoint, "root": self.root}
         properties = resolve_properties({k: v for k, v in explicit.items() if v is not None}, catalog=self.catalog)
+        check_property_keys(properties)
+        return properties
+
+    def namespace(self) -> Any:
+        from lance_iceberg_ns import IcebergLanceNamespace
+
+        properties = self.resolved()
         if not properties.get("endpoint"):
             raise click.UsageError(
                 "No catalog: give --endpoint URL, --catalog NAME (pyiceberg) or set LANCE_ICEBERG_ENDPOINT"

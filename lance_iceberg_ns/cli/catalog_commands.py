@@ -1,12 +1,49 @@
-"""The namespaces and tables groups' catalog commands: list, create, describe, drop, versions, soft delete."""
+"""The namespaces and tables groups' catalog commands: list, create, describe, drop, versions, soft delete.
+
+Each says what happened, not what was asked: a drop of a missing namespace, a create of one that
+existed, a purge that skipped tables are said as such (and are not exit 0 unless asked to be)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import click
 
-from lance_iceberg_ns.cli.base import _all_pages, _command, _emit, _fields, _state, _table, namespaces, tables
+from lance_iceberg_ns.cli.base import (
+    CliState,
+    _all_pages,
+    _command,
+    _emit,
+    _fields,
+    _pages,
+    _state,
+    _table,
+    namespaces,
+    tables,
+)
+from lance_iceberg_ns.cli.feedback import EXIT_SKIPPED, done, hint_if_unprefixed, working
+
+PROG = "lance-iceberg-ns"
+
+
+def below_warehouse(state: CliState, text: str) -> list[str]:
+    """The id of a namespace inside a warehouse; a one-part id is a usage error showing the form."""
+    parts = state.identifier(text)
+    if len(parts) < 2:
+        d = state.delimiter
+        example = f"wh{d}{parts[0] if parts else 'sales'}"
+        raise click.UsageError(
+            f"{text!r} names no namespace inside a warehouse: give WAREHOUSE{d}NAMESPACE (e.g. {example})"
+        )
+    return parts
+
+
+def resolve_version(ns: Any, table_id: list[str], text: str | None) -> int | None:
+    """A version given as its number or as a tag of the table (``v1-tag``)."""
+    if text is None or text.isdigit():
+        return None if text is None else int(text)
+    return int(ns.get_table_tag_version({"id": table_id, "tag": text}).version)
 
 
 @_command(namespaces, "list", "parent")
@@ -17,18 +54,32 @@ def namespaces_list(parent: str) -> None:
     parent_id = state.identifier(parent)
     names = _all_pages(lambda token: ns.list_namespaces({"id": parent_id, "page_token": token}), "namespaces")
     _emit({"namespaces": names}, lambda: _table(("namespace",), ([state.name([*parent_id, n])] for n in names)))
+    hint_if_unprefixed(ns, parent_id)
 
 
 @_command(namespaces, "create", "namespace_id")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="a namespace property (repeatable)")
-@click.option("--exist-ok", is_flag=True, help="succeed when it already exists")
+@click.option("--exist-ok", is_flag=True, help="succeed, saying it already existed, when it exists")
 def namespaces_create(namespace_id: str, settings: tuple[str, ...], exist_ok: bool) -> None:
     """Create a namespace."""
+    from lance_namespace.errors import NamespaceAlreadyExistsError
+
     state = _state()
+    identifier = below_warehouse(state, namespace_id)
     properties = dict(item.partition("=")[::2] for item in settings)
-    request = {"id": state.identifier(namespace_id), "properties": properties, "mode": "exist_ok" if exist_ok else None}
-    response = state.namespace().create_namespace(request)
-    _emit(response.to_dict(), lambda: click.echo(f"created {namespace_id}"))
+    ns = state.namespace()
+    try:
+        answer, created = ns.create_namespace({"id": identifier, "properties": properties}).to_dict(), True
+    except NamespaceAlreadyExistsError:
+        if not exist_ok:
+            raise
+        answer, created = {}, False
+    kept = " (its properties left as they were)" if properties else ""
+    _emit(
+        {**answer, "namespace": namespace_id, "created": created},
+        lambda: click.echo(f"created {namespace_id}" if created else f"{namespace_id} already existed{kept}"),
+    )
+    hint_if_unprefixed(ns, identifier)
 
 
 @_command(namespaces, "describe", "namespace_id")
@@ -40,11 +91,26 @@ def namespaces_describe(namespace_id: str) -> None:
 
 
 @_command(namespaces, "drop", "namespace_id")
-def namespaces_drop(namespace_id: str) -> None:
-    """Drop an empty namespace."""
+@click.option("--if-exists", is_flag=True, help="succeed, saying it was missing, when it does not exist")
+def namespaces_drop(namespace_id: str, if_exists: bool) -> None:
+    """Drop an empty namespace; a missing one is NamespaceNotFound (exit 3) unless --if-exists."""
+    from lance_namespace.errors import NamespaceNotFoundError
+
     state = _state()
-    state.call("drop_namespace", namespace_id)
-    _emit({"dropped": namespace_id}, lambda: click.echo(f"dropped {namespace_id}"))
+    identifier = below_warehouse(state, namespace_id)
+    ns = state.namespace()
+    try:
+        ns.drop_namespace({"id": identifier, "mode": "fail"})
+        dropped = True
+    except NamespaceNotFoundError:
+        if not if_exists:
+            raise
+        dropped = False
+    _emit(
+        {"namespace": namespace_id, "dropped": dropped},
+        lambda: click.echo(f"dropped {namespace_id}" if dropped else f"{namespace_id} did not exist: nothing dropped"),
+    )
+    hint_if_unprefixed(ns, identifier)
 
 
 @_command(tables, "list", "namespace_id")
@@ -53,8 +119,8 @@ def namespaces_drop(namespace_id: str) -> None:
 def tables_list(namespace_id: str, include_declared: bool, recursive: bool) -> None:
     """The Lance tables of a namespace (with --recursive, of it and every namespace beneath)."""
     state = _state()
+    parent = state.identifier(namespace_id) if recursive or not namespace_id else below_warehouse(state, namespace_id)
     ns = state.namespace()
-    parent = state.identifier(namespace_id)
     request = {"id": parent, "include_declared": include_declared}
     if recursive:
         from lance_iceberg_ns.namespace import ID_DELIMITER
@@ -69,14 +135,18 @@ def tables_list(namespace_id: str, include_declared: bool, recursive: bool) -> N
         {"tables": tables if recursive else [table_id[-1] for table_id in ids]},
         lambda: _table(("table",), ([t] for t in tables)),
     )
+    hint_if_unprefixed(ns, parent)
 
 
 @_command(tables, "describe", "table_id")
-@click.option("--version", type=int, help="at this version")
-def tables_describe(table_id: str, version: int | None) -> None:
+@click.option("--version", help="at this version (a number or a tag)")
+def tables_describe(table_id: str, version: str | None) -> None:
     """A table's location, version, schema and properties."""
     state = _state()
-    response = state.call("describe_table", table_id, version=version, load_detailed_metadata=True)
+    ns = state.namespace()
+    identifier = state.identifier(table_id)
+    number = resolve_version(ns, identifier, version)
+    response = ns.describe_table({"id": identifier, "version": number, "load_detailed_metadata": True})
     data = response.to_dict()
     data.pop("storage_options", None)  # may hold vended keys: not for a terminal
 
@@ -93,10 +163,21 @@ def tables_describe(table_id: str, version: int | None) -> None:
 @_command(tables, "declare", "table_id")
 @click.option("--location", help="where its data will be (default: under the root)")
 def tables_declare(table_id: str, location: str | None) -> None:
-    """Reserve a table name and location before any data is written."""
+    """Reserve a table name and location before any data is written (under the storage root
+    unless --location: the root must then be given, it is never the current directory by default)."""
     state = _state()
+    root = state.resolved().get("root")
+    if not location and not root:
+        raise click.UsageError(
+            "tables declare places the table under the storage root: give --root DIR "
+            "(or -p root=DIR, LANCE_ICEBERG_ROOT), or --location"
+        )
     response = state.call("declare_table", table_id, location=location)
-    _emit({"location": response.location}, lambda: click.echo(f"declared {table_id} at {response.location}"))
+    under = "" if location else f" (under root {root})"
+    _emit(
+        {"location": response.location, "root": None if location else root},
+        lambda: click.echo(f"declared {table_id} at {response.location}{under}"),
+    )
 
 
 @_command(tables, "register", "table_id")
@@ -121,63 +202,128 @@ def tables_deregister(table_id: str) -> None:
 
 @_command(tables, "drop", "table_id")
 def tables_drop(table_id: str) -> None:
-    """Drop a table (a soft delete unless the bridge has soft_delete=false)."""
+    """Drop a table: a soft delete (undo with `tables undrop`) until purged, unless the bridge has
+    soft_delete=false, when its data is deleted at once."""
     state = _state()
-    response = state.call("drop_table", table_id)
-    _emit({"location": response.location}, lambda: click.echo(f"dropped {table_id}"))
+    ns = state.namespace()
+    response = ns.drop_table({"id": state.identifier(table_id)})
+    soft = bool(ns.settings.soft_delete)
+    undo = f"{PROG} tables undrop {table_id}" if soft else None
+    said = (
+        f"soft-deleted {table_id}: its data stays at {response.location} until purged "
+        f"(`{PROG} tables purge {table_id}`, or by age with --older-than); undo: `{undo}`"
+        if soft
+        else f"dropped {table_id} and deleted its data (soft_delete=false: no undo)"
+    )
+    _emit({"location": response.location, "soft_deleted": soft, "undo": undo}, lambda: click.echo(said))
 
 
 @_command(tables, "rename", "table_id")
 @click.argument("new_name")
 @click.option("--namespace", "new_namespace", help="move it to this namespace of the same warehouse")
 def tables_rename(table_id: str, new_name: str, new_namespace: str | None) -> None:
-    """Rename a table (its data stays where it is)."""
+    """Rename a table (its data stays where it is). NEW_NAME is a table name, or the table's full
+    new id WAREHOUSE.NAMESPACE...TABLE in the same warehouse (a different namespace moves it)."""
     state = _state()
-    request = {"id": state.identifier(table_id), "new_table_name": new_name}
-    if new_namespace:
-        request["new_namespace_id"] = state.identifier(new_namespace)
+    source = state.identifier(table_id)
+    target = _rename_target(state, source, new_name, new_namespace)
+    request = {"id": source, "new_table_name": target[-1], "new_namespace_id": target[:-1]}
     state.namespace().rename_table(request)
-    _emit({"renamed": table_id, "to": new_name}, lambda: click.echo(f"renamed {table_id} to {new_name}"))
+    to = state.name(target)
+    _emit({"renamed": table_id, "to": to}, lambda: click.echo(f"renamed {table_id} to {to}"))
+
+
+def _rename_target(state: CliState, source: list[str], new_name: str, new_namespace: str | None) -> list[str]:
+    """The full new id: a bare name stays in the namespace (or --namespace); a dotted one must be a
+    full id in the source's warehouse, never a table literally named ``wh.ops.b``."""
+    d = state.delimiter
+    if d not in new_name:
+        namespace = state.identifier(new_namespace) if new_namespace else source[:-1]
+        return [*namespace, new_name]
+    target = state.identifier(new_name)
+    if new_namespace:
+        raise click.UsageError("Give the new namespace in NEW_NAME's full id or with --namespace, not both")
+    if len(target) < 3 or not all(target):
+        raise click.UsageError(
+            f"{new_name!r}: a new name with {d!r} must be the full id WAREHOUSE{d}NAMESPACE{d}TABLE; "
+            f"a table name cannot contain {d!r}"
+        )
+    if target[0] != source[0]:
+        raise click.UsageError(f"A table stays in its warehouse {source[0]!r}: {new_name!r} names {target[0]!r}")
+    return target
 
 
 @_command(tables, "versions", "table_id")
 @click.option("--limit", type=click.IntRange(min=1), help="at most this many, newest first")
 @click.option("--ascending", is_flag=True, help="oldest first")
 def tables_versions(table_id: str, limit: int | None, ascending: bool) -> None:
-    """A table's versions (newest first)."""
+    """A table's versions (newest first), with the tags that name them."""
     state = _state()
     ns = state.namespace()
-    request = {"id": state.identifier(table_id), "descending": not ascending}
+    identifier = state.identifier(table_id)
+    request = {"id": identifier, "descending": not ascending}
     if limit:
         found = ns.list_table_versions({**request, "limit": limit}).versions
     else:
         found = _all_pages(lambda token: ns.list_table_versions({**request, "page_token": token}), "versions")
+    tagged = _tags_by_version(ns, identifier)
     rows = [
         (
             v.version,
             datetime.fromtimestamp(v.timestamp_millis / 1000, timezone.utc).isoformat(timespec="seconds"),
             (v.metadata or {}).get("total_rows"),
+            ", ".join(tagged.get(v.version, [])),
             v.manifest_path,
         )
         for v in found
     ]
     _emit(
-        {"versions": [v.to_dict() for v in found]}, lambda: _table(("version", "committed", "rows", "manifest"), rows)
+        {"versions": [{**v.to_dict(), "tags": tagged.get(v.version, [])} for v in found]},
+        lambda: _table(("version", "committed", "rows", "tags", "manifest"), rows),
     )
+
+
+def _tags_by_version(ns: Any, table_id: list[str]) -> dict[int, list[str]]:
+    tagged: dict[int, list[str]] = {}
+    for page in _pages(lambda token: ns.list_table_tags({"id": table_id, "page_token": token})):
+        for name, contents in sorted((page.tags or {}).items()):
+            tagged.setdefault(contents.version, []).append(name)
+    return tagged
 
 
 @_command(tables, "restore", "table_id")
-@click.argument("version", type=int)
-def tables_restore(table_id: str, version: int) -> None:
-    """Make VERSION the latest again, as a new version."""
+@click.argument("version")
+@click.option("--dry-run", is_flag=True, help="say what it would do and which indices it would drop; change nothing")
+def tables_restore(table_id: str, version: str, dry_run: bool) -> None:
+    """Make VERSION (a number or a tag) the latest again, as a new version. Indices built after
+    VERSION are not in it: they are named before anything is done."""
     state = _state()
     ns = state.namespace()
-    ns.restore_table({"id": state.identifier(table_id), "version": version})
-    latest = ns.describe_table_version({"id": state.identifier(table_id)}).version.version
+    identifier = state.identifier(table_id)
+    number = resolve_version(ns, identifier, version)
+    dropped = sorted(_index_names(ns, identifier, None) - _index_names(ns, identifier, number))
+    if not state.as_json:
+        verb = "would drop" if dry_run else "drops"
+        click.echo(
+            f"restoring {table_id} to version {number} {verb} the indices built since: {', '.join(dropped)}"
+            if dropped
+            else f"restoring {table_id} to version {number} drops no index"
+        )
+    if dry_run:
+        _emit({"restored": None, "would_restore": number, "dropped_indices": dropped, "dry_run": True}, lambda: None)
+        return
+    with working(f"restoring {table_id} to version {number}", state.as_json) as watch:
+        ns.restore_table({"id": identifier, "version": number})
+        latest = ns.describe_table_version({"id": identifier}).version.version
     _emit(
-        {"restored": version, "version": latest},
-        lambda: click.echo(f"restored {table_id} to version {version} as version {latest}"),
+        {"restored": number, "version": latest, "dropped_indices": dropped, "elapsed_seconds": watch.seconds},
+        lambda: click.echo(f"restored {table_id} to version {number} as version {latest}"),
     )
+    done(watch, state.as_json)
+
+
+def _index_names(ns: Any, identifier: list[str], version: int | None) -> set[str]:
+    return {index.name for index in ns.dataset(identifier, version).describe_indices()}
 
 
 @_command(tables, "status", "table_id")
@@ -211,21 +357,43 @@ def _cutoff(older_than: str | None) -> datetime | None:
 @_command(tables, "purge", "target")
 @click.option("--older-than", help="purge every table of the namespace TARGET soft-deleted this long ago (7d, 12h)")
 def tables_purge(target: str, older_than: str | None) -> None:
-    """Reclaim a soft-deleted table's storage, or every expired one of a namespace."""
+    """Reclaim a soft-deleted table's storage, or every expired one of a namespace. Says what it
+    purged and what it skipped and why; exit 1 when it skipped anything."""
     state = _state()
     ns = state.namespace()
-    if older_than is not None:
-        purged = [
-            state.name(t)
-            for t in ns.purge_tables(namespace_id=state.identifier(target), deleted_before=_cutoff(older_than))
-        ]
-        _emit({"purged": purged}, lambda: click.echo("".join(f"purged {name}\n" for name in purged), nl=False))
-    else:
-        count = ns.purge_table(state.identifier(target))
-        _emit(
-            {"purged": target, "soft_deleted_versions": count},
-            lambda: click.echo(f"purged {count} soft-deleted version(s) of {target}"),
-        )
+    identifier = state.identifier(target)
+    with working(f"purging {target}", state.as_json) as watch:
+        if older_than is not None:
+            report = ns.purge_tables(namespace_id=identifier, deleted_before=_cutoff(older_than))
+            purged, versions = [state.name(t) for t in report], None
+            skipped = [(state.name(s.id), s.reason) for s in getattr(report, "skipped", [])]
+        else:
+            versions = ns.purge_table(identifier)
+            purged = [target] if versions else []
+            skipped = _left_in_trash(state, ns, identifier)
+    answer = {"purged": purged, "skipped": [{"table": t, "reason": why} for t, why in skipped]}
+    if versions is not None:
+        answer["soft_deleted_versions"] = versions
+    _emit({**answer, "elapsed_seconds": watch.seconds}, lambda: _say_purged(target, purged, skipped, versions))
+    done(watch, state.as_json)
+    if skipped:
+        raise SystemExit(EXIT_SKIPPED)  # click's ctx.exit is not an exit under standalone_mode=False
+
+
+def _left_in_trash(state: CliState, ns: Any, table_id: list[str]) -> list[tuple[str, str]]:
+    """A purge of one table leaves its foreign tombstones: each, with why."""
+    left = ns.list_purgable_tables(table_id[:-1])
+    return [(state.name(t.id), f"foreign tombstone: {t.foreign}") for t in left if t.id == table_id and t.foreign]
+
+
+def _say_purged(target: str, purged: list[str], skipped: list[tuple[str, str]], versions: int | None) -> None:
+    for name in purged:
+        click.echo(f"purged {name}" + ("" if versions is None else f" ({versions} soft-deleted version(s))"))
+    for name, why in skipped:
+        click.echo(f"skipped {name}: {why}")
+    click.echo(
+        f"{len(purged)} purged, {len(skipped)} skipped" if purged or skipped else f"nothing to purge in {target}"
+    )
 
 
 @_command(tables, "purgable", "namespace_id")

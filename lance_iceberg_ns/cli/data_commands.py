@@ -20,16 +20,62 @@ from lance_iceberg_ns.cli.base import (
     exit_code_for,
     tables,
 )
+from lance_iceberg_ns.cli.catalog_commands import resolve_version
+from lance_iceberg_ns.cli.feedback import EXIT_SKIPPED, done, working
 
-SCALAR_INDEX_TYPES = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "INVERTED", "FTS", "NGRAM", "ZONEMAP"})
+# pylance's index types by every name the namespace accepts (lance_iceberg_ns.data.indices, not
+# imported here: the command line loads pylance only when a command runs).
+SCALAR_INDEX_TYPES = frozenset(
+    {"SCALAR", "BTREE", "BITMAP", "LABEL_LIST", "LABELLIST", "INVERTED", "FTS", "NGRAM", "ZONEMAP", "ZONE_MAP"}
+    | {"BLOOMFILTER", "BLOOM_FILTER", "RTREE", "R_TREE"}
+)
+_IVF = frozenset({"num_partitions", "sample_rate", "max_iterations", "target_partition_size", "distance_type"})
+_HNSW = frozenset({"m", "ef_construction"})
+_TOKENIZER = frozenset(
+    {"with_position", "base_tokenizer", "language", "max_token_length", "lower_case", "stem", "remove_stop_words"}
+    | {"ascii_folding"}
+)
+# The parameters each index type takes (by the request's field names): any other is refused.
+INDEX_PARAMETERS: dict[str, frozenset[str]] = {
+    "IVF_PQ": _IVF | {"num_sub_vectors", "num_bits"},
+    "IVF_FLAT": _IVF,
+    "IVF_SQ": _IVF | {"num_bits"},
+    "IVF_RQ": _IVF | {"num_bits"},
+    "IVF_HNSW_FLAT": _IVF | _HNSW,
+    "IVF_HNSW_SQ": _IVF | _HNSW | {"num_bits"},
+    "IVF_HNSW_PQ": _IVF | _HNSW | {"num_sub_vectors", "num_bits"},
+    "INVERTED": _TOKENIZER,
+}
+
+
+def index_parameters(index_type: str, settings: tuple[str, ...]) -> dict[str, object]:
+    """``--set k=v`` as the index type's parameters; a key it does not take is a one-line usage
+    error naming the ones it does (the request would otherwise drop it without a word)."""
+    from lance_iceberg_ns.data.indices import SCALAR_TYPES, VECTOR_TYPES
+
+    upper = index_type.strip().upper()
+    canonical = SCALAR_TYPES.get(upper) or VECTOR_TYPES.get(upper)
+    if canonical is None:
+        known = ", ".join(sorted({*SCALAR_TYPES, *VECTOR_TYPES}))
+        raise click.UsageError(f"Unknown index type {index_type!r}; one of: {known}")
+    valid = INDEX_PARAMETERS.get(canonical, frozenset())
+    parameters = {key: _value(text) for key, text in (item.partition("=")[::2] for item in settings)}
+    unknown = sorted(set(parameters) - valid)
+    if unknown:
+        takes = f"valid: {', '.join(sorted(valid))}" if valid else "it takes none"
+        raise click.UsageError(f"{canonical} index: unknown parameter(s) {', '.join(unknown)}; {takes}")
+    return parameters
 
 
 @_command(tables, "count", "table_id")
 @click.option("--where", "predicate", help="only rows matching this SQL predicate")
-@click.option("--version", type=int, help="at this version")
-def tables_count(table_id: str, predicate: str | None, version: int | None) -> None:
+@click.option("--version", help="at this version (a number or a tag)")
+def tables_count(table_id: str, predicate: str | None, version: str | None) -> None:
     """How many rows a table has."""
-    count = _state().call("count_table_rows", table_id, predicate=predicate, version=version).count
+    state = _state()
+    ns, identifier = state.namespace(), state.identifier(table_id)
+    number = resolve_version(ns, identifier, version)
+    count = ns.count_table_rows({"id": identifier, "predicate": predicate, "version": number}).count
     _emit({"table": table_id, "rows": count}, lambda: click.echo(count))
 
 
@@ -63,12 +109,19 @@ def indices_list(table_id: str) -> None:
 @click.option("--name", help="the index name (default: Lance's, from the column)")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="an index parameter (num_partitions=64)")
 def indices_create(table_id: str, column: str, index_type: str, name: str | None, settings: tuple[str, ...]) -> None:
-    """Build an index on a column (vector types build a vector index, the rest a scalar one)."""
-    parameters = {key: _value(text) for key, text in (item.partition("=")[::2] for item in settings)}
+    """Build an index on a column (vector types build a vector index, the rest a scalar one);
+    --set takes only the parameters of the index type."""
+    parameters = index_parameters(index_type, settings)
+    state = _state()
     scalar = index_type.upper() in SCALAR_INDEX_TYPES
     operation = "create_table_scalar_index" if scalar else "create_table_index"
-    _state().call(operation, table_id, column=column, index_type=index_type.upper(), name=name, **parameters)
-    _emit({"table": table_id, "column": column, "index_type": index_type.upper()}, lambda: click.echo("created"))
+    with working(f"building a {index_type.upper()} index on {column}", state.as_json) as watch:
+        state.call(operation, table_id, column=column, index_type=index_type.upper(), name=name, **parameters)
+    _emit(
+        {"table": table_id, "column": column, "index_type": index_type.upper(), "elapsed_seconds": watch.seconds},
+        lambda: click.echo(f"created a {index_type.upper()} index on {column} of {table_id}"),
+    )
+    done(watch, state.as_json)
 
 
 @_command(indices, "drop", "table_id")
@@ -97,11 +150,14 @@ def tags_list(table_id: str) -> None:
 
 @_command(tags, "create", "table_id")
 @click.argument("tag")
-@click.argument("version", type=int)
-def tags_create(table_id: str, tag: str, version: int) -> None:
-    """Name a version of a table."""
-    _state().call("create_table_tag", table_id, tag=tag, version=version)
-    _emit({"table": table_id, "tag": tag, "version": version}, lambda: click.echo(f"tagged version {version} {tag}"))
+@click.argument("version")
+def tags_create(table_id: str, tag: str, version: str) -> None:
+    """Name a version (a number, or another tag) of a table."""
+    state = _state()
+    ns, identifier = state.namespace(), state.identifier(table_id)
+    number = resolve_version(ns, identifier, version)
+    ns.create_table_tag({"id": identifier, "tag": tag, "version": number})
+    _emit({"table": table_id, "tag": tag, "version": number}, lambda: click.echo(f"tagged version {number} {tag}"))
 
 
 @_command(tags, "delete", "table_id")
@@ -116,16 +172,29 @@ def tags_delete(table_id: str, tag: str) -> None:
 @click.option("--older-than", default="3d", show_default=True, help="only files last written this long ago")
 @click.option("--dry-run", is_flag=True, help="list them, delete nothing")
 def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
-    """Delete data files no version references (left by failed or speculative task attempts)."""
+    """Delete data files no version references (left by failed or speculative task attempts).
+    Says what it deleted and what it skipped (written within --older-than); exit 1 when it skipped any."""
     from lance_iceberg_ns.orphans import remove_orphan_files
 
     state = _state()
-    found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
+    with working(f"scanning {table_id} for orphan files", state.as_json) as watch:
+        found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
     verb = "would delete" if dry_run else "deleted"
-    _emit(
-        {"files": found.files, "bytes": found.bytes, "dry_run": dry_run},
-        lambda: click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes"),
-    )
+    why = f"too young: written within the last {older_than}, maybe by a write still running"
+    skipped = [{"file": path, "reason": why} for path in found.skipped]
+
+    def human() -> None:
+        for path in found.files:
+            click.echo(f"{verb} {path}")
+        for path in found.skipped:
+            click.echo(f"skipped {path}: {why}")
+        click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes; skipped {len(skipped)}")
+
+    answer = {"files": found.files, "bytes": found.bytes, "dry_run": dry_run, "skipped": skipped}
+    _emit({**answer, "elapsed_seconds": watch.seconds}, human)
+    done(watch, state.as_json)
+    if skipped:
+        raise SystemExit(EXIT_SKIPPED)  # click's ctx.exit is not an exit under standalone_mode=False
 
 
 @_command(cli, "import-directory", "directory")
