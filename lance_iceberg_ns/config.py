@@ -29,6 +29,10 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 ``commit_cache_seconds``  After this process commits a version of a managed table, how long the
                         state it committed answers ``describe_table`` and the latest-version request
                         without asking the catalog (default 2; 0 always asks).
+``read_consistency_interval``  Seconds a data read may go without asking the catalog where its
+                        table is, and without looking for a newer version, since the last read that
+                        asked (lancedb's name and meaning; default unset: every read asks, strong
+                        consistency; 0 asks every time too). See ``lance_iceberg_ns.data.opening``.
 ``table_type_cache_seconds``  How long a table's type (Lance or not) learnt by one listing is
                         trusted by the next (default 30; 0 looks every table up on every listing).
 ``lookup_threads``      Most ``loadTable`` requests in flight when a listing meets unknown tables
@@ -57,6 +61,7 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -91,6 +96,7 @@ KNOWN_KEYS = {
     "soft_delete_ttl",
     "table_version_management",
     "commit_cache_seconds",
+    "read_consistency_interval",
     "allowed_locations",
     "share_static_credentials",
     "warehouses",
@@ -159,6 +165,20 @@ def _bool_setting(properties: Mapping[str, Any], key: str, default: bool) -> boo
     raise InvalidInputError(f"Property '{key}' must be true or false, got {raw!r}")
 
 
+def _seconds_setting(properties: Mapping[str, Any], key: str) -> float | None:
+    """A number of seconds, 0 or more, or None when unset."""
+    raw = properties.get(key)
+    if raw is None or str(raw).strip() == "":
+        return None
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise InvalidInputError(f"Property '{key}' must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInputError(f"Property '{key}' must be a finite number of seconds, 0 or more, got {raw!r}")
+    return value
+
+
 def _list_setting(properties: Mapping[str, Any], key: str) -> tuple[str, ...]:
     raw = properties.get(key)
     if isinstance(raw, list | tuple):
@@ -214,6 +234,7 @@ class Settings:
     soft_delete_ttl_seconds: float = 7 * 86400
     table_version_management: bool = False
     commit_cache_seconds: int = 2
+    read_consistency_interval: float | None = None  # None: every data read asks the catalog
     allowed_locations: tuple[str, ...] = ()
     warehouses: tuple[str, ...] = ()
     default_namespace: tuple[str, ...] = ()
@@ -264,6 +285,7 @@ class Settings:
             soft_delete_ttl_seconds=parse_duration(str(properties.get("soft_delete_ttl") or "7d")),
             table_version_management=_bool_setting(properties, "table_version_management", False),
             commit_cache_seconds=_int_setting(properties, "commit_cache_seconds", 2, 0),
+            read_consistency_interval=_seconds_setting(properties, "read_consistency_interval"),
             allowed_locations=_list_setting(properties, "allowed_locations"),
             warehouses=_list_setting(properties, "warehouses"),
             default_namespace=_namespace_setting(properties, "default_namespace"),

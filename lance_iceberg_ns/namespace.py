@@ -65,7 +65,7 @@ class IcebergLanceNamespace(LanceNamespace):
         self._companions = companions = Companions(settings)
         locations = LocationPolicy.of(settings.root, settings.allowed_locations)
         self._placement = placement = Placement(companions, locations, options, lambda at: self._datasets.forget(at))
-        self._datasets = OpenDatasets(self, self._reads_through, placement.prove_place)
+        self._datasets = OpenDatasets(self, self._reads_through, placement.prove_place, settings)
         self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds)
         self._namespaces = Namespaces(companions, settings.warehouses)
         self._listing = TableListing(

@@ -181,6 +181,7 @@ class Tables:
             self.trash.soft_delete(table, loaded)
         else:
             self.placement.remove(table, loaded)
+        self.datasets.forget_table(table.parts)  # read at once as gone, whatever read_consistency_interval
         return DropTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
 
     def deregister(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
@@ -189,6 +190,7 @@ class Tables:
         aside = self.companions.set_aside(table, loaded, why="deregistered")
         self.companions.drop(table.warehouse, aside)
         self.placement.release(loaded)
+        self.datasets.forget_table(table.parts)
         return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
 
     def register(self, request: RegisterTableRequest) -> RegisterTableResponse:
@@ -211,6 +213,7 @@ class Tables:
             created = self.placement.claim(table, location, properties)
         else:
             created = self.placement.replace(table, replaced, location, properties)
+            self.datasets.forget_table(table.parts)
         return RegisterTableResponse(location=created.metadata.location, properties=shown(created.metadata.properties))
 
     def rename(self, request: RenameTableRequest) -> RenameTableResponse:
@@ -228,6 +231,7 @@ class Tables:
         loaded = self.companions.load(source)
         self.companions.rename(source, target)
         self.placement.renamed(loaded, catalog_name(target))
+        self.datasets.forget_table(source.parts)
         return RenameTableResponse()
 
     def create(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:

@@ -14,6 +14,15 @@ longer of the two rather than their sum. A dataset is kept for a place: a locati
 catalog's id of the table there, since an explicit location can be used again by a new table after
 a hard drop.
 
+With ``read_consistency_interval`` (lancedb's name and meaning: seconds) a read may skip both checks
+for that long after a read of the same table id that made them: it runs on the dataset kept for the
+place the catalog named then, at the version seen then (or the version it asks for), and makes no
+request to the catalog. It is only ever a dataset this bridge opened for that id, ownership proved,
+so it may be up to that long out of date but never another table's; a read that fails on it is made
+again with both checks; a drop, rename or replacement made through this bridge is seen at once
+(``forget_table``), one made elsewhere once the interval has run out. Writes and managed tables
+always ask the catalog. Unset (the default) or 0: every read makes both checks.
+
 A table whose versions the catalog manages is opened through the namespace, so that the catalog
 says which version is the latest and every commit goes through its compare-and-swap; so are its
 writes (``write``): a managed table is never written by its location, which would commit outside
@@ -24,10 +33,10 @@ since.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
-from contextlib import contextmanager
-from typing import TypeVar
+from contextlib import contextmanager, suppress
+from typing import Protocol, TypeVar
 
 import lance
 import pyarrow as pa
@@ -42,6 +51,13 @@ from lance_iceberg_ns.ownership import Entry
 T = TypeVar("T")
 
 
+class Consistency(Protocol):
+    """How fresh reads must be (the bridge's ``Settings``)."""
+
+    @property
+    def read_consistency_interval(self) -> float | None: ...
+
+
 class OpenDatasets:
     """Datasets kept open for reuse (the least recently used are let go beyond ``capacity``)."""
 
@@ -50,6 +66,7 @@ class OpenDatasets:
         writes_through: LanceNamespace,
         reads_through: Callable[[], LanceNamespace],
         prove: Callable[[str, Entry, dict[str, str]], None],
+        consistency: Consistency | None = None,
         capacity: int = 64,
     ) -> None:
         self._writes_through = writes_through
@@ -57,6 +74,8 @@ class OpenDatasets:
         self._prove_place = prove  # raises PermissionDeniedError for a place the entry cannot show is its own
         self._open: RecentlyUsed[tuple[str, Entry], lance.LanceDataset] = RecentlyUsed(capacity)  # by place
         self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
+        self._interval = consistency.read_consistency_interval if consistency else None  # 0 or None: always ask
+        self._confirmed: RecentlyUsed[tuple[str, ...], tuple[str, Entry]] = RecentlyUsed(capacity)  # by a read
 
     def read(
         self,
@@ -69,11 +88,17 @@ class OpenDatasets:
         """``read`` on the table's dataset (at ``version``), overlapped with ``resolve`` (the
         catalog's answer) and with the check of its latest version. The answer is the one read
         where the catalog says the table is, at its latest version (or ``version``); the
-        catalog's errors (a table gone) win over the read's."""
+        catalog's errors (a table gone) win over the read's. Within ``read_consistency_interval``
+        of the last read that asked, the kept dataset answers alone (see the module's docstring)."""
         known = self._places.get(table_id)
         kept = self._open.get(known.place) if known is not None and not known.managed else None
+        if known is not None and kept is not None and self._confirmed_lately(table_id, known):
+            with suppress(Exception):  # any failure is looked at again with both checks, below
+                return read(kept if version is None else _checkout(kept, table_id, version))
         if known is None or kept is None:
-            return read(self.open(resolve(), version, reading=True))
+            table = resolve()
+            self._confirmed.keep(table_id, table.place)
+            return read(self.open(table, version, reading=True))
         asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
         failure: Exception | None = None
         try:
@@ -81,6 +106,7 @@ class OpenDatasets:
         except Exception as exc:  # kept until the catalog says whether it read the right table
             failure = exc
         current, latest = asked.result()
+        self._confirmed.keep(table_id, current.place)
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
             return read(self.open(current, version, reading=True))
@@ -148,10 +174,22 @@ class OpenDatasets:
                 raise _missing(table) from None
             raise
 
+    def _confirmed_lately(self, table_id: tuple[str, ...], known: ResolvedTable) -> bool:
+        """A read of ``table_id`` asked the catalog, which named ``known``'s place, less than
+        ``read_consistency_interval`` ago."""
+        return bool(self._interval) and self._confirmed.get(table_id, self._interval) == known.place
+
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
         self._open.forget_where(lambda place, _: place[0] == location)
         self._places.forget_where(lambda _, table: table.location == location)
+        self._confirmed.forget_where(lambda _, place: place[0] == location)
+
+    def forget_table(self, table_id: Sequence[str]) -> None:
+        """Forget where a name's table was: this bridge dropped, renamed or replaced it, and its
+        next read must ask the catalog."""
+        self._places.forget(tuple(table_id))
+        self._confirmed.forget(tuple(table_id))
 
 
 def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str | None) -> lance.LanceDataset:

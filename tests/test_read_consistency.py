@@ -1,0 +1,190 @@
+"""``read_consistency_interval``: reads may skip the catalog for a bounded time (lancedb's meaning).
+
+Unset (the default) and 0, every data read asks the catalog where its table is; with N seconds, a
+read within N seconds of the last read that asked makes no catalog request, and one after does.
+A table dropped, renamed or replaced elsewhere may be read as it was for up to N seconds, through
+this bridge at once; a reader never gets data that was not its table's at the last check.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import lance.namespace
+import pyarrow as pa
+import pytest
+from lance_namespace.errors import InvalidInputError, TableNotFoundError
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.config import Settings
+
+from .conftest import RequestCounter
+from .helpers import ipc, write_values
+
+INTERVAL = 1.0  # seconds: long enough for the reads "within" it on a slow machine, short to wait out
+
+
+def _bridge(endpoint: str, lance_root: Path, **properties: str) -> IcebergLanceNamespace:
+    return IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), **properties)
+
+
+def _count(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
+    return ns.count_table_rows({"id": table_id}).count
+
+
+def _values(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
+    answer = ns.query_table({"id": table_id, "k": 100, "vector": {}, "columns": {"column_names": ["v"]}})
+    return sorted(pa.ipc.open_file(answer.data).read_all().column("v").to_pylist())
+
+
+@pytest.mark.parametrize("raw", ["-1", "soon", "nan", "inf", "-0.5", "1e999"])
+def test_a_bad_interval_is_invalid_input(raw: str) -> None:
+    with pytest.raises(InvalidInputError, match="read_consistency_interval"):
+        Settings.from_properties({"endpoint": "http://catalog:8181", "read_consistency_interval": raw})
+
+
+def test_unset_is_strong_and_numbers_are_seconds() -> None:
+    def interval(**more: str) -> float | None:
+        return Settings.from_properties({"endpoint": "http://catalog:8181", **more}).read_consistency_interval
+
+    assert interval() is None
+    assert interval(read_consistency_interval="") is None
+    assert interval(read_consistency_interval="0") == 0
+    assert interval(read_consistency_interval=" 2.5 ") == 2.5
+
+
+@pytest.mark.parametrize("setting", [{}, {"read_consistency_interval": "0"}])
+def test_by_default_and_with_0_every_read_asks_the_catalog(
+    endpoint: str, lance_root: Path, db: list[str], request_counter: RequestCounter, setting: dict[str, str]
+) -> None:
+    with _bridge(endpoint, lance_root, **setting) as ns:
+        write_values(ns, [*db, "t"], [1, 2, 3])
+        _count(ns, [*db, "t"])
+        for read in (_count, _values):
+            request_counter.reset()
+            read(ns, [*db, "t"])
+            assert request_counter.count >= 1
+
+
+def test_within_the_interval_a_read_makes_no_catalog_request_and_after_it_one_does(
+    endpoint: str, lance_root: Path, db: list[str], request_counter: RequestCounter
+) -> None:
+    table_id = [*db, "t"]
+    with _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns:
+        write_values(ns, table_id, [1, 2, 3])
+        _count(ns, table_id)  # asks: the place is now known
+        asked_at = time.monotonic()
+        request_counter.reset()
+        assert _count(ns, table_id) == 3
+        assert _values(ns, table_id) == [1, 2, 3]
+        assert request_counter.count == 0
+        assert time.monotonic() - asked_at < INTERVAL  # the reads above were within it
+        time.sleep(INTERVAL)
+        assert _count(ns, table_id) == 3
+        assert request_counter.count >= 1  # the interval ran out: asked again
+        request_counter.reset()
+        assert _values(ns, table_id) == [1, 2, 3]  # and that answer starts a new interval
+        assert request_counter.count == 0
+
+
+def test_a_version_written_elsewhere_is_seen_once_the_interval_runs_out_and_own_writes_at_once(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns,
+        _bridge(endpoint, lance_root) as other,
+    ):
+        write_values(ns, table_id, [1, 2, 3])
+        assert _count(ns, table_id) == 3
+        other.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"v": [4]})))
+        assert _count(ns, table_id) == 3  # up to the interval out of date
+        time.sleep(INTERVAL)
+        assert _count(ns, table_id) == 4
+        ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"v": [5]})))
+        assert _values(ns, table_id) == [1, 2, 3, 4, 5]  # this bridge's own write, at once
+
+
+def test_a_table_renamed_and_replaced_elsewhere_is_read_as_it_was_until_the_interval_runs_out(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """The reader gets the rows its table had at the last check, never the new table's, and then
+    the new table's: within the interval the name still leads to the dataset proved for it then."""
+    table_id, archived = [*db, "t"], [*db, "t_old"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns,
+        _bridge(endpoint, lance_root) as other,
+    ):
+        write_values(ns, table_id, [1, 2, 3])
+        assert _values(ns, table_id) == [1, 2, 3]
+        other.rename_table({"id": table_id, "new_table_name": archived[-1]})
+        write_values(other, table_id, [7, 7, 7, 7, 7])  # a new table under the name, at a new location
+        assert _values(ns, table_id) == [1, 2, 3]  # the table the name led to at the last check
+        assert _values(ns, archived) == [1, 2, 3]  # a name not read before asks the catalog
+        time.sleep(INTERVAL)
+        assert _values(ns, table_id) == [7, 7, 7, 7, 7]
+
+
+@pytest.mark.parametrize("soft_delete", ["true", "false"])
+def test_a_table_dropped_elsewhere_is_gone_once_the_interval_runs_out(
+    endpoint: str, lance_root: Path, db: list[str], soft_delete: str
+) -> None:
+    table_id = [*db, "t"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns,
+        _bridge(endpoint, lance_root, soft_delete=soft_delete) as other,
+    ):
+        write_values(ns, table_id, [1, 2, 3])
+        assert _values(ns, table_id) == [1, 2, 3]
+        other.drop_table({"id": table_id})
+        if soft_delete == "true":  # its files stay: read as it was, within the interval
+            assert _values(ns, table_id) == [1, 2, 3]
+        else:  # its files are gone: the failed read asks the catalog again
+            with pytest.raises(TableNotFoundError):
+                _values(ns, table_id)
+        time.sleep(INTERVAL)
+        with pytest.raises(TableNotFoundError):
+            _values(ns, table_id)
+
+
+def test_a_drop_or_rename_through_this_bridge_is_seen_at_once(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    table_id, moved = [*db, "t"], [*db, "t_moved"]
+    with _bridge(endpoint, lance_root, read_consistency_interval="300") as ns:
+        write_values(ns, table_id, [1, 2, 3])
+        assert _count(ns, table_id) == 3
+        ns.rename_table({"id": table_id, "new_table_name": moved[-1]})
+        with pytest.raises(TableNotFoundError):
+            _count(ns, table_id)
+        assert _count(ns, moved) == 3
+        ns.drop_table({"id": moved})
+        with pytest.raises(TableNotFoundError):
+            _count(ns, moved)
+        write_values(ns, table_id, [9])  # a new table under the first name
+        assert _values(ns, table_id) == [9]
+
+
+def test_a_bad_query_within_the_interval_is_still_invalid_input(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    with _bridge(endpoint, lance_root, read_consistency_interval="300") as ns:
+        write_values(ns, table_id, [1, 2, 3])
+        assert _count(ns, table_id) == 3
+        with pytest.raises(InvalidInputError):
+            ns.count_table_rows({"id": table_id, "predicate": "no_such_column > 1"})
+
+
+def test_the_server_property_skips_the_catalog_within_the_interval(
+    endpoint: str, lance_root: Path, db: list[str], request_counter: RequestCounter
+) -> None:
+    from lance_iceberg_ns.server import serve_in_background
+
+    properties = {"endpoint": endpoint, "root": str(lance_root), "read_consistency_interval": "300"}
+    with _bridge(endpoint, lance_root) as ns, serve_in_background(properties=properties) as served:
+        write_values(ns, [*db, "t"], [1, 2, 3])
+        client = lance.namespace.RestNamespace(uri=served.uri)  # a Rust client: its requests are not counted
+        request = {"id": [*db, "t"], "k": 10, "vector": {}}
+        client.query_table(request)
+        request_counter.reset()
+        for _ in range(3):
+            assert pa.ipc.open_file(client.query_table(request).data).read_all().num_rows == 3
+        assert request_counter.count == 0
