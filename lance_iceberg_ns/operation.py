@@ -115,6 +115,7 @@ def operation(
             logger.debug("%s %s took %.1f ms", name, target, (time.perf_counter() - started) * 1000)
             return response
 
+        run.checks_request_bounds = request_type is not None  # type: ignore[attr-defined]  # the server need not
         return run
 
     return decorate
