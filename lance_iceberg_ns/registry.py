@@ -9,6 +9,12 @@ imported afterwards; ``"lance-iceberg-ns"`` is a name no other package claims.
 The registry is a private dict of ``lance_namespace`` (``_REGISTERED_IMPLS``); this is the one
 place that touches it, and ``tests/test_registry.py`` fails loudly if it moves.
 
+The registry lives in one process and is filled by imports: ``lance_namespace`` reads no entry
+points. A process that never imports this package (an engine's fresh worker) does not know
+``"iceberg"``, or knows it as lance-namespace-impls' class if that was imported there. Such a
+process reaches the bridge by its class path, ``CLASS_PATH``, which ``connect`` imports, or runs
+``register`` when it starts: Ray's ``worker_process_setup_hook`` (``lance_iceberg_ns.ray.runtime_env``).
+
 Importing ``lance_namespace`` takes most of a second (its REST client's models), so the package
 registers when ``lance_namespace`` is imported (``register_on_import``) rather than importing it:
 the command line's ``--help`` and a program that uses a small part of the package never pay it.
