@@ -364,7 +364,7 @@ def test_settings_come_from_variables_and_a_file_the_variables_winning(
     assert TOKEN not in repr(settings)
 
 
-def test_a_config_file_with_an_unknown_server_setting_is_a_usage_error(
+def test_a_config_file_missing_or_with_an_unknown_server_setting_is_a_usage_error(
     own_environment: dict[str, str], tmp_path: Path
 ) -> None:
     from lance_iceberg_ns.cli import main
@@ -373,6 +373,7 @@ def test_a_config_file_with_an_unknown_server_setting_is_a_usage_error(
     config.write_text("LANCE_ICEBERG_NS_DATA_THREDS=5\n")
     arguments = ["serve", "--endpoint", "http://127.0.0.1:9", "--config-file", str(config)]
     assert main(arguments) == 2
+    assert main([*arguments[:-1], str(tmp_path / "missing.env")]) == 2
 
 
 @pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")

@@ -97,7 +97,7 @@ def production_options(function: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--config-file",
-            type=click.Path(dir_okay=False),
+            type=click.Path(exists=True, dir_okay=False),
             is_eager=True,
             expose_value=False,
             callback=_load_config_file,
