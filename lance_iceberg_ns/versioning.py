@@ -170,6 +170,11 @@ class Versions:
         elif request.version <= managed.latest_version(current) + 1:
             return current
         written = managed.written_by_path_after(current, files)
+        if written is not None and not taken:  # asked again: a writer through the catalog may have committed it
+            current = self._managed_table(table)
+            if request.version <= managed.latest_version(current) + 1:
+                return current
+            written = managed.written_by_path_after(current, files)
         if taken or written is not None:
             raise managed.written_by_path(current, written or request.version)
         return current

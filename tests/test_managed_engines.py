@@ -306,3 +306,24 @@ def test_lancedb_and_pylance_through_the_server_commit_every_version_through_the
     assert _versions(managed_ns, table_id) == [1, 2, 3, 4]
     assert lance.dataset(location).version == 4 and lance.dataset(location).count_rows() == 120
     assert conn.open_table("events", namespace_path=db).count_rows() == 120
+
+
+def test_a_version_committed_through_the_catalog_after_the_table_was_loaded_is_no_write_by_location(
+    managed_ns: IcebergLanceNamespace, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_namespace import CreateTableVersionRequest
+
+    from lance_iceberg_ns.identifiers import parse_table_id
+    from lance_iceberg_ns.managed import latest_version
+
+    table_id = [*db, "events"]
+    location = lance.write_dataset(_rows(0, 1), namespace_client=managed_ns, table_id=table_id).uri
+    table = parse_table_id(table_id)
+    loaded_before = managed_ns.companions.load_table(table, False)
+    with IcebergLanceNamespace(**properties) as other:
+        _append(other, table_id, _rows(1, 1))  # version 2 through the catalog: its final manifest is on disk
+    following = CreateTableVersionRequest(
+        id=table_id, version=3, manifest_path=f"{location}/_versions/{2**64 - 1 - 3}.manifest-0a-1b"
+    )
+    current = managed_ns._versions._refuse_written_by_path(table, loaded_before, {}, following)
+    assert latest_version(current) == 2  # asked again, not refused
