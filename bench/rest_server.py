@@ -40,10 +40,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(endpoint: str, root: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(endpoint: str, root: str, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``lance-iceberg-ns serve`` in a process of its own, with ``options`` (``-p key=value``)."""
     port = free_port()
     command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
-    command += ["--port", str(port)]
+    command += ["--port", str(port), *options]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
