@@ -17,7 +17,7 @@ import requests
 from lance_namespace.errors import InvalidTableStateError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.adoption import adopt_versions_written_by_location, refuse_if_written_by_location
 from lance_iceberg_ns.atomic import write_together
 
 from .helpers import ipc
@@ -197,6 +197,8 @@ def test_a_write_by_location_is_refused_by_name_at_the_next_commit_through_the_n
     with pytest.raises(OSError, match="Commit result for version 4 is unknown"):
         _merge(_rows(0, 3))(lance.dataset(namespace_client=managed_ns, table_id=table_id))
     assert re.search(WRITTEN_BY_LOCATION, capfd.readouterr().err)  # pylance logs the namespace's refusal
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):  # and the typed reason, on asking
+        refuse_if_written_by_location(managed_ns, table_id)
     # the bridge's own writes are the typed error, before pylance stages anything
     for write in (
         lambda: managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10))),
