@@ -523,3 +523,31 @@ def test_the_protect_help_names_every_protection_property() -> None:
     assert main(["tables", "protect", "--help"]) == 0
     help_text = " ".join((tables_protect.help or "").split())
     assert all(f"{key}={value}" in help_text for key, value in ENGINE_PROTECTION.items())
+
+
+class RecordingNamespace(LanceNamespace):
+    """A backend of the server's that is not the bridge: it checks no bounds of its own."""
+
+    def __init__(self) -> None:
+        self.listed: list[Any] = []
+
+    def namespace_id(self) -> str:
+        return "RecordingNamespace"
+
+    def list_tables(self, request: Any) -> Any:
+        self.listed.append(request)
+        return {"tables": []}
+
+
+def test_the_server_checks_the_bounds_for_a_namespace_that_does_not() -> None:
+    """The bridge's operations check a request's bounds themselves, so the server leaves them to
+    it; any other namespace behind the server gets them checked by the server."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    backend = RecordingNamespace()
+    with serve_in_background(backend) as running:
+        listing = f"{running.uri}/v1/namespace/a$b/table/list"
+        refused = requests.get(listing, params={"limit": 10_001}, timeout=30)
+        answered = requests.get(listing, params={"limit": 10}, timeout=30)
+    assert (refused.status_code, answered.status_code) == (400, 200)
+    assert [request.limit for request in backend.listed] == [10]
