@@ -219,6 +219,8 @@ def test_long_work_reports_its_time_and_index_parameters_are_checked(
         cli, "tables", "indices", "create", table, "--column", "id", "--type", "BTREE"
     )
     assert spinning.returncode == 0 and "building a BTREE index on id" in on_terminal and "done in " in on_terminal
+    protect = cli("tables", "protect", db[0])
+    assert protect.returncode == 0 and protect.stderr.startswith("done in ")
     quiet, on_terminal = _on_a_terminal(cli, "tables", "restore", table, "1", "--json")
     assert json.loads(quiet.stdout)["dropped_indices"] == ["id_idx", "vec_idx"] and on_terminal == ""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from lance_iceberg_ns.cli.base import _command, _emit, _state, _table, tables
+from lance_iceberg_ns.cli.feedback import done, working
 
 
 class _ProtectCommand(click.Command):
@@ -32,14 +33,15 @@ def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
     state = _state()
     companions = state.namespace().companions
     protected, already = [], []
-    for path in namespace_ids or ("",):
-        with translated_errors(f"protect {state.name([warehouse, *state.identifier(path)])}"):
-            top = parse_namespace_id([warehouse, *state.identifier(path)])
-            if top is None:
-                raise click.UsageError("Give the warehouse whose Lance tables to protect")
-            done = companions.protect_beneath(top)
-        protected += [state.name([warehouse, *identifier]) for identifier in done.protected]
-        already += [state.name([warehouse, *identifier]) for identifier in done.already]
+    with working(f"protecting the Lance tables of {warehouse}", state.as_json) as watch:
+        for path in namespace_ids or ("",):
+            with translated_errors(f"protect {state.name([warehouse, *state.identifier(path)])}"):
+                top = parse_namespace_id([warehouse, *state.identifier(path)])
+                if top is None:
+                    raise click.UsageError("Give the warehouse whose Lance tables to protect")
+                found = companions.protect_beneath(top)
+            protected += [state.name([warehouse, *identifier]) for identifier in found.protected]
+            already += [state.name([warehouse, *identifier]) for identifier in found.already]
 
     def human() -> None:
         click.echo(f"protected {len(protected)} Lance table(s); {len(already)} already were")
@@ -53,6 +55,8 @@ def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
             "protected_count": len(protected),
             "already_protected_count": len(already),
             "properties": ENGINE_PROTECTION,
+            "elapsed_seconds": watch.seconds,
         },
         human,
     )
+    done(watch, state.as_json)
