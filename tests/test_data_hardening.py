@@ -46,6 +46,8 @@ def test_queries_out_of_bounds_or_without_a_usable_vector_are_refused(
         {"k": 3, "vector": {"multi_vector": [[1.0, 2.0, 3.0, 4.0], []]}},
         {"k": 3, "vector": {"single_vector": [math.nan, 1.0, 2.0, 3.0]}},
         {"k": 3, "vector": {"single_vector": [math.inf, 1.0, 2.0, 3.0]}},
+        {"k": 3, "vector": {"single_vector": [1e39, 1.0, 2.0, 3.0]}},  # infinity once in float32
+        {"k": 3, "vector": {"multi_vector": [[1.0, 2.0, 3.0, 4.0], [-1e39, 1.0, 2.0, 3.0]]}},
         {"k": 2**31, "vector": {}},
         {"k": 1, "offset": 2**40, "vector": {}},
         {"k": 2**31 - 1, "vector": {"single_vector": [1.0, 2.0, 3.0, 4.0]}},  # would reserve 16 GiB and abort

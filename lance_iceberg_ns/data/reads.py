@@ -13,6 +13,7 @@ from typing import Any
 
 import lance
 import lance.query as fts
+import numpy as np
 import pyarrow as pa
 from lance_namespace import GetTableStatsResponse, QueryTableRequest
 from lance_namespace.errors import InvalidInputError
@@ -88,6 +89,14 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
     return dataset.scanner(**{key: value for key, value in options.items() if value is not None})
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _fits_float32(value: float) -> bool:
+    """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
+    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+
+
 def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:
     """One query vector as the float32 array pylance searches with, or the vectors of a batch."""
     vector = request.vector
@@ -100,8 +109,8 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
         return None
     if not all(vectors):
         raise InvalidInputError("Every query vector needs at least one value")
-    if not all(math.isfinite(value) for values in vectors for value in values):
-        raise InvalidInputError("Query vectors must hold finite numbers (no NaN or infinity)")
+    if not all(_fits_float32(value) for values in vectors for value in values):
+        raise InvalidInputError("Query vectors must hold finite 32-bit floats (no NaN, infinity or beyond ±3.4e38)")
     if len(vectors) == 1:  # one: no batch, as the reference answers it
         return pa.array(vectors[0], pa.float32())
     return vectors
