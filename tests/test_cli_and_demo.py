@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
+from lance_iceberg_ns import demo
 from lance_iceberg_ns.demo import run_demo
 
 
@@ -49,13 +51,59 @@ def test_local_catalog_command_serves_the_iceberg_rest_api(tmp_path: Path) -> No
         process.wait(timeout=30)
 
 
-def test_demo_runs_end_to_end_twice_on_the_same_data(tmp_path: Path) -> None:
+def _expected_topics(rows: int) -> dict[str, list[int]]:
+    """The demo's articles, worked out here: each topic's word counts."""
+    words: dict[str, list[int]] = {topic: [] for topic in demo.TOPICS}
+    for article in range(rows):
+        words[demo.TOPICS[article % len(demo.TOPICS)]].append(article * 37 % 500 + 50)
+    return words
+
+
+@pytest.mark.timeout(900)  # two runs, each starting Spark
+def test_demo_runs_the_pipeline_end_to_end_twice_on_the_same_data(tmp_path: Path) -> None:
+    """Spark writes, Spark SQL reads by name, lancedb searches and DuckDB queries through
+    ``serve``, an append makes a version while the older one still reads, drop and undrop."""
+    pytest.importorskip("pyspark")
+    words = _expected_topics(demo.ROWS)
+    first = run_demo(str(tmp_path), say=lambda line: None)
+    assert (first["tables"], first["rows"]) == (["articles"], demo.ROWS)
+    assert first["spark_sql"] == [(topic, sum(w > 300 for w in found)) for topic, found in sorted(words.items())]
+    (nearest, distance), *others = first["nearest"]
+    assert nearest == demo.PROBE and distance == pytest.approx(0) and all(other > 1 for _, other in others)
+    assert first["duckdb"] == [
+        (topic, len(found), round(sum(found) / len(found), 1)) for topic, found in sorted(words.items())
+    ]
+    assert (first["versions"], first["rows_before_append"]) == ([1, 2], demo.ROWS)
+    assert (first["after_drop"], first["status_after_drop"]) == ([], "soft_deleted")
+    assert (first["after_undrop"], first["undropped_rows"]) == (["articles"], demo.ROWS + demo.APPENDED)
+
+    # again on the same data, as the command, whose output is the demo's lines alone (no Java,
+    # Spark, Lance or server logs: those are kept in the data directory)
+    again = subprocess.run(
+        [sys.executable, "-m", "lance_iceberg_ns.cli", "demo", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (again.returncode, again.stderr) == (0, ""), again.stderr[-3000:]
+    lines = again.stdout.splitlines()
+    assert [line.split(".")[0] for line in lines[:-1]] == [str(step) for step in range(1, 9)]
+    assert lines[1].startswith("2. Spark job (overwrite) wrote demo_wh.docs.articles: 2000 rows,")
+    assert "versions [1, 2, 3, 4]" in lines[6] and lines[-1].startswith("Done in ")
+    assert all(len(line) < 120 for line in lines[1:])  # the first shows the data directory
+
+
+def test_demo_without_pyspark_says_so_in_one_line_and_writes_with_pylance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(demo, "missing", lambda *modules: [module for module in modules if module == "pyspark"])
     lines: list[str] = []
-    first = run_demo(str(tmp_path), say=lines.append)
-    assert first == {"namespaces": ["sales"], "tables": ["orders"], "rows": 1500, "version": 2}
-    second = run_demo(str(tmp_path), say=lines.append)
-    assert second["rows"] == 1500 and second["version"] == 4  # overwrite + append on the same lineage
-    assert any("Read back: 1500 rows" in line for line in lines)
+    seen = run_demo(str(tmp_path), say=lines.append)
+    assert [line for line in lines if "PySpark" in line] == [
+        f"3. Spark SQL skipped: PySpark is not installed ({demo.INSTALL_HINT})"
+    ]
+    assert "spark_sql" not in seen
+    assert seen["nearest"][0][0] == demo.PROBE and seen["undropped_rows"] == demo.ROWS + demo.APPENDED
 
 
 def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: object, tmp_path: Path) -> None:
