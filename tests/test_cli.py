@@ -203,3 +203,17 @@ def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
     first = cli("import-directory", str(source), "--into", into)
     assert first.returncode == 0 and first.stdout.strip().endswith("3 copied, 2 skipped")
     assert ns.list_tables({"id": db}).tables == ["plain"]
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "prod", "analytics", "events"]).count_rows() == 3
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "prod", "users"]).count_rows() == 2
+
+    again = cli.json("import-directory", str(source), "--into", into)
+    assert again["summary"] == {"already registered": 3, "skipped": 2}
+
+    ns.deregister_table({"id": [*db, "plain"]})
+    lance.write_dataset(pa.table({"b": [9]}), str(Path(ns.settings.root) / "ext" / "other.lance"))
+    ns.register_table({"id": [*db, "plain"], "location": str(Path(ns.settings.root) / "ext" / "other.lance")})
+    conflict = cli("import-directory", str(source), "--into", into)
+    assert conflict.returncode == 4 and "the name is taken by the table at" in conflict.stdout
+    assert ns.describe_table({"id": [*db, "plain"]}).location == str(Path(ns.settings.root) / "ext" / "other.lance")
+    made = cli("import-directory", str(source), "--into", f"{db[0]}.made_for_it")  # a namespace made on the way
+    assert made.returncode == 0 and ns.list_tables({"id": [db[0], "made_for_it"]}).tables == ["plain"]
