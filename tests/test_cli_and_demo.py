@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -104,6 +105,22 @@ def test_demo_without_pyspark_says_so_in_one_line_and_writes_with_pylance(
     ]
     assert "spark_sql" not in seen
     assert seen["nearest"][0][0] == demo.PROBE and seen["undropped_rows"] == demo.ROWS + demo.APPENDED
+
+
+def test_demo_command_without_a_jdk_says_so_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()  # a PATH without java and javac
+    result = subprocess.run(
+        [sys.executable, "-m", "lance_iceberg_ns.cli", "demo", "--data-dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": str(tmp_path / "bin")},
+    )
+    assert (result.returncode, result.stdout) == (5, "")
+    assert result.stderr.splitlines() == [
+        "error: The demo cannot run: the local catalog needs a JDK (java and javac, 17 or newer) on PATH "
+        "(bash scripts/setup.sh demo installs it)"
+    ]
 
 
 def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: object, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from lance_iceberg_ns.cli.base import _state, cli, common_options
+from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, _state, cli, common_options
 from lance_iceberg_ns.cli.serving import production_options
 
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
@@ -104,5 +104,10 @@ def serve_command(**options: Any) -> None:
 def demo_command(data_dir: str | None) -> None:
     """Run the end-to-end demo on the local catalog."""
     from lance_iceberg_ns.demo import run_demo
+    from lance_iceberg_ns.testing import LocalCatalogUnavailable
 
-    run_demo(data_dir)
+    try:
+        run_demo(data_dir)
+    except LocalCatalogUnavailable as exc:  # no JDK (which Spark needs too), or a jar missing
+        message = f"The demo cannot run: {exc} (bash scripts/setup.sh demo installs it)"
+        raise CliError(message, "Unavailable", EXIT_UNAVAILABLE) from None
