@@ -108,6 +108,9 @@ class PurgableTable:
         return 0 if self.deleted_at is None else round(self.deleted_at.timestamp() * 1000)
 
 
+NOT_DUE = "too young"  # how a reason starts when the table was only not due yet: kept, not refused
+
+
 @dataclass(frozen=True)
 class SkippedPurge:
     """A soft-deleted table a purge left whole, and why (too young, foreign, ownership not proved)."""
@@ -115,6 +118,11 @@ class SkippedPurge:
     id: list[str]
     tombstone: str
     reason: str
+
+    @property
+    def due(self) -> bool:
+        """Whether the purge should have taken it: a table only too young was never due."""
+        return not self.reason.startswith(NOT_DUE)
 
 
 class PurgeReport(list[list[str]]):

@@ -32,6 +32,7 @@ from lance_iceberg_ns.catalogs import TableSummary
 from lance_iceberg_ns.companions import Companions
 from lance_iceberg_ns.identifiers import NamespaceId, TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.lifecycle import (
+    NOT_DUE,
     TRASH_NAMESPACE,
     PurgableTable,
     PurgeReport,
@@ -238,7 +239,7 @@ class Trash:
             return f"foreign tombstone: {purgable.foreign}"
         if purgable.deleted_at_ms >= cutoff_ms:
             when, cutoff = (_second(moment) for moment in (purgable.deleted_at, deleted_before))
-            return f"too young: soft-deleted at {when}, purging only those deleted before {cutoff}"
+            return f"{NOT_DUE}: soft-deleted at {when}, purging only those deleted before {cutoff}"
         table = parse_table_id(purgable.id)
         try:
             return None if self._purge_tombstone(table, tombstone) else ""

@@ -79,13 +79,13 @@ def test_purge_says_what_it_purged_and_skipped_and_why_and_exits_1(
     target = ".".join(db)
 
     too_young = cli("tables", "purge", target, "--older-than", "1h")
-    assert too_young.returncode == 1, too_young.stderr
+    assert too_young.returncode == 1, too_young.stderr  # the foreign entry was due and left whole
     lines = too_young.stdout.splitlines()
-    assert f"skipped {target}.old: too young: soft-deleted at " in too_young.stdout
+    assert f"kept {target}.old: too young: soft-deleted at " in too_young.stdout
     assert any(
         line.startswith(f"skipped {target}.victim: foreign tombstone: its location is not its own") for line in lines
     )
-    assert lines[-1] == "0 purged, 3 skipped"
+    assert lines[-1] == "0 purged, 2 kept (not due), 1 skipped"
     assert too_young.stderr.splitlines()[-1].startswith("done in ") and too_young.stderr.endswith(" s\n")
     assert ns.table_status([*db, "old"]).state == "soft_deleted"  # nothing was taken
 
@@ -101,22 +101,22 @@ def test_purge_says_what_it_purged_and_skipped_and_why_and_exits_1(
     one = cli("tables", "purge", f"{target}.last")
     assert (one.returncode, one.stdout) == (
         0,
-        f"purged {target}.last (1 soft-deleted version(s))\n1 purged, 0 skipped\n",
+        f"purged {target}.last (1 soft-deleted version(s))\n1 purged, 0 kept (not due), 0 skipped\n",
     )
     nothing = cli("tables", "purge", f"{warehouse}.{namespace}", "--older-than", "0s", "--json")
     assert nothing.returncode == 1 and json.loads(nothing.stdout)["purged"] == []  # the foreign entry stays
 
 
-def test_remove_orphans_says_what_it_skipped_as_too_young(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_remove_orphans_says_what_it_kept_as_too_young(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:
     _write(ns, [*db, "t"])
     table = ".".join([*db, "t"])
     stray = Path(ns.describe_table({"id": [*db, "t"]}).location) / "data" / "stray.lance"
     stray.write_bytes(b"left by a failed task")
     kept = cli("tables", "remove-orphans", table, "--older-than", "1h")
-    assert kept.returncode == 1 and "skipped data/stray.lance: too young: written within the last 1h" in kept.stdout
+    assert kept.returncode == 0 and "kept data/stray.lance: too young: written within the last 1h" in kept.stdout
     assert stray.exists()
     removed = cli.json("tables", "remove-orphans", table, "--older-than", "0s")
-    assert (removed["files"], removed["skipped"]) == (["data/stray.lance"], []) and not stray.exists()
+    assert (removed["files"], removed["kept"]) == (["data/stray.lance"], []) and not stray.exists()
 
 
 def test_drops_and_creates_say_what_happened(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:

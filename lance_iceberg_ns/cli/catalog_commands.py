@@ -358,7 +358,7 @@ def _cutoff(older_than: str | None) -> datetime | None:
 @click.option("--older-than", help="purge every table of the namespace TARGET soft-deleted this long ago (7d, 12h)")
 def tables_purge(target: str, older_than: str | None) -> None:
     """Reclaim a soft-deleted table's storage, or every expired one of a namespace. Says what it
-    purged and what it skipped and why; exit 1 when it skipped anything."""
+    purged, what it kept as not yet due, and what it skipped and why; exit 1 when it skipped any."""
     state = _state()
     ns = state.namespace()
     identifier = state.identifier(target)
@@ -366,15 +366,19 @@ def tables_purge(target: str, older_than: str | None) -> None:
         if older_than is not None:
             report = ns.purge_tables(namespace_id=identifier, deleted_before=_cutoff(older_than))
             purged, versions = [state.name(t) for t in report], None
-            skipped = [(state.name(s.id), s.reason) for s in getattr(report, "skipped", [])]
+            left = [(state.name(s.id), s.reason, s.due) for s in getattr(report, "skipped", [])]
+            kept = [(name, why) for name, why, due in left if not due]
+            skipped = [(name, why) for name, why, due in left if due]
         else:
             versions = ns.purge_table(identifier)
-            purged = [target] if versions else []
+            purged, kept = ([target] if versions else []), []
             skipped = _left_in_trash(state, ns, identifier)
-    answer = {"purged": purged, "skipped": [{"table": t, "reason": why} for t, why in skipped]}
+    answer: dict[str, Any] = {"purged": purged}
+    answer["kept"] = [{"table": t, "reason": why} for t, why in kept]
+    answer["skipped"] = [{"table": t, "reason": why} for t, why in skipped]
     if versions is not None:
         answer["soft_deleted_versions"] = versions
-    _emit({**answer, "elapsed_seconds": watch.seconds}, lambda: _say_purged(target, purged, skipped, versions))
+    _emit({**answer, "elapsed_seconds": watch.seconds}, lambda: _say_purged(target, purged, kept, skipped, versions))
     done(watch, state.as_json)
     if skipped:
         raise SystemExit(EXIT_SKIPPED)  # click's ctx.exit is not an exit under standalone_mode=False
@@ -386,14 +390,17 @@ def _left_in_trash(state: CliState, ns: Any, table_id: list[str]) -> list[tuple[
     return [(state.name(t.id), f"foreign tombstone: {t.foreign}") for t in left if t.id == table_id and t.foreign]
 
 
-def _say_purged(target: str, purged: list[str], skipped: list[tuple[str, str]], versions: int | None) -> None:
+def _say_purged(
+    target: str, purged: list[str], kept: list[tuple[str, str]], skipped: list[tuple[str, str]], versions: int | None
+) -> None:
     for name in purged:
         click.echo(f"purged {name}" + ("" if versions is None else f" ({versions} soft-deleted version(s))"))
+    for name, why in kept:
+        click.echo(f"kept {name}: {why}")
     for name, why in skipped:
         click.echo(f"skipped {name}: {why}")
-    click.echo(
-        f"{len(purged)} purged, {len(skipped)} skipped" if purged or skipped else f"nothing to purge in {target}"
-    )
+    counts = f"{len(purged)} purged, {len(kept)} kept (not due), {len(skipped)} skipped"
+    click.echo(counts if purged or kept or skipped else f"nothing to purge in {target}")
 
 
 @_command(tables, "purgable", "namespace_id")

@@ -21,7 +21,7 @@ from lance_iceberg_ns.cli.base import (
     tables,
 )
 from lance_iceberg_ns.cli.catalog_commands import resolve_version
-from lance_iceberg_ns.cli.feedback import EXIT_SKIPPED, done, working
+from lance_iceberg_ns.cli.feedback import done, working
 
 # pylance's index types by every name the namespace accepts (lance_iceberg_ns.data.indices, not
 # imported here: the command line loads pylance only when a command runs).
@@ -173,7 +173,8 @@ def tags_delete(table_id: str, tag: str) -> None:
 @click.option("--dry-run", is_flag=True, help="list them, delete nothing")
 def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
     """Delete data files no version references (left by failed or speculative task attempts).
-    Says what it deleted and what it skipped (written within --older-than); exit 1 when it skipped any."""
+    Says what it deleted and what it kept as too young (written within --older-than: a write may
+    still be running, so keeping them is the purpose of the cut-off, not a failure)."""
     from lance_iceberg_ns.orphans import remove_orphan_files
 
     state = _state()
@@ -181,20 +182,18 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
         found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
     verb = "would delete" if dry_run else "deleted"
     why = f"too young: written within the last {older_than}, maybe by a write still running"
-    skipped = [{"file": path, "reason": why} for path in found.skipped]
+    kept = [{"file": path, "reason": why} for path in found.skipped]
 
     def human() -> None:
         for path in found.files:
             click.echo(f"{verb} {path}")
         for path in found.skipped:
-            click.echo(f"skipped {path}: {why}")
-        click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes; skipped {len(skipped)}")
+            click.echo(f"kept {path}: {why}")
+        click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes; kept {len(kept)} (too young)")
 
-    answer = {"files": found.files, "bytes": found.bytes, "dry_run": dry_run, "skipped": skipped}
+    answer = {"files": found.files, "bytes": found.bytes, "dry_run": dry_run, "kept": kept}
     _emit({**answer, "elapsed_seconds": watch.seconds}, human)
     done(watch, state.as_json)
-    if skipped:
-        raise SystemExit(EXIT_SKIPPED)  # click's ctx.exit is not an exit under standalone_mode=False
 
 
 @_command(cli, "import-directory", "directory")
