@@ -9,28 +9,16 @@ the Iceberg catalog, read it back, aggregate, print.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import tempfile
-from collections.abc import Iterator
 
 from lance_namespace import CreateNamespaceRequest
 from pyspark.sql import functions as F
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.demo import catalog_endpoint
 from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance
 
 TABLE = ["demo_wh", "analytics", "page_views"]
-
-
-@contextlib.contextmanager
-def catalog_endpoint(endpoint: str | None) -> Iterator[str]:
-    if endpoint:
-        yield endpoint
-        return
-    from lance_iceberg_ns.testing import local_catalog
-
-    with local_catalog(prefix_style="defaults") as catalog:
-        yield catalog.endpoint
 
 
 def main() -> None:

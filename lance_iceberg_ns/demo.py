@@ -41,7 +41,7 @@ DIMENSION = 128
 TOPICS = ("glaciers", "lakes", "oceans", "rivers")
 ROWS, APPENDED = 2000, 500
 PROBE = 42  # the article whose vector the search looks for
-INSTALL_HINT = "bash scripts/setup.sh demo, or pip install 'lance-iceberg-ns[demo]'"
+INSTALL_HINT = "bash scripts/setup.sh demo, or pip install -e '.[demo]'"
 SERVE_STARTUP_SECONDS = 60
 
 Say = Callable[[str], None]
@@ -52,7 +52,7 @@ def missing(*modules: str) -> list[str]:
     return [module for module in modules if importlib.util.find_spec(module) is None]
 
 
-# --- the data: Spark computes it; the same rows in Arrow when Spark is not there
+# --- the data: Spark computes it; pylance writes rows like it when PySpark is not installed
 
 
 def spark_articles(spark: Any, start: int, count: int) -> Any:
@@ -242,10 +242,6 @@ def tables(ns: IcebergLanceNamespace) -> list[str]:
     return list(ns.list_tables(ListTablesRequest(id=NAMESPACE)).tables)
 
 
-def _shown(rows: list[Any]) -> str:
-    return ", ".join(" ".join(map(str, row)) for row in rows)
-
-
 @dataclass
 class Demo:
     """The steps, on one namespace; ``seen`` collects what they observed."""
@@ -276,7 +272,8 @@ class Demo:
             self.say(f"3. Spark SQL skipped: PySpark is not installed ({INSTALL_HINT})")
             return
         self.seen["spark_sql"] = spark_sql(self.spark, self.properties)
-        self.say(f"3. Spark SQL, articles over 300 words by topic: {_shown(self.seen['spark_sql'])}")
+        by_topic = ", ".join(f"{topic} {count}" for topic, count in self.seen["spark_sql"])
+        self.say(f"3. Spark SQL, articles over 300 words by topic: {by_topic}")
 
     def search_and_query_through(self, server: Callable[[], str] | None) -> None:
         if server is None:
