@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -71,7 +72,7 @@ def test_operations_page_lists_every_implemented_operation() -> None:
     assert len(implemented) >= 16 and not missing, f"docs/operations.md does not document {missing}"
 
 
-def test_benchmark_summary_parses_every_saved_output() -> None:
+def _run_all() -> Any:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
@@ -79,6 +80,11 @@ def test_benchmark_summary_parses_every_saved_output() -> None:
     run_all = importlib.util.module_from_spec(spec)
     sys.modules["run_all"] = run_all  # dataclasses look their module up
     spec.loader.exec_module(run_all)
+    return run_all
+
+
+def test_benchmark_summary_parses_every_saved_output() -> None:
+    run_all = _run_all()
     rows = []
     for name, parse in run_all.BENCHMARKS.items():
         rows += parse((ROOT / "bench" / "results" / f"{name}.txt").read_text())
@@ -86,3 +92,14 @@ def test_benchmark_summary_parses_every_saved_output() -> None:
     # every row has a target, or is shown for information (the docs say why)
     assert all((row.met is None) == (row.target == "info") for row in rows)
     assert "targets met" in run_all.table(rows)
+    # the saved summary the docs show is the one the saved outputs give (run_all.py --saved)
+    assert (ROOT / "bench" / "results" / "summary.txt").read_text() == run_all.table(rows) + "\n"
+
+
+def test_the_rest_server_summary_row_is_the_time_the_server_adds() -> None:
+    """ours and baseline are the two p50s and the result is their difference, as the row's name says."""
+    run_all = _run_all()
+    (row,) = run_all.rest_server((ROOT / "bench" / "results" / "rest_server.txt").read_text())
+    served, in_process = (float(figure.removesuffix(" ms")) for figure in (row.ours, row.baseline))
+    assert row.figure.endswith("(ms added)") and row.target == "<= 3 ms"
+    assert served > in_process and abs(served - in_process - row.result) < 0.015
