@@ -156,6 +156,30 @@ def test_root_is_required_to_place_data_and_property_keys_are_checked(
     assert typo.returncode == 2 and "Unknown property 'rot'" in typo.stderr and "did you mean 'root'?" in typo.stderr
     assert typo.stderr.count("\n") == 1
     assert rootless("namespaces", "list", db[0], "-p", "storage.region=x", "-p", "iceberg.header.x=1").returncode == 0
+    source = tmp_path / "old-lance"
+    lance.write_dataset(pa.table({"x": [1]}), str(source / "t.lance"))
+    before = sorted(tmp_path.rglob("*"))
+    for command in (("import-directory", str(source), "--into", ".".join(db)), ("serve", "--port", "0")):
+        placing = rootless(*command)
+        assert placing.returncode == 2 and f"{command[0]} places data under the storage root" in placing.stderr
+    assert sorted(tmp_path.rglob("*")) == before and ns_tables(endpoint, db) == ["later"]  # nothing copied
+
+
+def ns_tables(endpoint: str, db: list[str]) -> list[str]:
+    return IcebergLanceNamespace(endpoint=endpoint).list_tables({"id": db}).tables
+
+
+def test_serve_says_where_it_places_tables(endpoint: str, lance_root: Path) -> None:
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", str(lance_root)]
+    serving = subprocess.Popen([*command, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert serving.stdout is not None
+        first_line = serving.stdout.readline()
+    finally:
+        serving.terminate()
+        serving.wait(timeout=30)
+    assert first_line.startswith("Lance REST Namespace on http://127.0.0.1:")
+    assert first_line.rstrip().endswith(f"over the Iceberg catalog at {endpoint}, tables under {lance_root}")
 
 
 def test_ids_are_read_as_meant_one_part_namespaces_and_dotted_new_names(

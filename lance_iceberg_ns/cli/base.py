@@ -78,6 +78,16 @@ class CliState:
         check_property_keys(properties)
         return properties
 
+    def root_for(self, command: str) -> str:
+        """The storage root, for a command that places data: it must be given (flag, property,
+        ``LANCE_ICEBERG_ROOT`` or a pyiceberg catalog), never the current directory by default."""
+        root = self.resolved().get("root")
+        if not root:
+            raise click.UsageError(
+                f"{command} places data under the storage root: give --root DIR (or -p root=DIR, LANCE_ICEBERG_ROOT)"
+            )
+        return root
+
     def namespace(self) -> Any:
         from lance_iceberg_ns import IcebergLanceNamespace
 

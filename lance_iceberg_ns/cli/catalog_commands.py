@@ -166,16 +166,11 @@ def tables_declare(table_id: str, location: str | None) -> None:
     """Reserve a table name and location before any data is written (under the storage root
     unless --location: the root must then be given, it is never the current directory by default)."""
     state = _state()
-    root = state.resolved().get("root")
-    if not location and not root:
-        raise click.UsageError(
-            "tables declare places the table under the storage root: give --root DIR "
-            "(or -p root=DIR, LANCE_ICEBERG_ROOT), or --location"
-        )
+    root = None if location else state.root_for("tables declare without --location")
     response = state.call("declare_table", table_id, location=location)
     under = "" if location else f" (under root {root})"
     _emit(
-        {"location": response.location, "root": None if location else root},
+        {"location": response.location, "root": root},
         lambda: click.echo(f"declared {table_id} at {response.location}{under}"),
     )
 

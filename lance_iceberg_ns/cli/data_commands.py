@@ -209,6 +209,7 @@ def import_directory_command(directory: str, into: str, dry_run: bool, storage: 
     from lance_iceberg_ns.directory_import import CONFLICT, import_directory
 
     state = _state()
+    root = state.root_for("import-directory")  # tables outside it and allowed_locations are copied into it
     progress = Progress(transient=True, disable=state.as_json or not sys.stderr.isatty())
     task = progress.add_task("importing", total=None)
     with progress:
@@ -225,9 +226,10 @@ def import_directory_command(directory: str, into: str, dry_run: bool, storage: 
     counts = {outcome: summary.count(outcome) for outcome in sorted({t.outcome for t in summary.tables})}
 
     def human() -> None:
+        click.echo(f"storage root: {root}")
         _table(("directory table", "catalog table", "outcome", "reason"), rows)
         click.echo(", ".join(f"{count} {outcome}" for outcome, count in counts.items()) or "no tables found")
 
-    _emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts}, human)
+    _emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts, "root": root}, human)
     if summary.count(CONFLICT):
         raise SystemExit(exit_code_for(5))  # a conflict, as for TableAlreadyExists

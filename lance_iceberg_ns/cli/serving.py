@@ -121,6 +121,7 @@ def serve_settings(state: CliState, options: dict[str, Any]) -> tuple[Any, str]:
     from lance_iceberg_ns.server.factory import ServeSettings
 
     tokens = tuple(server_tokens(options["auth_tokens"], options["auth_token_file"]))
+    state.root_for("serve")  # clients create tables under it: never the current directory by default
     ns = state.namespace()  # validates the settings before the server starts
     properties = dict(ns.properties)
     shown_endpoint = ns.settings.redact(ns.settings.endpoint)
@@ -198,6 +199,7 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     listening.listen(config.backlog)  # and the address printed takes connections at once
     click.echo(
         f"Lance REST Namespace on {_uri(options['host'], listening)} over the Iceberg catalog at {shown_endpoint}"
+        f", tables under {_shown_root(settings)}"
     )
     sys.stdout.flush()
     try:
@@ -208,6 +210,13 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     finally:
         if metrics_directory:
             shutil.rmtree(metrics_directory, ignore_errors=True)
+
+
+def _shown_root(settings: Any) -> str:
+    from lance_iceberg_ns.config import Settings
+
+    bridge = Settings.from_properties(settings.properties)
+    return bridge.redact(bridge.root)
 
 
 def _uri(host: str, listening: socket.socket) -> str:
