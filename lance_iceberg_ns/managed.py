@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,11 +199,17 @@ def _final_manifests(location: str, storage_options: Mapping[str, str], snapshot
     return {info.base_name for info in infos if info.type == pafs.FileType.File}
 
 
-def managed_versions(table: Table, storage_options: Mapping[str, str]) -> list[TableVersion]:
+def managed_versions(
+    table: Table, storage_options: Mapping[str, str], finalized: Collection[str] = ()
+) -> list[TableVersion]:
     """Every Lance version the loaded table holds, oldest first (only the latest when it was
-    loaded with ``snapshots=refs``)."""
+    loaded with ``snapshots=refs``). ``finalized``: final manifest names this process moved into
+    place itself a moment ago, which need no look."""
     lineage = _lineage(table)
-    finals = _final_manifests(table.metadata.location, storage_options, lineage)
+    unknown = [s for s in lineage if final_manifest_name(_summary(s).get(MANIFEST_KEY, "")) not in finalized]
+    finals = set(finalized)
+    if unknown:
+        finals |= _final_manifests(table.metadata.location, storage_options, unknown)
     return [_table_version(snapshot, finals) for snapshot in lineage]
 
 

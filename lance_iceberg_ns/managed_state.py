@@ -29,6 +29,7 @@ DESCRIBED_JUST_NOW_SECONDS = 0.5
 class _Known:
     table: Any  # pyiceberg's Table
     committed_here: bool  # this process committed it (else it was loaded)
+    finalized: frozenset[str] = frozenset()  # final manifest names this process moved into place
 
 
 class ManagedState:
@@ -48,10 +49,11 @@ class ManagedState:
         """Keep a state just loaded from the catalog."""
         self._known.keep(self._key(table), _Known(loaded, committed_here=False))
 
-    def committed(self, table: TableId, committed: Any) -> None:
-        """Keep the state this process just committed (when ``commit_cache_seconds`` allows)."""
+    def committed(self, table: TableId, committed: Any, finalized: frozenset[str] = frozenset()) -> None:
+        """Keep the state this process just committed (when ``commit_cache_seconds`` allows), with
+        the final manifest names it moved into place (no look needed to answer them)."""
         if self._commit_cache_seconds:
-            self._known.keep(self._key(table), _Known(committed, committed_here=True))
+            self._known.keep(self._key(table), _Known(committed, committed_here=True, finalized=finalized))
 
     def forget(self, table: TableId) -> None:
         self._known.forget(self._key(table))
@@ -60,6 +62,12 @@ class ManagedState:
         """The state this process committed less than ``commit_cache_seconds`` ago, if any."""
         known = self._known.get(self._key(table), max_age=self._commit_cache_seconds)
         return known.table if known is not None and known.committed_here else None
+
+    def finalized(self, table: TableId) -> frozenset[str]:
+        """The final manifest names this process moved into place with the state it keeps of
+        ``table`` (names of other versions simply do not match a later state's)."""
+        known = self._known.get(self._key(table), max_age=self._commit_cache_seconds)
+        return known.finalized if known is not None and known.committed_here else frozenset()
 
     def recent(self, table: TableId, max_age: float) -> Any | None:
         """The state loaded less than ``max_age`` ago, or committed here less than

@@ -59,7 +59,7 @@ class Versions:
         # a state kept a moment ago still answers unless a version after it shows on disk: another
         # process committed since (its final manifest), or a writer went by location
         if known is not None and managed.knows_latest(known) and managed.written_by_path_after(known, files) is None:
-            found = managed.managed_versions(known, files)
+            found = managed.managed_versions(known, files, self._state.finalized(table))
         else:
             found = self._all_versions(table, latest_only)
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
@@ -148,8 +148,10 @@ class Versions:
         except BaseException:
             commit.discard()
             raise
-        self._state.committed(table, managed.committed(current, commit))  # the next write's describe
-        return CreateTableVersionResponse(version=managed.finalize(current.metadata.location, files, commit.version))
+        version = managed.finalize(current.metadata.location, files, commit.version)
+        moved = frozenset({managed.final_manifest_name(version.manifest_path)} if version is not commit.version else ())
+        self._state.committed(table, managed.committed(current, commit), moved)  # the next write's describe
+        return CreateTableVersionResponse(version=version)
 
     def _refuse_written_by_path(self, table: TableId, current: Any, files: dict[str, str], request: Any) -> Any:
         """Refuse a version when a writer went by the table's location: InvalidTableStateError when
