@@ -33,7 +33,7 @@ from lance_namespace import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.testing import local_catalog
+from lance_iceberg_ns.testing import local_catalog, stop_process
 
 NAMESPACE = ["demo_wh", "docs"]
 TABLE = [*NAMESPACE, "articles"]
@@ -147,12 +147,7 @@ def served(endpoint: str, root: str, log: Path) -> Iterator[Callable[[], str]]:
     try:
         yield uri
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 @contextlib.contextmanager

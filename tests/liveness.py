@@ -21,6 +21,8 @@ from typing import TypeVar
 
 import requests
 
+from lance_iceberg_ns.testing import stop_process
+
 T = TypeVar("T")
 PROBE_EVERY_SECONDS = 0.1
 PROBE_DEADLINE_SECONDS = 1.0
@@ -79,12 +81,7 @@ def served_in_subprocess(
             time.sleep(0.1)
         yield served
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def _probe_url(served: ServedProcess) -> str:

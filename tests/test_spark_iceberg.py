@@ -17,13 +17,9 @@ from pathlib import Path
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
-if tuple(int(part) for part in pyspark.__version__.split(".")[:2]) != (3, 5):
-    pytest.skip(
-        f"Iceberg's Spark runtime jar of the 'local' extra is built for Spark 3.5 (Scala 2.12), "
-        f"this is PySpark {pyspark.__version__}: scripts/test.sh runs this module in .venv-pyspark35",
-        allow_module_level=True,
-    )
+from .helpers import skip_unless_pyspark_35
+
+skip_unless_pyspark_35()
 
 import lance  # noqa: E402
 import pyarrow as pa  # noqa: E402

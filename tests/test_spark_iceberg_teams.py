@@ -10,15 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
+from .helpers import skip_unless_pyspark_35
 
-pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
-if tuple(int(part) for part in pyspark.__version__.split(".")[:2]) != (3, 5):
-    pytest.skip(
-        f"Iceberg's Spark runtime jar of the 'local' extra is built for Spark 3.5 (Scala 2.12), "
-        f"this is PySpark {pyspark.__version__}: scripts/test.sh runs this module in .venv-pyspark35",
-        allow_module_level=True,
-    )
+skip_unless_pyspark_35()
 
 from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
 from lance_iceberg_ns.testing import local_catalog  # noqa: E402

@@ -38,7 +38,14 @@ from typing import Any
 from lance_iceberg_ns.testing.build import LocalCatalogUnavailable, build_local_catalog
 
 PREFIX_STYLES = ("none", "defaults", "overrides", "any")
-__all__ = ["PREFIX_STYLES", "LocalCatalog", "LocalCatalogUnavailable", "VendedCredentials", "local_catalog"]
+__all__ = [
+    "PREFIX_STYLES",
+    "LocalCatalog",
+    "LocalCatalogUnavailable",
+    "VendedCredentials",
+    "local_catalog",
+    "stop_process",
+]
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,17 @@ def start_local_catalog(
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     endpoint = _wait_for_listening(process, startup_timeout, log_file)
     return LocalCatalog(endpoint, data_path, prefix_style, log_file, process)
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """Ask a child server to stop (SIGTERM: it finishes what is in flight), then kill it if it
+    has not stopped within ``timeout`` seconds; a child must never outlive its test or demo."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _wait_for_listening(process: subprocess.Popen[bytes], timeout: float, log_file: Path) -> str:
