@@ -11,15 +11,13 @@ unsigned: ``allow_unsigned_extensions``) and reaches the tables through ``lance-
 
 from __future__ import annotations
 
-import argparse
-
 import lance
 import lance.namespace
 import numpy as np
 import pyarrow as pa
 from lance_namespace import CreateNamespaceRequest, ListTablesRequest
 
-from lance_iceberg_ns.demo import duckdb_with_lance, lance_rest_server
+from lance_iceberg_ns.demo import duckdb_with_lance, example_arguments, lance_rest_server
 
 ZONES = ("north", "south", "east", "west", "centre")
 
@@ -39,11 +37,7 @@ def trips(count: int) -> pa.Table:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--uri", help="a Lance REST server (default: start one over --endpoint)")
-    parser.add_argument("--endpoint", help="the Iceberg REST catalog of the server started (default: a local one)")
-    parser.add_argument("--root", help="storage root of the server started (default: a temporary directory)")
-    parser.add_argument("--namespace", default="demo_wh.examples", help="warehouse.namespace of the tables")
+    parser = example_arguments(__doc__)
     args = parser.parse_args()
     namespace = args.namespace.split(".")
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from lancedb.index import IvfFlat
 
 import lance_iceberg_ns  # noqa: F401  (registers the "iceberg" implementation with lancedb)
-from lance_iceberg_ns.demo import catalog_endpoint
+from lance_iceberg_ns.demo import catalog_endpoint, example_arguments
 
 DIMENSION = 64
 CATEGORIES = ("books", "games", "music")
@@ -52,11 +52,7 @@ def connect(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--endpoint", help="an Iceberg REST catalog (default: start the local one)")
-    parser.add_argument("--root", help="storage root for the table (default: a temporary directory)")
-    parser.add_argument("--uri", help="a Lance REST server (lance-iceberg-ns serve) instead of the catalog")
-    parser.add_argument("--namespace", default="demo_wh.examples", help="warehouse.namespace of the table")
+    parser = example_arguments(__doc__)
     parser.add_argument("--rows", type=int, default=2000)
     args = parser.parse_args()
     namespace = args.namespace.split(".")

@@ -12,7 +12,6 @@ A server started with ``--auth-token-file`` wants a bearer token: give it in ``L
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import lance
@@ -20,7 +19,7 @@ import lance.namespace
 import pyarrow as pa
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest, ListTablesRequest
 
-from lance_iceberg_ns.demo import lance_rest_server
+from lance_iceberg_ns.demo import example_arguments, lance_rest_server
 
 
 def events(start: int, count: int) -> pa.Table:
@@ -29,11 +28,7 @@ def events(start: int, count: int) -> pa.Table:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--uri", help="a Lance REST server (default: start one over --endpoint)")
-    parser.add_argument("--endpoint", help="the Iceberg REST catalog of the server started (default: a local one)")
-    parser.add_argument("--root", help="storage root of the server started (default: a temporary directory)")
-    parser.add_argument("--namespace", default="demo_wh.examples", help="warehouse.namespace of the table")
+    parser = example_arguments(__doc__)
     args = parser.parse_args()
     namespace = args.namespace.split(".")
     table_id = [*namespace, "events"]

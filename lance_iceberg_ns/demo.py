@@ -9,6 +9,7 @@ PySpark the table is written with pylance instead.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import os
@@ -339,3 +340,14 @@ def _run(work: Path, say: Say) -> dict[str, Any]:
             demo.drop_and_undrop()
     say(f"Done in {time.perf_counter() - started:.0f} s (the engines' logs: demo.log in the data directory).")
     return demo.seen
+
+
+def example_arguments(description: str | None) -> argparse.ArgumentParser:
+    """The options every example takes: a running Lance REST server, or the catalog and root of
+    one the example starts (by default the embedded catalog and a temporary root), and the namespace."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--uri", help="a running Lance REST server (lance-iceberg-ns serve)")
+    parser.add_argument("--endpoint", help="an Iceberg REST catalog (default: start the local one)")
+    parser.add_argument("--root", help="the storage root (default: a temporary directory)")
+    parser.add_argument("--namespace", default="demo_wh.examples", help="warehouse.namespace of the tables")
+    return parser
