@@ -15,6 +15,16 @@ let anyone who can set a namespace property point the bridge at any place its cr
 To import in place, add the directory to ``allowed_locations`` first, in every client's and the
 server's configuration.
 
+A copy's place is predictable, so the import claims it the way the bridge claims a new table's
+place before it writes anything there: the target table is declared at the copy's location (which
+must hold nothing and be claimed by no entry), the files are copied into it, and a failure removes
+the entry and exactly the files this import wrote. A place that another client declared or filled
+first is a conflict, and nothing is copied.
+
+A table directory that is a symbolic link, or that lies (once links are resolved) outside the
+directory being imported, is skipped: an untrusted directory must not name another table's files.
+Inside a table, links are not followed either.
+
 Re-running is safe: a table already registered at the same location, or copied before (its copy's
 name comes from its source), is skipped; one registered elsewhere under the same name is reported
 as a conflict and left alone.
@@ -22,6 +32,7 @@ as a conflict and left alone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -40,11 +51,13 @@ from lance_namespace.errors import (
     InvalidInputError,
     NamespaceNotFoundError,
     PermissionDeniedError,
+    TableAlreadyExistsError,
     TableNotFoundError,
 )
 
-from lance_iceberg_ns.datasets import dataset_exists, filesystem_for
-from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
+from lance_iceberg_ns.companions import stored_properties
+from lance_iceberg_ns.datasets import ICEBERG_METADATA_DIRECTORY, dataset_exists, filesystem_for, local_path
+from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
 from lance_iceberg_ns.locations import TABLE_DIRECTORY_SUFFIX, is_local, normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
@@ -177,6 +190,10 @@ def import_directory(
     for source in found:
         target = [*target_namespace.parts, *source]
         location = directory.describe_table(DescribeTableRequest(id=source)).location  # type: ignore[attr-defined]
+        outside = _outside_directory(root, location)
+        if outside:
+            record(ImportedTable(source, target, location, SKIPPED, outside))
+            continue
         record(_import_one(ns, source, target, location, options, namespaces))
     return summary
 
@@ -219,27 +236,67 @@ def _reachable(ns: IcebergLanceNamespace, location: str) -> bool:
 
 
 def copy_dataset(
-    source: str, source_options: Mapping[str, str], target: str, target_options: Mapping[str, str]
-) -> None:
-    """Copy the files of the dataset at ``source`` to ``target``: not its ownership or
-    deregistration marker, and on a local disk not a symbolic link (nor what lies behind one)."""
+    source: str,
+    source_options: Mapping[str, str],
+    target: str,
+    target_options: Mapping[str, str],
+    written: list[str] | None = None,
+) -> list[str]:
+    """Copy the files of the dataset at ``source`` to ``target``, a place that holds nothing but
+    what claiming it wrote (an ownership marker, the catalog's metadata); InvalidInputError
+    otherwise: nothing is copied over another's files. Not the source's ownership or
+    deregistration marker nor catalog metadata, and on a local disk nothing that is a symbolic
+    link, lies behind one or resolves outside ``source``. Each file written is appended to
+    ``written`` as it is, so a caller can take back a copy that failed half way; returns it."""
+    written = [] if written is None else written
     source_fs, source_path = filesystem_for(source, source_options)
     target_fs, target_path = filesystem_for(target, target_options)
-    source_path = source_path.rstrip("/")
+    source_path, target_path = source_path.rstrip("/"), target_path.rstrip("/")
+    selector = pafs.FileSelector(target_path, recursive=True, allow_not_found=True)
+    held = [info.path[len(target_path) + 1 :] for info in target_fs.get_file_info(selector)]
+    if any(path.split("/")[0] not in (MARKER, ICEBERG_METADATA_DIRECTORY) for path in held):
+        raise InvalidInputError(f"{target} already holds files: a copy is made only into an empty place")
     for info in source_fs.get_file_info(pafs.FileSelector(source_path, recursive=True)):
         relative = info.path[len(source_path) + 1 :]
-        if info.type != pafs.FileType.File or relative in (MARKER, DEREGISTERED_MARKER):
+        if info.type != pafs.FileType.File or relative.split("/")[0] in _NOT_COPIED:
             continue
-        if is_local(source) and _behind_link(source_path, relative):
+        if isinstance(source_fs, pafs.LocalFileSystem) and _behind_link(source_path, relative):
             continue
-        destination = f"{target_path.rstrip('/')}/{relative}"
+        destination = f"{target_path}/{relative}"
         target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
         pafs.copy_files(info.path, destination, source_filesystem=source_fs, destination_filesystem=target_fs)
+        written.append(destination)
+    return written
+
+
+_NOT_COPIED = (MARKER, DEREGISTERED_MARKER, ICEBERG_METADATA_DIRECTORY)
 
 
 def _behind_link(top: str, relative: str) -> bool:
+    """Whether ``top``/``relative`` is reached through a symbolic link (``top`` itself included)
+    or resolves outside ``top``."""
     parts = relative.split("/")
-    return any(os.path.islink(os.path.join(top, *parts[: depth + 1])) for depth in range(len(parts)))
+    if any(os.path.islink(os.path.join(top, *parts[:depth])) for depth in range(len(parts) + 1)):
+        return True
+    return not _inside(os.path.join(top, relative), top)
+
+
+def _inside(path: str, top: str) -> bool:
+    real_top = os.path.realpath(top)
+    return os.path.realpath(path).startswith(real_top.rstrip(os.sep) + os.sep)
+
+
+def _outside_directory(root: str, location: str) -> str:
+    """Why a table the directory names must not be imported from a local directory (a symbolic
+    link, or a place outside the directory once links are resolved), or "" when it may."""
+    top, path = normalize_location(root), normalize_location(location)  # file:// URIs as paths
+    if not is_local(top) or not is_local(path):
+        return ""
+    if os.path.islink(path):
+        return "the table directory is a symbolic link: only a directory's own tables are imported"
+    if not _inside(path, top):
+        return "the table lies outside the directory being imported (once links are resolved)"
+    return ""
 
 
 def _import_one(
@@ -264,22 +321,73 @@ def _import_one(
     except InvalidInputError as exc:  # a plain Iceberg table holds the name
         return ImportedTable(source, target, location, CONFLICT, str(exc))
     if existing is not None:
-        return _already(source, target, location, copy, existing)
+        return _already(source, target, location, copy, existing, ns.settings.storage_options)
     if namespaces.dry_run:
         return ImportedTable(source, target, location, WOULD_REGISTER if in_place else WOULD_COPY, copied_to=copy)
     namespaces.ensure(target[:-1])
     if not in_place:
-        copy_dataset(location, storage_options, copy, ns.settings.storage_options)
+        return _copy_in(ns, source, target, location, copy, storage_options)
     try:
-        ns.register_table(RegisterTableRequest(id=target, location=copy or location))
-    except (PermissionDeniedError, InvalidInputError) as exc:  # the place is another table's, say
+        ns.register_table(RegisterTableRequest(id=target, location=location))
+    except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:  # another table's place
+        return ImportedTable(source, target, location, CONFLICT, str(exc))
+    return ImportedTable(source, target, location, REGISTERED)
+
+
+def _copy_in(
+    ns: IcebergLanceNamespace,
+    source: list[str],
+    target: list[str],
+    location: str,
+    copy: str,
+    storage_options: Mapping[str, str],
+) -> ImportedTable:
+    """Claim the copy's place for the target table first (its entry made there, as a register of
+    the copy would make it), then copy the files into it: a place another entry holds or that
+    holds anything is a conflict, with nothing copied. A failed copy takes back what it made."""
+    table = parse_table_id(target)
+    try:
+        created = ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None))
+    except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:
         return ImportedTable(source, target, location, CONFLICT, str(exc), copy)
-    return ImportedTable(source, target, location, REGISTERED if in_place else COPIED, copied_to=copy)
+    written: list[str] = []
+    try:
+        copy_dataset(location, storage_options, copy, ns.settings.storage_options, written)
+    except BaseException:
+        _take_back(ns, table, str(created.metadata.table_uuid), copy, written)
+        raise
+    return ImportedTable(source, target, location, COPIED, copied_to=copy)
 
 
-def _already(source: list[str], target: list[str], location: str, copy: str, existing: str) -> ImportedTable:
+def _take_back(ns: IcebergLanceNamespace, table: TableId, table_uuid: str, copy: str, written: list[str]) -> None:
+    """Undo a copy that failed: the files it wrote, then its entry if the name still holds it,
+    with the entry's catalog metadata and claim, and the directories left empty. Anything else at
+    the place stays."""
+    target_fs, target_path = filesystem_for(copy, ns.settings.storage_options)
+    for path in written:
+        with contextlib.suppress(OSError):
+            target_fs.delete_file(path)
+    loaded = ns.companions.find(table)
+    if loaded is not None and loaded.table_uuid == table_uuid:
+        aside = ns.companions.set_aside(table, loaded, why="import failed")
+        ns.companions.drop(table.warehouse, aside)
+        with contextlib.suppress(OSError):  # the place was empty when claimed: its metadata is the entry's
+            target_fs.delete_dir(f"{target_path.rstrip('/')}/{ICEBERG_METADATA_DIRECTORY}")
+        ns.placement.release(loaded)
+    if is_local(copy):
+        for folder, _subfolders, _files in sorted(os.walk(local_path(copy)), reverse=True):
+            with contextlib.suppress(OSError):  # only when empty
+                os.rmdir(folder)
+
+
+def _already(
+    source: list[str], target: list[str], location: str, copy: str, existing: str, options: Mapping[str, str]
+) -> ImportedTable:
     """The outcome for a target name that is taken: by this table (imported before) or another."""
     if existing == normalize_location(copy or location):
+        if copy and not dataset_exists(copy, dict(options)):
+            why = f"the name is taken by a table declared at {copy}, which holds no copy"
+            return ImportedTable(source, target, location, CONFLICT, why, copy)
         return ImportedTable(source, target, location, ALREADY_REGISTERED, copied_to=copy)
     if existing == normalize_location(location):
         return ImportedTable(source, target, location, CONFLICT,

@@ -12,7 +12,7 @@ import lance
 import lancedb
 import pyarrow as pa
 import pytest
-from lance_namespace import DescribeTableRequest, RegisterTableRequest
+from lance_namespace import CreateNamespaceRequest, DescribeTableRequest, RegisterTableRequest
 from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
@@ -390,6 +390,123 @@ def test_import_directory_copies_a_source_outside_the_root_and_widens_nothing(
     lance.write_dataset(pa.table({"v": [1]}), str(source / "later.lance"))
     with pytest.raises(PermissionDeniedError):
         ns.register_table(RegisterTableRequest(id=[*db, "later"], location=str(source / "later.lance")))
+
+
+def test_import_directory_copies_nothing_into_a_place_another_client_declared_first(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path, tmp_path: Path
+) -> None:
+    from lance_iceberg_ns.directory_import import ALREADY_REGISTERED, CONFLICT, copy_location, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1, 2]}), str(source / "secret.lance"))
+    predicted = copy_location(ns, [*db, "secret"], str(source / "secret.lance"))
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as other:
+        other.declare_table({"id": [*db, "mine"], "location": predicted})
+        summary = import_directory(ns, str(source), db)
+        assert [(t.outcome, t.copied_to) for t in summary.tables] == [(CONFLICT, predicted)]
+        assert sorted(os.listdir(predicted)) == [MARKER, "metadata"]  # nothing copied into the other table
+        assert other.describe_table({"id": [*db, "mine"], "check_declared": True}).is_only_declared
+        with pytest.raises(TableNotFoundError):
+            ns.describe_table(DescribeTableRequest(id=[*db, "secret"]))
+        other.drop_table({"id": [*db, "mine"]})
+        other.purge_table([*db, "mine"])
+    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == ["copied"]
+    assert _read(ns, [*db, "secret"]) == [1, 2]
+    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == [ALREADY_REGISTERED]
+
+
+def test_import_directory_copies_nothing_over_files_in_its_place(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+) -> None:
+    from lance_iceberg_ns.directory_import import CONFLICT, copy_location, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
+    predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+    predicted.mkdir(parents=True)
+    (predicted / "someone-elses.bin").write_bytes(b"x")
+    before = files_under(predicted)
+    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == [CONFLICT]
+    assert files_under(predicted) == before
+
+
+def test_a_failed_import_copy_takes_back_only_what_it_wrote(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.fs as pafs
+
+    from lance_iceberg_ns.directory_import import copy_location, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
+    lance.write_dataset(pa.table({"v": [2]}), str(source / "t.lance"), mode="append")
+    predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+    copied: list[str] = []
+    real_copy = pafs.copy_files
+
+    def copy_then_fail(source_path: str, destination: str, **kwargs: object) -> None:
+        if copied:  # meanwhile someone writes into the place; then the disk fills up
+            (predicted / "theirs.bin").write_bytes(b"x")
+            raise OSError("No space left on device")
+        real_copy(source_path, destination, **kwargs)
+        copied.append(destination)
+
+    monkeypatch.setattr(pafs, "copy_files", copy_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        import_directory(ns, str(source), db)
+    assert copied and not os.path.exists(copied[0])
+    assert files_under(predicted) == {"theirs.bin": files_under(predicted)["theirs.bin"]}  # no marker either
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+    assert ns.list_tables({"id": db, "include_declared": True}).tables == []
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_import_directory_skips_a_table_directory_that_links_elsewhere(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, layout: str
+) -> None:
+    import shutil
+
+    import lance.namespace
+
+    from lance_iceberg_ns.directory_import import SKIPPED, import_directory
+
+    victim = _write(ns, [*db, "payroll"], [42])
+    source = tmp_path / "directory"
+    source.mkdir()
+    if layout == "v1":
+        os.symlink(victim, source / "harmless.lance")
+        name = ["harmless"]
+    else:
+        directory = lance.namespace.DirectoryNamespace(root=str(source))
+        directory.create_namespace(CreateNamespaceRequest(id=["prod"]))
+        name = ["prod", "harmless"]
+        lance.write_dataset(pa.table({"v": [0]}), namespace_client=directory, table_id=name)
+        place = directory.describe_table(DescribeTableRequest(id=name)).location.removeprefix("file://")
+        shutil.rmtree(place)
+        os.symlink(victim, place)
+    summary = import_directory(ns, str(source), [db[0], "public"])
+    assert [(t.source, t.outcome) for t in summary.tables] == [(name, SKIPPED)]
+    assert "symbolic link" in summary.tables[0].reason
+    assert ns.list_tables({"id": [db[0], "public"], "include_declared": True}).tables == []
+
+
+@pytest.mark.parametrize("scheme", ["", "file://"], ids=["path", "file_uri"])  # V2 directories name file:// URIs
+def test_import_directory_copies_no_file_that_resolves_outside_its_table(tmp_path: Path, scheme: str) -> None:
+    from lance_iceberg_ns.directory_import import copy_dataset
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "payroll.bin").write_bytes(b"secret")
+    source = tmp_path / "directory" / "t.lance"
+    lance.write_dataset(pa.table({"v": [1]}), str(source))
+    os.symlink(secret, source / "data" / "linked")  # a link inside the table
+    os.symlink(secret / "payroll.bin", source / "_versions" / "9.manifest")
+    written = copy_dataset(f"{scheme}{source}", {}, str(tmp_path / "copy.lance"), {})
+    assert written and not [path for path in written if "linked" in path or "9.manifest" in path]
+    assert lance.dataset(str(tmp_path / "copy.lance")).to_table().column("v").to_pylist() == [1]
+    with pytest.raises(InvalidInputError, match="already holds files"):  # never over what is there
+        copy_dataset(f"{scheme}{source}", {}, str(tmp_path / "copy.lance"), {})
 
 
 # --- one purge job per warehouse -----------------------------------------------------------------
