@@ -17,7 +17,9 @@ every Python program of the environment and is not installed by every installer;
 
 A lance-ray write with ``mode="create"`` declares the table on the driver before its workers write;
 when a worker fails, the table stays declared with no version (reads fail, a new create is
-TableAlreadyExists). ``write_lance`` removes such a table with the files written for it.
+TableAlreadyExists). ``write_lance`` removes such a table with the files written for it: only the
+entry it declared (its table UUID, at the location it was declared at), never another client's
+table that took the name while the job ran.
 
 lance-ray commits by location, never through the catalog, so on a table whose versions the catalog
 manages (``table_version_management``) its commits go behind the catalog, which then refuses the
@@ -28,7 +30,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from lance_namespace import DeclareTableRequest, DescribeTableRequest
 from lance_namespace.errors import (
@@ -40,7 +43,13 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import registry
 from lance_iceberg_ns.identifiers import parse_table_id
+from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.ownership import Entry
+from lance_iceberg_ns.placement import owner_entry
+
+if TYPE_CHECKING:
+    from lance_iceberg_ns.catalogs import TableSummary
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +57,19 @@ WORKER_SETUP_HOOK = f"{registry.__name__}.{registry.register.__name__}"
 WriteMode = Literal["create", "append", "overwrite"]
 WRITE_MODES: tuple[str, ...] = get_args(WriteMode)
 _HOOK = "worker_process_setup_hook"
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """The entry a write declared, and where: what its failure may remove, and nothing else."""
+
+    entry: Entry | None  # None: the name held another entry by the time it was looked up
+    location: str
+
+    def holds(self, loaded: TableSummary) -> bool:
+        """Whether ``loaded`` is this very entry, still where it was declared."""
+        at = normalize_location(loaded.location)
+        return self.entry is not None and (owner_entry(loaded), at) == (self.entry, self.location)
 
 
 class RayWriteError(RuntimeError):
@@ -97,20 +119,20 @@ def write_lance(
             **options,
         )
     except Exception as error:
-        removed = declared and _remove_uncommitted(ns, table)
+        outcome = _remove_uncommitted(ns, table, declared) if declared else "nothing was committed"
         if isinstance(error, LanceNamespaceError):
             raise
         cause = _worker_cause(error)
         said = (str(cause).strip().splitlines() or [""])[0][:500].rstrip(".")
-        outcome = "the table it declared was removed" if removed else "nothing was committed"
         raise RayWriteError(
             f"Writing {'.'.join(table)} with Ray failed ({type(cause).__name__}: {said}); {outcome}"
         ) from error
 
 
-def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> bool:
-    """Declare the table for ``create``, and for ``overwrite`` when it is missing; True if declared.
-    Raises TableNotFoundError for ``append`` to a missing table."""
+def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> _Declared | None:
+    """Declare the table for ``create``, and for ``overwrite`` when it is missing: the entry
+    declared, as ownership names it (None when nothing was declared). Raises TableNotFoundError
+    for ``append`` to a missing table."""
     if mode != "create":
         try:
             described = ns.describe_table(DescribeTableRequest(id=table))
@@ -119,10 +141,12 @@ def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> b
                 raise
         else:
             _refuse_managed(table, bool(described.managed_versioning))
-            return False
+            return None
     _refuse_managed(table, ns.settings.table_version_management)
-    ns.declare_table(DeclareTableRequest(id=table))
-    return True
+    location = normalize_location(ns.declare_table(DeclareTableRequest(id=table)).location or "")
+    loaded = ns.companions.find(parse_table_id(table))
+    held = loaded is not None and normalize_location(loaded.location) == location
+    return _Declared(owner_entry(loaded) if loaded is not None and held else None, location)
 
 
 def _refuse_managed(table: list[str], managed: bool) -> None:
@@ -135,18 +159,23 @@ def _refuse_managed(table: list[str], managed: bool) -> None:
         )
 
 
-def _remove_uncommitted(ns: IcebergLanceNamespace, table: list[str]) -> bool:
-    """Remove a table that is still only declared, and the files written at its location; a table
-    with a committed version stays. True when removed."""
+def _remove_uncommitted(ns: IcebergLanceNamespace, table: list[str], declared: _Declared) -> str:
+    """Remove the table this write declared if it is still only declared, with the files written
+    at its location; what became of it, for the error. The name is looked up again, and anything
+    but the very entry declared (another client's table that took the name meanwhile) is left
+    alone, as is a table with a committed version."""
+    parsed = parse_table_id(table)
     try:
+        loaded = ns.companions.find(parsed)
+        if loaded is None or not declared.holds(loaded):
+            return "the table it declared was dropped or replaced meanwhile, and nothing of it was removed"
         if not ns.describe_table(DescribeTableRequest(id=table, check_declared=True)).is_only_declared:
-            return False
-        parsed = parse_table_id(table)
-        ns.placement.remove(parsed, ns.companions.load(parsed))
+            return "nothing was committed"
+        ns.placement.remove(parsed, loaded)  # refuses if the name was given to another entry since
     except Exception:  # the write's own error is the one to raise
         logger.warning("The declared table %s could not be removed; drop it with drop_table", table, exc_info=True)
-        return False
-    return True
+        return "the table it declared could not be removed (drop it with drop_table)"
+    return "the table it declared was removed"
 
 
 def _worker_cause(error: BaseException) -> BaseException:
