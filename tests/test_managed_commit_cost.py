@@ -12,7 +12,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lance_iceberg_ns import IcebergLanceNamespace, managed
+from lance_iceberg_ns import IcebergLanceNamespace, managed, versions
 
 from .conftest import RequestCounter
 
@@ -45,6 +45,7 @@ class _CountedFiles:
 
 @pytest.fixture
 def file_operations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The operations on a table's files made through the modules that read managed versions."""
     operations: list[str] = []
     original = managed.filesystem_for
 
@@ -52,7 +53,8 @@ def file_operations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         filesystem, root = original(location, storage_options)
         return _CountedFiles(filesystem, operations), root
 
-    monkeypatch.setattr(managed, "filesystem_for", counting)
+    for module in (managed, versions):
+        monkeypatch.setattr(module, "filesystem_for", counting)
     return operations
 
 
