@@ -271,7 +271,7 @@ class IcebergLanceNamespace(LanceNamespace):
     def undrop_table(self, table_id: list[str]) -> TableStatus:
         """Bring back the most recently soft-deleted table of this name, with its data and history.
         Raises TableNotFoundError, TableAlreadyExistsError (a live table has the name)."""
-        return self._trash.undrop(table_id)
+        return self._tables.undrop(table_id)
 
     @operation()
     def purge_table(self, table_id: list[str]) -> int:

@@ -37,6 +37,7 @@ from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_o
 from lance_iceberg_ns.data import ResolvedTable, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.lifecycle import TableStatus
 from lance_iceberg_ns.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
 from lance_iceberg_ns.storage_options import StorageOptions
@@ -107,6 +108,7 @@ class Tables:
         else:
             location = self.placement.new_location(table)
         created = self.placement.claim(table, location, properties)
+        self.datasets.forget_table(table.parts)  # the name's next read asks the catalog
         vended = None
         if request.vend_credentials or self.settings.vend_credentials:
             # pyiceberg has merged the answer's config and best-matching storage credential
@@ -213,7 +215,7 @@ class Tables:
             created = self.placement.claim(table, location, properties)
         else:
             created = self.placement.replace(table, replaced, location, properties)
-            self.datasets.forget_table(table.parts)
+        self.datasets.forget_table(table.parts)  # whatever it named before (dropped elsewhere, say) is not read
         return RegisterTableResponse(location=created.metadata.location, properties=shown(created.metadata.properties))
 
     def rename(self, request: RenameTableRequest) -> RenameTableResponse:
@@ -232,7 +234,14 @@ class Tables:
         self.companions.rename(source, target)
         self.placement.renamed(loaded, catalog_name(target))
         self.datasets.forget_table(source.parts)
+        self.datasets.forget_table(target.parts)  # it may have named a table since dropped elsewhere
         return RenameTableResponse()
+
+    def undrop(self, table_id: Sequence[str]) -> TableStatus:
+        """The trash brings the table back (``Trash.undrop``); the name's next read asks the catalog."""
+        status = self.trash.undrop(list(table_id))
+        self.datasets.forget_table(parse_table_id(table_id).parts)
+        return status
 
     def create(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:
         table = parse_table_id(request.id)
@@ -244,6 +253,7 @@ class Tables:
         if live is not None and mode == "existok":
             return CreateTableResponse(location=live.location, properties=shown(live.properties))
         declared = live is None and self._make_room(table, request)
+        self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
             dataset = writes.overwrite(self.datasets, self.resolve(table.parts, writing=True), rows)
         except BaseException:

@@ -126,6 +126,26 @@ def test_a_table_renamed_and_replaced_elsewhere_is_read_as_it_was_until_the_inte
         assert _values(ns, table_id) == [7, 7, 7, 7, 7]
 
 
+def test_after_a_swap_of_names_elsewhere_a_name_reads_its_old_table_until_the_interval_runs_out(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """As documented: within the interval ``a`` answers the dataset it named at the last check,
+    which the swap has made ``b``'s table; a place the bridge proved owned all the same."""
+    a, b, tmp = [*db, "a"], [*db, "b"], [*db, "tmp"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns,
+        _bridge(endpoint, lance_root) as other,
+    ):
+        write_values(other, a, [1, 2, 3])
+        write_values(other, b, [9])
+        assert _values(ns, a) == [1, 2, 3]
+        for old, new in ((a, tmp), (b, a), (tmp, b)):
+            other.rename_table({"id": old, "new_table_name": new[-1]})
+        assert _values(ns, a) == [1, 2, 3]  # now b's table
+        time.sleep(INTERVAL)
+        assert (_values(ns, a), _values(ns, b)) == ([9], [1, 2, 3])
+
+
 @pytest.mark.parametrize("soft_delete", ["true", "false"])
 def test_a_table_dropped_elsewhere_is_gone_once_the_interval_runs_out(
     endpoint: str, lance_root: Path, db: list[str], soft_delete: str
@@ -162,6 +182,42 @@ def test_a_drop_or_rename_through_this_bridge_is_seen_at_once(endpoint: str, lan
             _count(ns, moved)
         write_values(ns, table_id, [9])  # a new table under the first name
         assert _values(ns, table_id) == [9]
+
+
+@pytest.mark.parametrize("how", ["rename", "register", "create", "declare", "undrop"])
+def test_a_name_given_a_table_through_this_bridge_is_read_at_once(
+    endpoint: str, lance_root: Path, db: list[str], how: str
+) -> None:
+    """The name's previous table was dropped elsewhere (soft delete keeps its files): a table this
+    bridge then puts under the name is what the name reads, at once, whatever the interval."""
+    table_id, source = [*db, "t"], [*db, "s"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval="300") as ns,
+        _bridge(endpoint, lance_root) as other,
+    ):
+        write_values(other, table_id, [1, 2, 3])
+        assert _count(ns, table_id) == 3
+        other.drop_table({"id": table_id})
+        if how == "rename":
+            write_values(other, source, [5] * 50)
+            ns.rename_table({"id": source, "new_table_name": table_id[-1]})
+        elif how == "register":
+            location = str(lance_root / db[0] / db[1] / "elsewhere.lance")
+            lance.write_dataset(pa.table({"v": [5] * 50}), location)
+            ns.register_table({"id": table_id, "location": location})
+        elif how == "create":
+            ns.create_table({"id": table_id}, ipc(pa.table({"v": [5] * 50})))
+        elif how == "declare":
+            ns.declare_table({"id": table_id})
+        else:
+            write_values(other, table_id, [5] * 50)
+            other.drop_table({"id": table_id})
+            ns.undrop_table(table_id)  # the newest soft-deleted table of the name: the 50 rows
+        if how == "declare":
+            with pytest.raises(TableNotFoundError):  # declared, nothing written yet
+                _count(ns, table_id)
+        else:
+            assert _count(ns, table_id) == 50
 
 
 def test_a_bad_query_within_the_interval_is_still_invalid_input(endpoint: str, lance_root: Path, db: list[str]) -> None:

@@ -17,11 +17,16 @@ a hard drop.
 With ``read_consistency_interval`` (lancedb's name and meaning: seconds) a read may skip both checks
 for that long after a read of the same table id that made them: it runs on the dataset kept for the
 place the catalog named then, at the version seen then (or the version it asks for), and makes no
-request to the catalog. It is only ever a dataset this bridge opened for that id, ownership proved,
-so it may be up to that long out of date but never another table's; a read that fails on it is made
-again with both checks; a drop, rename or replacement made through this bridge is seen at once
-(``forget_table``), one made elsewhere once the interval has run out. Writes and managed tables
-always ask the catalog. Unset (the default) or 0: every read makes both checks.
+request to the catalog. It is only ever a dataset this bridge opened for that id, its location's
+ownership proved, so it never reads a location the bridge did not prove owned; but it may be up to
+that long out of date, and after a rename made elsewhere the dataset the name led to may by then
+be another name's table (a swap of two names elsewhere reads each name's old table until the
+interval runs out). A read that fails on it is made again with both checks. Whatever this bridge
+does to a name (drop, rename from or into it, register, declare, create, undrop) is seen at once
+(``forget_table``); what is done elsewhere, once the interval has run out. Every worker of
+``serve --workers N`` is a bridge of its own: a change through the server is made elsewhere for
+the other workers. Writes and managed tables always ask the catalog. Unset (the default) or 0:
+every read makes both checks.
 
 A table whose versions the catalog manages is opened through the namespace, so that the catalog
 says which version is the latest and every commit goes through its compare-and-swap; so are its
@@ -186,8 +191,8 @@ class OpenDatasets:
         self._confirmed.forget_where(lambda _, place: place[0] == location)
 
     def forget_table(self, table_id: Sequence[str]) -> None:
-        """Forget where a name's table was: this bridge dropped, renamed or replaced it, and its
-        next read must ask the catalog."""
+        """Forget where a name's table was: this bridge dropped, renamed, replaced or (re)made the
+        table under the name, and its next read must ask the catalog."""
         self._places.forget(tuple(table_id))
         self._confirmed.forget(tuple(table_id))
 
