@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,11 +58,14 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns.companions import stored_properties
 from lance_iceberg_ns.datasets import ICEBERG_METADATA_DIRECTORY, dataset_exists, filesystem_for, local_path
+from lance_iceberg_ns.errors import translated_errors
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
 from lance_iceberg_ns.locations import TABLE_DIRECTORY_SUFFIX, is_local, normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
 from lance_iceberg_ns.ownership import MARKER
+
+logger = logging.getLogger(__name__)
 
 DEREGISTERED_MARKER = ".lance-deregistered"  # a V1 table deregistered from the directory namespace
 
@@ -347,14 +351,18 @@ def _copy_in(
     holds anything is a conflict, with nothing copied. A failed copy takes back what it made."""
     table = parse_table_id(target)
     try:
-        created = ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None))
+        with translated_errors(f"import {table}", ns.settings.redact):
+            created = ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None))
     except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:
         return ImportedTable(source, target, location, CONFLICT, str(exc), copy)
     written: list[str] = []
     try:
         copy_dataset(location, storage_options, copy, ns.settings.storage_options, written)
     except BaseException:
-        _take_back(ns, table, str(created.metadata.table_uuid), copy, written)
+        try:
+            _take_back(ns, table, str(created.metadata.table_uuid), copy, written)
+        except Exception:  # the copy's own error is the one to raise
+            logger.warning("The failed copy of %s at %s was not all taken back", table, copy, exc_info=True)
         raise
     return ImportedTable(source, target, location, COPIED, copied_to=copy)
 

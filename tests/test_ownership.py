@@ -430,6 +430,27 @@ def test_import_directory_copies_nothing_over_files_in_its_place(
     assert files_under(predicted) == before
 
 
+def test_an_import_whose_name_another_client_takes_meanwhile_is_a_conflict(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lance_iceberg_ns.directory_import import CONFLICT, copy_location, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
+    theirs = _write(ns, [*db, "t"], [7])
+
+    def not_yet_taken(request: object) -> None:  # the name is taken right after the import looked
+        raise TableNotFoundError("no table")
+
+    monkeypatch.setattr(ns, "describe_table", not_yet_taken)
+    summary = import_directory(ns, str(source), db)
+    assert [t.outcome for t in summary.tables] == [CONFLICT] and "already exists" in summary.tables[0].reason
+    assert not os.path.exists(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+    monkeypatch.undo()
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == theirs
+    assert _read(ns, [*db, "t"]) == [7]
+
+
 def test_a_failed_import_copy_takes_back_only_what_it_wrote(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
