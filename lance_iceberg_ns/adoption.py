@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, ListTableVersionsRequest
-from lance_namespace.errors import InvalidInputError
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, is_local, local_path
+from lance_iceberg_ns.datasets import check_own_version
 from lance_iceberg_ns.managed import written_by_path_error
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.versions import final_manifests, manifest_name
+from lance_iceberg_ns.versions import final_manifests, manifest_directory, manifest_name
 
 
 def adopt_versions_written_by_location(
@@ -32,15 +32,25 @@ def adopt_versions_written_by_location(
     were committed by a writer that went by the table's location; the versions recorded, oldest
     first (none when the catalog is not behind). Raises InvalidInputError for a table whose
     versions the catalog does not manage, ConcurrentModificationError when another writer
-    committed meanwhile (nothing more is recorded; run it again)."""
+    committed meanwhile (nothing more is recorded; run it again), InvalidTableStateError (nothing
+    recorded) when a file under a version's manifest name is no version of this dataset (it does not
+    open, or names files the table does not have): it was planted, and must be removed."""
     ns = as_namespace(namespace)
     found = _written_by_location(ns, table_id)
+    for version, manifest in found.manifests:  # all checked before any is recorded
+        try:
+            check_own_version(found.location, found.storage_options, version)
+        except InvalidTableStateError as exc:
+            raise InvalidTableStateError(
+                f"{exc}. It is no version a writer by location committed: remove {manifest.path} (and any "
+                f"manifest after it) from the table's _versions/; the table is then as the catalog says"
+            ) from None
     for version, manifest in found.manifests:
         ns.create_table_version(
             CreateTableVersionRequest(
                 id=list(table_id),
                 version=version,
-                manifest_path=f"{found.directory}/{manifest.base_name}",
+                manifest_path=f"{manifest_directory(found.location)}/{manifest.base_name}",
                 manifest_size=manifest.size,
                 naming_scheme="V2" if manifest.base_name == manifest_name(version) else "V1",
             )
@@ -62,7 +72,8 @@ def refuse_if_written_by_location(
 @dataclass(frozen=True)
 class _Found:
     latest: int  # the catalog's latest version
-    directory: str  # ``_versions/`` as the manifest paths name it
+    location: str
+    storage_options: dict[str, str]
     manifests: list[tuple[int, pafs.FileInfo]]  # the versions after it on disk, oldest first
 
 
@@ -72,19 +83,7 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
         raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
     newest = ns.list_table_versions(ListTableVersionsRequest(id=list(table_id), descending=True, limit=1)).versions
     latest = newest[0].version if newest else 0
-    on_disk = final_manifests(described.location, dict(described.storage_options or {}))
+    storage_options = dict(described.storage_options or {})
+    on_disk = final_manifests(described.location, storage_options)
     following = itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1))
-    return _Found(
-        latest,
-        _manifest_directory(described.location, newest[0].manifest_path if newest else None),
-        [(version, on_disk[version]) for version in following],
-    )
-
-
-def _manifest_directory(location: str, recorded: str | None) -> str:
-    """Where manifest paths point, in the form pylance gives them (the object store's path of the
-    table's ``_versions/``): as the catalog's newest version records it, else from the location."""
-    if recorded and "/" in recorded:
-        return recorded.rsplit("/", 1)[0]
-    path = local_path(location) if is_local(location) else location.split("://", 1)[1].partition("/")[2]
-    return f"{path.strip('/')}/{VERSIONS_DIRECTORY}"
+    return _Found(latest, described.location, storage_options, [(version, on_disk[version]) for version in following])

@@ -107,6 +107,50 @@ def checkout(dataset: lance.LanceDataset, version: int | str | None, what: str) 
         raise TableVersionNotFoundError(f"Version {version!r} not found for {what}") from exc
 
 
+def check_own_version(location: str, storage_options: Mapping[str, str], version: int) -> None:
+    """InvalidTableStateError unless ``version`` of the dataset at ``location`` opens and names only
+    files of its own that are there: a manifest planted in ``_versions/`` (not a manifest, or one
+    copied from another dataset, or one naming files by absolute path or in other bases) must not
+    become a version of the table."""
+    what = f"Version {version} of the dataset at {location}"
+    try:
+        dataset = lance_dataset(location, storage_options, version)
+        files: list[tuple[str, int | None]] = []
+        for fragment in dataset.get_fragments():
+            files += [(data_file.path, data_file.base_id) for data_file in fragment.data_files()]
+            deletion = fragment.metadata.deletion_file
+            if deletion is not None:  # named from the dataset's root, data files from its data/
+                files.append((f"../{deletion.path(fragment.fragment_id)}", deletion.base_id))
+        bases = dataset.base_paths()
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise InvalidTableStateError(f"{what} cannot be read: {exc}") from None
+    foreign = [path for path, base in files if base is not None or not _plain_relative(path)]
+    if bases or foreign:
+        raise InvalidTableStateError(
+            f"{what} names files outside the table: {(foreign or [str(base) for base in bases.values()])[:3]}"
+        )
+    filesystem, root = filesystem_for(location, storage_options)
+    data = f"{root.rstrip('/')}/data"
+    missing = [
+        info.path
+        for info in filesystem.get_file_info([os.path.normpath(f"{data}/{path}") for path, _base in files])
+        if info.type != pafs.FileType.File
+    ]
+    if missing:
+        raise InvalidTableStateError(f"{what} names files the table does not have: {missing[:3]}")
+
+
+def _plain_relative(path: str) -> bool:
+    """A path relative to the dataset's ``data/`` (a deletion file's, ``../_deletions/…``) that
+    stays inside the dataset."""
+    parts = path.split("/")
+    if "://" in path or path.startswith("/") or "\\" in path:
+        return False
+    if parts[0] == ".." and len(parts) > 1 and parts[1] == "_deletions":
+        parts = parts[2:]
+    return all(part not in ("", ".", "..") for part in parts)
+
+
 def dataset_exists(location: str, storage_options: dict[str, str]) -> bool:
     """True when ``location`` holds a readable Lance dataset."""
     if is_local(location) and not os.path.isdir(os.path.join(local_path(location), VERSIONS_DIRECTORY)):

@@ -56,7 +56,7 @@ from pyiceberg.table.update import (
 
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
-from lance_iceberg_ns.versions import manifest_name
+from lance_iceberg_ns.versions import manifest_directory, manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
 MAIN_BRANCH = "main"
@@ -168,13 +168,13 @@ def _lineage(table: Table) -> list[Snapshot]:
     return [s for s in _main_history(table) if s is not None and _version_of(s)][::-1]
 
 
-def _table_version(snapshot: Snapshot, final_names: set[str]) -> TableVersion:
+def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> TableVersion:
+    """The version a snapshot records, its manifest named in the table's own ``_versions/`` (the
+    form pylance gives), final once finalized; never where a recorded path pointed elsewhere."""
     summary = _summary(snapshot)
-    recorded = summary.get(MANIFEST_KEY, "")
+    recorded = summary.get(MANIFEST_KEY, "").rsplit("/", 1)[-1]
     final_name = final_manifest_name(recorded)
-    path = recorded
-    if final_name in final_names:  # finalized: answer the final path, in the form pylance gave
-        path = f"{recorded.rsplit('/', 1)[0]}/{final_name}" if "/" in recorded else final_name
+    path = f"{manifest_directory(location)}/{final_name if final_name in final_names else recorded}"
     size = summary.get(SIZE_KEY)
     return TableVersion(
         version=_version_of(snapshot),
@@ -210,7 +210,7 @@ def managed_versions(
     finals = set(finalized)
     if unknown:
         finals |= _final_manifests(table.metadata.location, storage_options, unknown)
-    return [_table_version(snapshot, finals) for snapshot in lineage]
+    return [_table_version(snapshot, finals, table.metadata.location) for snapshot in lineage]
 
 
 def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
@@ -226,7 +226,7 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     final_name = final_manifest_name(recorded)
     if final_name not in finals and _finalize_abandoned(table.metadata.location, storage_options, recorded):
         finals.add(final_name)
-    return _table_version(snapshot, finals)
+    return _table_version(snapshot, finals, table.metadata.location)
 
 
 def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
@@ -259,28 +259,17 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
     return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
 
 
-def final_written(location: str, storage_options: Mapping[str, str], manifest_path: str) -> bool:
-    """Whether the final manifest of a staged one already exists (the version was committed)."""
-    name = manifest_path.rsplit("/", 1)[-1]
-    if not _STAGED.match(name):
-        return False
-    filesystem, root = filesystem_for(location, storage_options)
-    final = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{final_manifest_name(name)}"
-    return bool(filesystem.get_file_info(final).type == pafs.FileType.File)
-
-
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
     """The version after the latest of ``table`` (as loaded) when its final manifest is already in
-    ``_versions/``, else None: one look, in the naming scheme of the latest. With the catalog's
-    current state, a writer by location committed it; with a state kept from earlier, another
-    writer may also have committed it through the catalog since."""
-    latest = _latest_lance_snapshot(table)
-    recorded = final_manifest_name(_summary(latest).get(MANIFEST_KEY, ""))
-    following = _version_of(latest) + 1
+    ``_versions/``, else None: one look, in both naming schemes (a manifest planted under the
+    other scheme's name must not pass for none). With the catalog's current state, a writer by
+    location committed it; with a state kept from earlier, another writer may also have committed
+    it through the catalog since."""
+    following = latest_version(table) + 1
     filesystem, root = filesystem_for(table.metadata.location, storage_options)
-    name = manifest_name(following, v2=latest is None or len(recorded) == len(manifest_name(0)))
-    found = filesystem.get_file_info(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
-    return following if found.type == pafs.FileType.File else None
+    names = (manifest_name(following), manifest_name(following, v2=False))
+    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}" for name in names])
+    return following if any(info.type == pafs.FileType.File for info in found) else None
 
 
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:
@@ -355,12 +344,12 @@ def _rolled_back_message(table: Table) -> str:
     )
 
 
-def plan_version(table: Table, request: Any) -> VersionCommit:
+def plan_version(table: Table, request: Any, manifest_path: str) -> VersionCommit:
     """The commit of ``request.version`` (a CreateTableVersion request or batch entry) on top of the
-    table's latest version. A version that exists is ConcurrentModification; a gap is InvalidInput;
-    any version while ``main`` is rolled back behind versions already used is InvalidTableState."""
-    if not request.manifest_path:
-        raise InvalidInputError("create_table_version needs the manifest_path of the staged manifest")
+    table's latest version, recording ``manifest_path`` (the request's, checked to be the table's
+    own: ``versions.own_manifest_path``). A version that exists is ConcurrentModification; a gap is
+    InvalidInput; any version while ``main`` is rolled back behind versions already used is
+    InvalidTableState."""
     if not knows_latest(table):  # the callers load the history first; a retry does
         raise ConcurrentModificationError(f"The latest version of {'.'.join(table.name())} was not loaded")
     parent = _main_snapshot(table)  # the new version goes on top of main, whoever committed last
@@ -387,7 +376,7 @@ def plan_version(table: Table, request: Any) -> VersionCommit:
         avro_compression="deflate",
     ):
         pass  # no manifests: Iceberg readers see an empty table
-    summary = {VERSION_KEY: str(request.version), MANIFEST_KEY: request.manifest_path}
+    summary = {VERSION_KEY: str(request.version), MANIFEST_KEY: manifest_path}
     if request.manifest_size is not None:
         summary[SIZE_KEY] = str(request.manifest_size)
     if request.e_tag:
@@ -417,7 +406,12 @@ def plan_version(table: Table, request: Any) -> VersionCommit:
         updates += (SetPropertiesUpdate(updates=protection),)
     requirements: tuple[TableRequirement, ...] = (_main_is(parent_id),)
     return VersionCommit(
-        tuple(table.name()), requirements, updates, manifest_list, table.io, _table_version(snapshot, set())
+        tuple(table.name()),
+        requirements,
+        updates,
+        manifest_list,
+        table.io,
+        _table_version(snapshot, set(), metadata.location),
     )
 
 

@@ -134,13 +134,15 @@ class Versions:
             return self._commit_version(table, current, request)
 
     def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
-        """Commit ``request``'s version on top of ``current``, the table as last loaded."""
+        """Commit ``request``'s version on top of ``current``, the table as last loaded; its
+        manifest must be the table's own (InvalidInputError, nothing changed)."""
         files = self._files_of(current)
+        own = versions.own_manifest(current.metadata.location, files, request.version, request.manifest_path)
         try:
-            current = self._refuse_written_by_path(table, current, files, request)
-            commit = managed.plan_version(current, request)
+            current = self._refuse_written_by_path(table, current, files, request, own.final_exists)
+            commit = managed.plan_version(current, request, own.path)
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
-            managed.discard_staged(current.metadata.location, files, request.manifest_path)
+            managed.discard_staged(current.metadata.location, files, own.path)
             raise
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
@@ -153,15 +155,17 @@ class Versions:
         self._state.committed(table, managed.committed(current, commit), moved)  # the next write's describe
         return CreateTableVersionResponse(version=version)
 
-    def _refuse_written_by_path(self, table: TableId, current: Any, files: dict[str, str], request: Any) -> Any:
+    def _refuse_written_by_path(
+        self, table: TableId, current: Any, files: dict[str, str], request: Any, taken: bool
+    ) -> Any:
         """Refuse a version when a writer went by the table's location: InvalidTableStateError when
         the version's final manifest exists though the catalog (asked again) does not have it, or
         when pylance numbered the version past a version written by location (its commit saw that
         one on disk); ConcurrentModificationError when a writer through the catalog took the
-        version. Only a version whose final manifest exists or that leaves a gap costs a look
-        more. The table as it is known now."""
+        version. ``taken``: the final manifest of the request's staged one is already there. Only
+        a version whose final manifest exists or that leaves a gap costs a look more. The table as
+        it is known now."""
         managed.refuse_if_rolled_back(current)  # a rollback leaves versions on disk the catalog is behind
-        taken = managed.final_written(current.metadata.location, files, request.manifest_path)
         if taken:
             current = self._managed_table(table)
             if request.version <= managed.latest_version(current):
@@ -197,20 +201,21 @@ class Versions:
                 refuse_branch(entry.branch, "batch_create_table_versions")
                 loaded = self._managed_table(table)
                 places.append((loaded.metadata.location, self._files_of(loaded)))
+                own = versions.own_manifest(*places[-1], entry.version, entry.manifest_path)
                 try:  # as a single commit: a version written by location behind the catalog is refused
-                    loaded = self._refuse_written_by_path(table, loaded, places[-1][1], entry)
+                    loaded = self._refuse_written_by_path(table, loaded, places[-1][1], entry, own.final_exists)
                 except InvalidTableStateError:
-                    managed.discard_staged(*places[-1], entry.manifest_path)
+                    managed.discard_staged(*places[-1], own.path)
                     raise
-                commits.append(managed.plan_version(loaded, entry))
+                commits.append(managed.plan_version(loaded, entry, own.path))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except BaseException:
             for commit in commits:
                 commit.discard()
             raise
-        versions = [managed.finalize(*place, commit.version) for place, commit in zip(places, commits, strict=True)]
-        return BatchCreateTableVersionsResponse(versions=versions)
+        done = [managed.finalize(*place, commit.version) for place, commit in zip(places, commits, strict=True)]
+        return BatchCreateTableVersionsResponse(versions=done)
 
     def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)

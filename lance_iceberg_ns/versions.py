@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import unquote
 
 import lance
 import pyarrow.fs as pafs
 from lance_namespace import TableVersion
-from lance_namespace.errors import InvalidInputError, TableVersionNotFoundError
+from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableVersionNotFoundError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, check_own_version, filesystem_for
+from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.paging import page_of
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
+# pylance stages a version's manifest as its final name followed by ``-<uuid>``
+_STAGED = re.compile(r"^(?P<final>\d+\.manifest)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def version_of_manifest(name: str) -> int | None:
@@ -37,6 +42,64 @@ def version_of_manifest(name: str) -> int | None:
 def manifest_name(version: int, v2: bool = True) -> str:
     """The final manifest file name of a version in naming scheme V2 (or V1)."""
     return f"{_U64_MAX - version:020d}.manifest" if v2 else f"{version}.manifest"
+
+
+def manifest_directory(location: str) -> str:
+    """The table's ``_versions/`` in the form pylance names manifests (the object store's path:
+    without the scheme and bucket, or the leading slash of a local path)."""
+    path = location.split("://", 1)[1].partition("/")[2] if "://" in location else location
+    return f"{unquote(path).strip('/')}/{VERSIONS_DIRECTORY}"
+
+
+@dataclass(frozen=True)
+class OwnManifest:
+    """A new version's manifest, checked to be the table's own."""
+
+    path: str  # what the catalog records: in the table's own ``_versions/``, as pylance names it
+    final_exists: bool  # a staged manifest whose final one is already there (the version was committed)
+
+
+def own_manifest(location: str, storage_options: Mapping[str, str], version: int, manifest_path: str) -> OwnManifest:
+    """The manifest a new ``version`` of the table at ``location`` records, from the path a client
+    gave: it must name a manifest of that version in the table's own ``_versions/``, staged as
+    pylance stages it, or final (a version written by location, being adopted: it must open and
+    name only the table's own files). Anything else is InvalidInputError, so that a version never
+    points at another table's manifest or at no manifest at all. One look (both names at once)."""
+    directory, _, name = str(manifest_path).rpartition("/")
+    staged = _STAGED.match(name)
+    final = staged.group("final") if staged else name
+    if version_of_manifest(final) != version:
+        raise InvalidInputError(
+            f"manifest_path must name the staged manifest of version {version} in the table's _versions/, "
+            f"not {name[:100]!r}"
+        )
+    if not _is_directory_of(directory, location):
+        raise InvalidInputError(f"manifest_path must be in the table's own _versions/ ({manifest_directory(location)})")
+    filesystem, root = filesystem_for(location, storage_options)
+    names = [name, final] if staged else [name]
+    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{each}" for each in names])
+    if found[0].type != pafs.FileType.File:
+        raise InvalidInputError(f"No manifest {name} in the table's _versions/")
+    if not staged:
+        check_own_version(location, storage_options, version)
+    return OwnManifest(f"{manifest_directory(location)}/{name}", bool(staged) and found[1].type == pafs.FileType.File)
+
+
+def _is_directory_of(directory: str, location: str) -> bool:
+    """Whether ``directory`` (as a client spells it: an object store's path, an absolute local
+    path or a URI) is the ``_versions/`` of the table at ``location`` (normalized)."""
+    own = f"{normalize_location(location)}/{VERSIONS_DIRECTORY}"
+    if "://" in directory:
+        spelled = directory
+    elif "://" in location:
+        spelled = f"{location.split('://', 1)[0]}://{location.split('://', 1)[1].partition('/')[0]}/{directory}"
+    else:
+        spelled = "/" + directory.lstrip("/")
+    try:
+        candidate = normalize_location(spelled)
+    except LanceNamespaceError:
+        return False
+    return candidate == own or ("://" in own and unquote(candidate) == unquote(own))
 
 
 def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:

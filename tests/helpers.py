@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import uuid
 from pathlib import Path
 
 import lance
@@ -29,6 +31,16 @@ def create_plain_iceberg_table(endpoint: str, warehouse: str, identifier: tuple[
         schema=Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType())),
         location=location,
     )
+
+
+def stage_manifest(location: str, version: int) -> str:
+    """A manifest of ``version`` staged in the dataset's ``_versions/`` as pylance stages one before
+    it asks the namespace to commit it (the bytes of a final manifest already there); its path."""
+    versions = os.path.join(location, "_versions")
+    final = next(name for name in sorted(os.listdir(versions)) if name.endswith(".manifest"))
+    staged = os.path.join(versions, f"{2**64 - 1 - version:020d}.manifest-{uuid.uuid4()}")
+    shutil.copyfile(os.path.join(versions, final), staged)
+    return staged
 
 
 def write_lance(location: str, rows: int = 3) -> lance.LanceDataset:

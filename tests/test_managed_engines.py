@@ -20,7 +20,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.adoption import adopt_versions_written_by_location, refuse_if_written_by_location
 from lance_iceberg_ns.atomic import write_together
 
-from .helpers import ipc
+from .helpers import ipc, stage_manifest
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_a_version_written_by_location_is_a_409_through_the_server(
     lance.write_dataset(_rows(500, 5), location, mode="append")
     table = f"{server.uri}/v1/table/{'$'.join(table_id)}"
     merge = "on=id&when_matched_update_all=true&when_not_matched_insert_all=true"
-    staged = {"version": 4, "manifest_path": f"{location}/_versions/{2**64 - 1 - 4}.manifest-0a-1b"}
+    staged = {"version": 4, "manifest_path": stage_manifest(location, 4)}
     for answer in (
         requests.post(f"{table}/insert", data=ipc(_rows(110, 10)), timeout=30),
         requests.post(f"{table}/merge_insert?{merge}", data=ipc(_rows(0, 3)), timeout=30),
@@ -259,8 +259,9 @@ def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_tabl
         write_together(managed_ns, [(orders, _rows(4, 1), "append"), (lines, _rows(6, 1), "append")])
     assert _versions(managed_ns, orders) == [1, 2] and _versions(managed_ns, lines) == [1, 2]
     # the same version number taken by a writer by location: refused too, not ConcurrentModification
-    staged = {"manifest_path": f"{lines_location}/_versions/{2**64 - 1 - 3}.manifest-0a-1b", "version": 3}
-    orders_staged = {"manifest_path": f"x/_versions/{2**64 - 1 - 3}.manifest-0c-1d", "version": 3}
+    staged = {"manifest_path": stage_manifest(lines_location, 3), "version": 3}
+    orders_location = managed_ns.describe_table({"id": orders}).location
+    orders_staged = {"manifest_path": stage_manifest(orders_location, 3), "version": 3}
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.batch_create_table_versions({"entries": [{"id": orders, **orders_staged}, {"id": lines, **staged}]})
     assert _versions(managed_ns, orders) == [1, 2] and _versions(managed_ns, lines) == [1, 2]
@@ -324,8 +325,6 @@ def test_a_version_committed_through_the_catalog_after_the_table_was_loaded_is_n
     loaded_before = managed_ns.companions.load_table(table, False)
     with IcebergLanceNamespace(**properties) as other:
         _append(other, table_id, _rows(1, 1))  # version 2 through the catalog: its final manifest is on disk
-    following = CreateTableVersionRequest(
-        id=table_id, version=3, manifest_path=f"{location}/_versions/{2**64 - 1 - 3}.manifest-0a-1b"
-    )
-    current = managed_ns._versions._refuse_written_by_path(table, loaded_before, {}, following)
+    following = CreateTableVersionRequest(id=table_id, version=3, manifest_path=stage_manifest(location, 3))
+    current = managed_ns._versions._refuse_written_by_path(table, loaded_before, {}, following, False)
     assert latest_version(current) == 2  # asked again, not refused

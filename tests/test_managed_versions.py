@@ -27,7 +27,7 @@ from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import version_of_manifest
 
-from .helpers import ipc, other_client
+from .helpers import ipc, other_client, stage_manifest
 
 
 @pytest.fixture
@@ -89,11 +89,11 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
 
 def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
     table_id = [*db, "events"]
-    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    entry = {"id": table_id, "version": 2, "manifest_path": "somewhere/_versions/2.manifest-0a1b"}
+    location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
+    entry = {"id": table_id, "version": 2, "manifest_path": stage_manifest(location, 2)}
     managed_ns.create_table_version(entry)
     with pytest.raises(ConcurrentModificationError):
-        managed_ns.create_table_version({**entry, "manifest_path": "somewhere/_versions/2.manifest-ffff"})
+        managed_ns.create_table_version({**entry, "manifest_path": stage_manifest(location, 2)})
     with pytest.raises(InvalidInputError):  # a gap
         managed_ns.create_table_version({**entry, "version": 5})
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
@@ -390,9 +390,7 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
         with pytest.raises(OSError):
             lance.write_dataset(pa.table({"id": [3]}), namespace_client=writer, table_id=table_id, mode="append")
     with pytest.raises(InvalidTableStateError, match="moved back to version 1.*versions up to 2.*restore_table"):
-        managed_ns.create_table_version(
-            {"id": table_id, "version": 2, "manifest_path": f"{location}/_versions/{'9' * 20}.manifest-0a-1b"}
-        )
+        managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": stage_manifest(location, 2)})
     for namespace in (managed_ns, reader):  # the bridge's own writes are refused before anything is staged
         with pytest.raises(InvalidTableStateError, match="moved back to version 1"):
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [3]})))
@@ -428,7 +426,7 @@ def test_a_version_written_by_location_behind_the_catalog_is_refused_at_the_next
     table_id = [*db, "bypassed"]
     location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
     lance.write_dataset(pa.table({"id": [99]}), location, mode="append")  # a writer that goes by path
-    staged = f"{location}/_versions/{2**64 - 1 - 2}.manifest-0a-1b"  # version 2, as pylance stages it
+    staged = stage_manifest(location, 2)  # version 2, as pylance stages it
     with pytest.raises(InvalidTableStateError, match="went by its location"):
         managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": staged})
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1]

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
@@ -36,12 +37,17 @@ _REFS: dict[str, dict[RefKind, type[LanceNamespaceError]]] = {
     _REF_TAKEN: {"tag": TableTagAlreadyExistsError, "branch": TableBranchAlreadyExistsError},
 }
 _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...] = (
+    # a commit through the catalog that lost, which pylance could not tell from one that landed; the
+    # data plane asks again whether a writer by location was the cause (``DataPlane``)
+    (re.compile(r"Commit result for version \d+ is unknown"), ConcurrentModificationError),
     (re.compile(r"^Append with different schema"), TableSchemaValidationError),
     (re.compile(r"^Ref not found"), _REF_NOT_FOUND),
     (re.compile(r"^Ref conflict"), _REF_TAKEN),
     (re.compile(r"^Version not found|Table version not found|/_versions/.*was not found"), TableVersionNotFoundError),
     # a file of the dataset went away under it (the dataset gone whole is found before pylance runs)
     (re.compile(r"\bNot found: \S+|Object at location \S+ not found"), InvalidTableStateError),
+    # a file of the dataset that is not what its name says (a manifest planted in _versions/)
+    (re.compile(r"does not have sufficient data|file size is too small"), InvalidTableStateError),
     (re.compile(r"Index name '[^']*' already exists"), TableIndexAlreadyExistsError),
     (re.compile(r"Lance index not found|Index with name .* not found"), TableIndexNotFoundError),
     (re.compile(r"not found in schema|CreateIndex: column '[^']*' does not exist"), TableColumnNotFoundError),

@@ -7,8 +7,9 @@ and request to the module that owns the operation. It never imports pyiceberg.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from typing import TypeVar
 
 import lance
@@ -62,7 +63,7 @@ from lance_namespace import (
     UpdateTableTagRequest,
     UpdateTableTagResponse,
 )
-from lance_namespace.errors import PermissionDeniedError
+from lance_namespace.errors import ConcurrentModificationError, PermissionDeniedError
 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
@@ -114,6 +115,17 @@ class DataPlane:
         """The dataset of a table an operation commits to (``_writable``)."""
         return self._datasets.open(self._writable(table_id, branch))
 
+    @contextmanager
+    def _committing(self, table_id: Sequence[str]) -> Iterator[None]:
+        """A commit refused by the catalog reaches here as a conflict (pylance reports it as of
+        unknown outcome): asked again, a writer by location that moved the dataset ahead of the
+        catalog is InvalidTableStateError naming the way out; otherwise the conflict stands."""
+        try:
+            yield
+        except ConcurrentModificationError:
+            self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
+            raise
+
     def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> lance.LanceDataset:
         """The dataset whose tags or branches an operation changes: resolved as for a write (refs
         live in the dataset's own files); branches are refused on a managed table, whose versions
@@ -128,20 +140,25 @@ class DataPlane:
     def insert(self, request: InsertIntoTableRequest, request_data: bytes | None) -> InsertIntoTableResponse:
         table = self._writable(request.id or [], request.branch)
         mode = writes.insert_mode(request.mode)
-        return writes.insert(self._datasets, table, ipc.read_arrow_stream(request_data, "insert_into_table"), mode)
+        data = ipc.read_arrow_stream(request_data, "insert_into_table")
+        with self._committing(table.id):
+            return writes.insert(self._datasets, table, data, mode)
 
     def merge_insert(
         self, request: MergeInsertIntoTableRequest, request_data: bytes | None
     ) -> MergeInsertIntoTableResponse:
         table = self._writable(request.id or [], request.branch)
         data = ipc.read_arrow_stream(request_data, "merge_insert_into_table")
-        return writes.merge_insert_into(self._datasets, table, request, data)
+        with self._committing(table.id):
+            return writes.merge_insert_into(self._datasets, table, request, data)
 
     def update(self, request: UpdateTableRequest) -> UpdateTableResponse:
-        return writes.update(self._to_write(request.id or [], request.branch), request)
+        with self._committing(request.id or []):
+            return writes.update(self._to_write(request.id or [], request.branch), request)
 
     def delete(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
-        return writes.delete(self._to_write(request.id or [], request.branch), request.predicate)
+        with self._committing(request.id or []):
+            return writes.delete(self._to_write(request.id or [], request.branch), request.predicate)
 
     # --- tags and branches --------------------------------------------------------------------
 
@@ -182,15 +199,18 @@ class DataPlane:
 
     def add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
-        return AlterTableAddColumnsResponse(version=schema.add_columns(dataset, request.new_columns))
+        with self._committing(request.id or []):
+            return AlterTableAddColumnsResponse(version=schema.add_columns(dataset, request.new_columns))
 
     def alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
-        return AlterTableAlterColumnsResponse(version=schema.alter_columns(dataset, request.alterations))
+        with self._committing(request.id or []):
+            return AlterTableAlterColumnsResponse(version=schema.alter_columns(dataset, request.alterations))
 
     def drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
-        return AlterTableDropColumnsResponse(version=schema.drop_columns(dataset, request.columns))
+        with self._committing(request.id or []):
+            return AlterTableDropColumnsResponse(version=schema.drop_columns(dataset, request.columns))
 
     def update_schema_metadata(self, request: UpdateTableSchemaMetadataRequest) -> UpdateTableSchemaMetadataResponse:
         dataset = self._to_write(request.id or [], request.branch)
@@ -223,10 +243,12 @@ class DataPlane:
     # --- indices ------------------------------------------------------------------------------
 
     def create_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
-        return indices.create(self._to_write(request.id or []), request)
+        with self._committing(request.id or []):
+            return indices.create(self._to_write(request.id or []), request)
 
     def create_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
-        created = indices.create(self._to_write(request.id or []), request, scalar_only=True)
+        with self._committing(request.id or []):
+            created = indices.create(self._to_write(request.id or []), request, scalar_only=True)
         return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
 
     def list_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
@@ -239,4 +261,5 @@ class DataPlane:
         return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), request.version)
 
     def drop_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
-        return indices.drop(self._to_write(request.id or []), request.index_name)
+        with self._committing(request.id or []):
+            return indices.drop(self._to_write(request.id or []), request.index_name)
