@@ -515,6 +515,7 @@ def test_the_image_builds_and_serves() -> None:
     try:
         port = _free_port()
         run = ["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:2333", "-e", "LANCE_ICEBERG_NS_CATALOG_WAIT=0"]
+        run += ["-e", f"LANCE_ICEBERG_NS_AUTH_TOKEN={TOKEN}"]  # it listens on every address: a token it needs
         container = subprocess.run(
             [*run, "-e", "LANCE_ICEBERG_ENDPOINT=http://127.0.0.1:9", tag], capture_output=True, text=True, check=True
         ).stdout.strip()

@@ -59,6 +59,12 @@ def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping
     help="a file of bearer tokens clients may present, one a line",
 )
 @click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
+@click.option(
+    "--allow-anonymous",
+    is_flag=True,
+    help="serve without a bearer token on a --host other machines can reach (anyone reaching the port may "
+    "read, write and drop tables); without it such a server refuses to start",
+)
 @click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
 @click.option(
     "--max-data-body-mb",
@@ -92,10 +98,11 @@ def serve_command(**options: Any) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog.
 
     Every option can be given as a LANCE_ICEBERG_NS_* variable instead, or in --config-file."""
-    from lance_iceberg_ns.cli.serving import run_server, serve_settings
+    from lance_iceberg_ns.cli.serving import CONFIG_FILE_VALUES, run_server, serve_settings
 
     state = _state()
-    settings, shown_endpoint = serve_settings(state, options)
+    from_file = click.get_current_context().meta.get(CONFIG_FILE_VALUES)
+    settings, shown_endpoint = serve_settings(state, options, from_file)
     run_server(settings, shown_endpoint, state, options)
 
 

@@ -10,13 +10,15 @@ read it), the file over the default. ``create_app_from_env`` (``server/factory.p
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shutil
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -34,25 +36,87 @@ def variable_for(option: str) -> str:
     return SERVER_VARIABLE_PREFIX + option.lstrip("-").upper().replace("-", "_")
 
 
+CONFIG_FILE_VALUES = "lance_iceberg_ns.config_file"  # ctx.meta key: the file's LANCE_ICEBERG_NS_* values
+_VARIABLE_NAME = re.compile(r"LANCE_ICEBERG_[A-Z0-9_]+")
+
+
 def _load_config_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
-    """Set the file's ``LANCE_ICEBERG_*`` variables that are not set already, before any other
-    option reads its variable (this option is eager)."""
+    """Read the file's settings before any other option is read (this option is eager), strictly:
+    a line that is not ``NAME=value`` with a known upper-case name is a usage error naming its line
+    (never its value). Nothing is written to the environment, so no worker or subprocess inherits
+    a secret from it: serve options become click defaults (a flag or a variable still wins), the
+    bridge's ``LANCE_ICEBERG_*`` properties join the explicit ones unless a variable sets them."""
+    from lance_iceberg_ns.sources import CATALOG_VARIABLE
+
     if not path:
         return path
-    from dotenv import dotenv_values
+    state = ctx.ensure_object(CliState)
+    serve_values: dict[str, str] = {}
+    for line, name, value in _config_lines(ctx, param, path):
+        if name in os.environ:
+            continue  # the variable set in the environment wins
+        if name.startswith(SERVER_VARIABLE_PREFIX):
+            serve_values[name] = value
+        elif name == CATALOG_VARIABLE:
+            state.catalog = state.catalog or value
+        else:
+            for key, property_value in _bridge_property(ctx, param, path, line, name, value).items():
+                if key in ("endpoint", "root"):  # the state's own fields, which the flags set
+                    setattr(state, key, getattr(state, key) or property_value)
+                else:
+                    state.properties.setdefault(key, property_value)
+    by_variable = {param.envvar: param.name for param in ctx.command.params if isinstance(param.envvar, str)}
+    defaults = {by_variable[name]: value for name, value in serve_values.items() if name in by_variable}
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta[CONFIG_FILE_VALUES] = serve_values
+    return path
+
+
+def _config_lines(ctx: click.Context, param: click.Parameter, path: str) -> list[tuple[int, str, str]]:
+    """``(line, name, value)`` of every setting in the file, each checked."""
+    from dotenv.parser import parse_stream
 
     try:
-        values = dotenv_values(path, interpolate=False)
+        with open(path, encoding="utf-8") as handle:
+            bindings = list(parse_stream(handle))
     except (OSError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"cannot read {path}: {exc}", ctx=ctx, param=param) from None
-    for name, value in values.items():
-        if not name.upper().startswith("LANCE_ICEBERG_"):
-            raise click.BadParameter(f"{path}: {name} is not a LANCE_ICEBERG_* setting", ctx=ctx, param=param)
-        if name.upper().startswith(SERVER_VARIABLE_PREFIX) and name.upper() not in _serve_variables(ctx):
-            raise click.BadParameter(f"{path}: {name} is no serve setting", ctx=ctx, param=param)
-        if value is not None:
-            os.environ.setdefault(name, value)
-    return path
+    allowed = _serve_variables(ctx) - {variable_for("--config-file")}
+    settings = []
+    for binding in bindings:
+        text = binding.original.string
+        line = binding.original.line + text[: len(text) - len(text.lstrip())].count("\n")
+
+        def refuse(why: str, at: int = line) -> click.BadParameter:
+            return click.BadParameter(f"{path}, line {at}: {why}", ctx=ctx, param=param)
+
+        if binding.error:
+            raise refuse("not NAME=value (an unclosed quote, or no '=')")
+        if binding.key is None:
+            continue  # a comment or a blank line
+        if not _VARIABLE_NAME.fullmatch(binding.key):
+            raise refuse(f"{binding.key[:64]!r} is not a LANCE_ICEBERG_* setting (names are upper case)")
+        if binding.key.startswith(SERVER_VARIABLE_PREFIX) and binding.key not in allowed:
+            raise refuse(f"{binding.key} is no serve setting")
+        if binding.value is None:
+            raise refuse(f"{binding.key} has no value (NAME=value)")
+        settings.append((line, binding.key, binding.value))
+    return settings
+
+
+def _bridge_property(
+    ctx: click.Context, param: click.Parameter, path: str, line: int, name: str, value: str
+) -> dict[str, str]:
+    """The bridge property a ``LANCE_ICEBERG_*`` line sets; an unknown one is a usage error."""
+    from lance_iceberg_ns.cli.feedback import check_property_keys
+    from lance_iceberg_ns.sources import environment_properties
+
+    found = environment_properties({name: value})
+    try:
+        check_property_keys(found)
+    except click.UsageError:
+        raise click.BadParameter(f"{path}, line {line}: {name} is no known setting", ctx=ctx, param=param) from None
+    return found
 
 
 def _serve_variables(ctx: click.Context) -> set[str]:
@@ -115,12 +179,18 @@ def production_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def serve_settings(state: CliState, options: dict[str, Any]) -> tuple[Any, str]:
-    """The app's settings from the parsed options, and the catalog's URL as it may be shown."""
+def serve_settings(
+    state: CliState, options: dict[str, Any], from_file: Mapping[str, str] | None = None
+) -> tuple[Any, str]:
+    """The app's settings from the parsed options (and ``from_file``, the ``--config-file``'s
+    server variables), and the catalog's URL as it may be shown."""
+    _quiet_lance_rust_logs(options["log_format"])  # before the server's imports bring lance
     from lance_iceberg_ns.cli.serve import server_tokens
     from lance_iceberg_ns.server.factory import ServeSettings
 
-    tokens = tuple(server_tokens(options["auth_tokens"], options["auth_token_file"]))
+    environ = {**(from_file or {}), **os.environ}
+    tokens = tuple(server_tokens(options["auth_tokens"], options["auth_token_file"], environ))
+    _refuse_anonymous_beyond_loopback(options, tokens)
     state.root_for("serve")  # clients create tables under it: never the current directory by default
     ns = state.namespace()  # validates the settings before the server starts
     properties = dict(ns.properties)
@@ -137,6 +207,36 @@ def serve_settings(state: CliState, options: dict[str, Any]) -> tuple[Any, str]:
     return settings, shown_endpoint
 
 
+def _quiet_lance_rust_logs(log_format: str) -> None:
+    """With JSON logs, Lance's own (Rust) log lines, which are plain text and see no redaction,
+    print only for errors, unless the operator set ``LANCE_LOG``. Set before ``lance`` is first
+    imported (the server's import does it), in the environment the workers inherit."""
+    if log_format == "json" and "lance" not in sys.modules:
+        os.environ.setdefault("LANCE_LOG", "error")
+
+
+def _refuse_anonymous_beyond_loopback(options: dict[str, Any], tokens: tuple[str, ...]) -> None:
+    """A server others can reach, with no token and no forwarding, is open to anyone who reaches
+    it: only when the operator says so (``--allow-anonymous``)."""
+    host = options["host"]
+    if tokens or options["forward_bearer_token"] or options["allow_anonymous"] or _is_loopback(host):
+        return
+    raise click.UsageError(
+        f"--host {host} is reachable from other machines and no bearer token is set: give one "
+        f"(--auth-token-file, LANCE_ICEBERG_NS_AUTH_TOKEN), --forward-bearer-token, or --allow-anonymous "
+        f"to serve anyone who can reach the port"
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost, or all addresses ("")
+
+
 def settings_from_environment() -> tuple[Any, str]:
     """What ``serve`` would serve given no arguments: the settings and the log format, from the
     environment (and ``LANCE_ICEBERG_NS_CONFIG_FILE``)."""
@@ -144,7 +244,7 @@ def settings_from_environment() -> tuple[Any, str]:
 
     state = CliState()
     context = serve_command.make_context("serve", [], obj=state)
-    settings, _ = serve_settings(state, context.params)
+    settings, _ = serve_settings(state, context.params, context.meta.get(CONFIG_FILE_VALUES))
     return settings, context.params["log_format"]
 
 

@@ -8,19 +8,21 @@ around them the health checks (``health``), metrics, request IDs and audit log (
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 from lance_namespace import LanceNamespace
+from starlette.requests import Request
+from starlette.responses import Response
 
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
 from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
 from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
 from lance_iceberg_ns.server.logs import forget_secrets_in_logs
-from lance_iceberg_ns.server.observability import RequestContext, metrics_endpoint
+from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
 from lance_iceberg_ns.server.responses import _install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
 
@@ -49,7 +51,8 @@ def create_app(
     503 when four times as many wait); catalog requests have threads of their own (``capacity``).
 
     Besides the Lance routes: ``/healthz`` and ``/readyz`` (no token needed, ``health``) and
-    ``/metrics`` (Prometheus, behind the token like every route, ``observability``).
+    ``/metrics`` (Prometheus, behind the token like every route, ``observability``; with
+    ``forward_bearer_token`` and no ``auth_tokens``, a bearer token the catalog accepts).
     """
     namespace, properties = _for_clients(namespace, properties, share_static_credentials)
     resolve = namespace_resolver(namespace, properties, forward_bearer_token)
@@ -77,7 +80,10 @@ def create_app(
             responses={400: {"description": "Invalid input"}, 404: {"description": "Not found"}},
             openapi_extra=_arrow_body_doc() if route.arrow_body else None,
         )
-    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)
+    metrics: Callable[[Request], Response] = metrics_endpoint
+    if forward_bearer_token and not auth_tokens and properties is not None:  # no token of its own to ask for
+        metrics = forwarded_token_metrics_endpoint(str(properties["endpoint"]))
+    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     app.openapi = lambda: _openapi(app, documented)  # type: ignore[method-assign]
     _install_error_handlers(app)
     app.add_middleware(

@@ -27,6 +27,7 @@ from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.limits import check_request_bounds
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
+from lance_iceberg_ns.server.logs import record_audited_ids
 from lance_iceberg_ns.server.responses import ARROW_STREAM, _render, _validation_summary
 from lance_iceberg_ns.server.routes import Route
 
@@ -221,6 +222,7 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
         if route.json_body:
             arguments["body"] = json_body(body)
         request = _build_request(route, model, arguments)
+        record_audited_ids(http_request.scope, request)  # the audit line names what was acted on
         method = getattr(resolve(http_request), route.operation)
         if not getattr(method, "checks_request_bounds", False):  # the bridge's operations check them themselves
             check_request_bounds(request)  # for whichever other namespace is behind the server

@@ -3,7 +3,9 @@
 Both need no bearer token (an orchestrator's probe carries none) and so say nothing but a status
 and, when not ready, one line from a fixed vocabulary: never the catalog's URL (it may hold a
 user and password), a property or an exception's text. ``/readyz`` asks the catalog's
-``GET /v1/config`` (at most once a second, however many probes come): ready when it answers
+``GET /v1/config`` (at most once a second, however many probes come, on a thread of its own: a
+probe that comes while the catalog is being asked gets the last answer at once, so a flood of
+probes never holds a thread another request needs, nor waits on a slow catalog): ready when it answers
 without a server error. A 401 or 403 counts as ready: the catalog answers, and whether a caller's
 credentials are good is each request's own answer (the bridge may log in with OAuth2, which a
 probe does not). A catalog that does not answer in time, refuses the connection or answers 5xx
@@ -17,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import anyio
 import anyio.to_thread
 import requests
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -46,12 +49,25 @@ class CatalogProbe:
         return "CatalogProbe()"  # the URL and the token stay out of every repr
 
     def check(self) -> Readiness:
+        """The catalog's answer, asked at most once a second (callers that come meanwhile take it)."""
         with self._lock:  # one probe at a time; the others take its answer
             if self._last is not None and time.monotonic() - self._last[0] < PROBE_EVERY_SECONDS:
                 return self._last[1]
             readiness = self.ask()
             self._last = (time.monotonic(), readiness)
             return readiness
+
+    def last(self) -> Readiness | None:
+        """The last answer while it is fresh, else None (the catalog is due to be asked)."""
+        last = self._last
+        if last is not None and time.monotonic() - last[0] < PROBE_EVERY_SECONDS:
+            return last[1]
+        return None
+
+    def latest(self) -> Readiness:
+        """The last answer however old, for a caller that must not wait for a new one."""
+        last = self._last
+        return last[1] if last is not None else Readiness(False, "the Iceberg catalog has not answered yet")
 
     def ask(self) -> Readiness:
         """Ask the catalog now (``check`` keeps the answer a second)."""
@@ -73,6 +89,8 @@ class HealthRoutes:
     def __init__(self, app: ASGIApp, probe: CatalogProbe | None) -> None:
         self.app = app
         self.probe = probe  # None: nothing behind the server to ask (a namespace given in process)
+        self._asking = False  # a thread is asking the catalog (read and set on the event loop only)
+        self._limiter = anyio.CapacityLimiter(1)  # its own: never one of the routes' threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -82,11 +100,25 @@ class HealthRoutes:
         if path == "/healthz":
             await _answer(send, 200, {"status": "ok"})
             return
-        readiness = Readiness(True) if self.probe is None else await anyio.to_thread.run_sync(self.probe.check)
+        readiness = Readiness(True) if self.probe is None else await self._readiness(self.probe)
         if readiness.ready:
             await _answer(send, 200, {"status": "ready"})
         else:
             await _answer(send, 503, {"status": "not ready", "reason": readiness.reason})
+
+    async def _readiness(self, probe: CatalogProbe) -> Readiness:
+        """The fresh answer; else, unless a thread is asking already, ask on the probe's own thread;
+        while one asks, every other probe gets the last answer at once."""
+        fresh = probe.last()
+        if fresh is not None:
+            return fresh
+        if self._asking:
+            return probe.latest()
+        self._asking = True
+        try:
+            return await anyio.to_thread.run_sync(probe.check, limiter=self._limiter)
+        finally:
+            self._asking = False
 
 
 async def _answer(send: Send, status: int, body: dict[str, str]) -> None:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
+from pydantic import BaseModel
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 LOG_FORMATS = ("text", "json")
 AUDIT_LOGGER = "lance_iceberg_ns.audit"
+AUDITED_IDS = "lance_iceberg_ns.audited_ids"  # ASGI scope key: the identifiers the endpoint parsed
 
 request_id: ContextVar[str] = ContextVar("lance_iceberg_ns_request_id", default="-")
 
@@ -42,6 +44,21 @@ def redact(text: str) -> str:
         if escaped != secret and escaped in text:
             text = text.replace(escaped, "***")
     return text
+
+
+def record_audited_ids(scope: MutableMapping[str, Any], request: BaseModel) -> None:
+    """Keep the identifiers an operation's parsed request names (a batch's every entry) for its
+    audit line."""
+    own = getattr(request, "id", None)
+    if own is not None:
+        scope[AUDITED_IDS] = [list(own)]
+        return
+    named: list[list[str]] = []
+    for item in [*(getattr(request, "entries", None) or ()), *(getattr(request, "operations", None) or ())]:
+        parts = [item, *(getattr(item, field) for field in type(item).model_fields)]  # an operation's one request
+        ids = [getattr(part, "id", None) for part in parts if isinstance(part, BaseModel)]
+        named += [list(part_id) for part_id in ids if part_id is not None]
+    scope[AUDITED_IDS] = named
 
 
 class RequestIdFilter(logging.Filter):

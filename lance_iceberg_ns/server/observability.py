@@ -20,9 +20,11 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import parse_qs, unquote_plus
 
+import requests
+from lance_namespace.errors import ServiceUnavailableError, UnauthenticatedError
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -40,7 +42,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lance_iceberg_ns import round_trips
 from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER
 from lance_iceberg_ns.server.guard import bearer_token
-from lance_iceberg_ns.server.logs import AUDIT_LOGGER, request_id
+from lance_iceberg_ns.server.health import PROBE_TIMEOUT_SECONDS
+from lance_iceberg_ns.server.logs import AUDIT_LOGGER, AUDITED_IDS, request_id
 from lance_iceberg_ns.server.routes import ROUTES, Route
 
 audit_log = logging.getLogger(AUDIT_LOGGER)
@@ -145,20 +148,30 @@ def route_of(method: str, path: str) -> tuple[str, re.Match[str] | None]:
     return UNKNOWN_OPERATION, None
 
 
-def _audited_id(match: re.Match[str] | None, query_string: bytes, raw_path: bytes | None) -> str:
-    """The identifier a request names, as the audit line shows it (bounded; escaped by repr)."""
-    if match is None or "id" not in match.groupdict():
+def _audited_id(scope: Scope, match: re.Match[str] | None) -> str:
+    """The identifiers a request acted on, as the audit line shows them (bounded; escaped by
+    repr): those its endpoint parsed (``record_audited_ids``), so that the line names what was
+    changed; read from the path only when the request was refused before it was parsed."""
+    recorded = scope.get(AUDITED_IDS)
+    if recorded:
+        shown = repr(recorded[0]) if len(recorded) == 1 else repr(recorded)
+    elif match is not None and "id" in match.groupdict():
+        shown = repr(_path_id(match, scope.get("query_string", b""), scope.get("raw_path")))
+    else:
         return "-"
+    return shown if len(shown) <= _LONGEST_AUDITED_ID else shown[: _LONGEST_AUDITED_ID - 1] + "…"
+
+
+def _path_id(match: re.Match[str], query_string: bytes, raw_path: bytes | None) -> list[str]:
     segment = match["id"]
     if raw_path:  # the segment as sent, decoded as the endpoints decode it (a '+' is a space)
         raw_segments = raw_path.decode("latin-1").split("?", 1)[0].split("/")
         from_end = match.string[match.end("id") :].count("/")
         if from_end < len(raw_segments):
             segment = unquote_plus(raw_segments[-1 - from_end], errors="replace")
-    delimiter = parse_qs(query_string.decode("latin-1")).get("delimiter", [DEFAULT_DELIMITER])[0] or DEFAULT_DELIMITER
-    parts = [] if segment == delimiter else segment.split(delimiter)
-    shown = repr(parts)
-    return shown if len(shown) <= _LONGEST_AUDITED_ID else shown[: _LONGEST_AUDITED_ID - 1] + "…"
+    given = parse_qs(query_string.decode("latin-1")).get("delimiter", [DEFAULT_DELIMITER])
+    delimiter = given[-1] or DEFAULT_DELIMITER  # the last, as FastAPI reads a repeated parameter
+    return [] if segment == delimiter else segment.split(delimiter)
 
 
 class RequestContext:
@@ -224,7 +237,7 @@ class RequestContext:
         return "unauthenticated" if self.auth_tokens else "anonymous"  # an open server: a token means nothing
 
     def _audit(self, scope: Scope, operation: str, match: re.Match[str] | None, status: int, body: bytes) -> None:
-        table_id = _audited_id(match, scope.get("query_string", b""), scope.get("raw_path"))
+        table_id = _audited_id(scope, match)
         client = scope.get("client")
         address = f"{client[0]}:{client[1]}" if client else "-"
         principal = self._principal(scope)
@@ -265,3 +278,28 @@ def metrics_endpoint(request: Request) -> Response:
         prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def forwarded_token_metrics_endpoint(catalog_endpoint: str) -> Callable[[Request], Response]:
+    """``GET /metrics`` for a server that forwards each caller's bearer token to the catalog and
+    has no token of its own: like every Lance route, it needs a bearer token, one the catalog
+    accepts (its ``/v1/config`` answers neither 401 nor 403 to it)."""
+    url = catalog_endpoint.rstrip("/") + "/v1/config"
+
+    def metrics_for_a_catalog_token(request: Request) -> Response:
+        token = bearer_token(request.headers.getlist("authorization"))
+        if token is None:
+            raise UnauthenticatedError("A bearer token is required: it is checked with the Iceberg catalog")
+        try:
+            answer = requests.get(
+                url, headers={"Authorization": f"Bearer {token}"}, timeout=PROBE_TIMEOUT_SECONDS, allow_redirects=False
+            )
+        except requests.RequestException:
+            raise ServiceUnavailableError(
+                "The Iceberg catalog did not answer: the bearer token cannot be checked"
+            ) from None
+        if answer.status_code in (401, 403):
+            raise UnauthenticatedError("The Iceberg catalog does not accept this bearer token")
+        return metrics_endpoint(request)
+
+    return metrics_for_a_catalog_token
