@@ -58,6 +58,8 @@ def _serve(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, st
         "LANCE_ICEBERG_NS_AUTH_TOKEN",
         "LANCE_ICEBERG_NS_AUTH_TOKEN: s3cret-value",
         "LANCE_ICEBERG_ROTT=s3cret-value",
+        "s3cret-value",  # a token without its name
+        "LANCE_ICEBERG_NS_DATA_THREADS=4",  # twice
     ],
 )
 def test_a_config_file_line_that_is_not_exactly_a_setting_stops_serve_naming_its_line(

@@ -53,18 +53,19 @@ def _load_config_file(ctx: click.Context, param: click.Parameter, path: str | No
     state = ctx.ensure_object(CliState)
     serve_values: dict[str, str] = {}
     for line, name, value in _config_lines(ctx, param, path):
+        is_property = not name.startswith(SERVER_VARIABLE_PREFIX) and name != CATALOG_VARIABLE
+        properties = _bridge_property(ctx, param, path, line, name, value) if is_property else {}
         if name in os.environ:
             continue  # the variable set in the environment wins
         if name.startswith(SERVER_VARIABLE_PREFIX):
             serve_values[name] = value
         elif name == CATALOG_VARIABLE:
             state.catalog = state.catalog or value
-        else:
-            for key, property_value in _bridge_property(ctx, param, path, line, name, value).items():
-                if key in ("endpoint", "root"):  # the state's own fields, which the flags set
-                    setattr(state, key, getattr(state, key) or property_value)
-                else:
-                    state.properties.setdefault(key, property_value)
+        for key, property_value in properties.items():
+            if key in ("endpoint", "root"):  # the state's own fields, which the flags set
+                setattr(state, key, getattr(state, key) or property_value)
+            else:
+                state.properties.setdefault(key, property_value)
     by_variable = {param.envvar: param.name for param in ctx.command.params if isinstance(param.envvar, str)}
     defaults = {by_variable[name]: value for name, value in serve_values.items() if name in by_variable}
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
@@ -82,7 +83,7 @@ def _config_lines(ctx: click.Context, param: click.Parameter, path: str) -> list
     except (OSError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"cannot read {path}: {exc}", ctx=ctx, param=param) from None
     allowed = _serve_variables(ctx) - {variable_for("--config-file")}
-    settings = []
+    settings: list[tuple[int, str, str]] = []
     for binding in bindings:
         text = binding.original.string
         line = binding.original.line + text[: len(text) - len(text.lstrip())].count("\n")
@@ -94,12 +95,15 @@ def _config_lines(ctx: click.Context, param: click.Parameter, path: str) -> list
             raise refuse("not NAME=value (an unclosed quote, or no '=')")
         if binding.key is None:
             continue  # a comment or a blank line
-        if not _VARIABLE_NAME.fullmatch(binding.key):
-            raise refuse(f"{binding.key[:64]!r} is not a LANCE_ICEBERG_* setting (names are upper case)")
+        if not _VARIABLE_NAME.fullmatch(binding.key):  # named only when it is one in the wrong case: it may be a secret
+            shown = f"{binding.key[:64]} is" if _VARIABLE_NAME.fullmatch(binding.key.upper()) else "the name is"
+            raise refuse(f"{shown} not a LANCE_ICEBERG_* setting (names are upper case)")
         if binding.key.startswith(SERVER_VARIABLE_PREFIX) and binding.key not in allowed:
             raise refuse(f"{binding.key} is no serve setting")
         if binding.value is None:
             raise refuse(f"{binding.key} has no value (NAME=value)")
+        if any(name == binding.key for _, name, _ in settings):
+            raise refuse(f"{binding.key} is set twice")  # which one counts would be a guess
         settings.append((line, binding.key, binding.value))
     return settings
 
