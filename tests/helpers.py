@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
+from types import ModuleType
 
 import lance
 import pyarrow as pa
@@ -100,3 +103,14 @@ def skip_unless_pyspark_35() -> None:
             f"this is PySpark {pyspark.__version__}: scripts/test.sh runs this module in .venv-pyspark35",
             allow_module_level=True,
         )
+
+
+def script_module(path: Path) -> ModuleType:
+    """A script of the repository (bench/, scripts/) imported as a module, registered under its
+    name (dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,24 +3,20 @@ whose SVG was not rendered again fails here, as does a picture no page shows."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .helpers import script_module
 
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "docs" / "images"
 
 
 def _render_diagrams():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("render_diagrams", ROOT / "scripts" / "render_diagrams.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "scripts" / "render_diagrams.py")
 
 
 def test_every_diagram_svg_is_drawn_from_its_current_source() -> None:
@@ -55,12 +51,7 @@ def test_every_diagram_source_renders(tmp_path: Path) -> None:
 
 def _plot_results():  # type: ignore[no-untyped-def]
     pytest.importorskip("matplotlib", reason="the plots need the 'bench' extra")
-    spec = importlib.util.spec_from_file_location("plot_results", ROOT / "bench" / "plot_results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["plot_results"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "bench" / "plot_results.py")
 
 
 def test_the_result_plots_draw_every_row_of_the_saved_output(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import click
 from lance_iceberg_ns.cli import cli
 from lance_iceberg_ns.config import KNOWN_KEYS
 
+from .helpers import script_module
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
@@ -73,14 +75,7 @@ def test_operations_page_lists_every_implemented_operation() -> None:
 
 
 def _run_all() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
-    assert spec is not None and spec.loader is not None
-    run_all = importlib.util.module_from_spec(spec)
-    sys.modules["run_all"] = run_all  # dataclasses look their module up
-    spec.loader.exec_module(run_all)
-    return run_all
+    return script_module(ROOT / "bench" / "run_all.py")
 
 
 def test_benchmark_summary_parses_every_saved_output() -> None:

@@ -7,8 +7,6 @@ measured by bench/latency.py against the reference, not here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,18 +24,14 @@ from lance_iceberg_ns.config import Settings
 from lance_iceberg_ns.testing import LocalCatalog, local_catalog
 
 from .conftest import RequestCounter
+from .helpers import script_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def latency_proxy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("latency_proxy", ROOT / "bench" / "latency_proxy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["latency_proxy"] = module
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "bench" / "latency_proxy.py")
 
 
 @pytest.fixture
