@@ -6,7 +6,7 @@ staging namespace: pylance writes the data and stages the manifest as usual, and
 namespace to create the version; the staging namespace records the request and declines, so
 nothing is published and pylance keeps the staged manifest. Once every table is staged, one
 ``batch_create_table_versions`` publishes them all (the catalog checks every table's requirement
-before changing any), and the staged manifests are then copied to their final names. If any write
+before changing any), and the bridge then moves the staged manifests to their final names. If any write
 or the commit fails, no table moves; the staged files are orphans for ``remove_orphan_files``.
 """
 
@@ -19,12 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import lance
-import pyarrow.fs as pafs
-from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry, DescribeTableRequest
+from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
-from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 
@@ -72,8 +69,8 @@ def stage(staging: StagingNamespace, table_id: Sequence[str], write: Callable[[]
 def publish(
     ns: IcebergLanceNamespace, staging: StagingNamespace, table_ids: Sequence[Sequence[str]]
 ) -> list[PublishedVersion]:
-    """Publish the staged versions of ``table_ids`` in one atomic catalog commit, then finalize
-    their manifests. Raises ConcurrentModificationError (nothing published) if a table moved."""
+    """Publish the staged versions of ``table_ids`` in one atomic catalog commit (which finalizes
+    their manifests). Raises ConcurrentModificationError (nothing published) if a table moved."""
     entries = []
     for table_id in table_ids:
         entry = staging.staged(table_id)
@@ -81,20 +78,7 @@ def publish(
             raise InvalidInputError(f"Nothing was staged for {'.'.join(table_id)}")
         entries.append(entry)
     response = ns.batch_create_table_versions(BatchCreateTableVersionsRequest(entries=entries))
-    for entry in entries:
-        _finalize(ns, list(entry.id or []), entry.manifest_path)
     return [PublishedVersion(list(e.id or []), v.version) for e, v in zip(entries, response.versions, strict=True)]
-
-
-def _finalize(ns: IcebergLanceNamespace, table_id: list[str], staged_path: str) -> None:
-    """Copy a published version's staged manifest to its final name, as pylance would have."""
-    described = ns.describe_table(DescribeTableRequest(id=table_id))
-    assert described.location is not None
-    filesystem, root = filesystem_for(described.location, dict(described.storage_options or {}))
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    final = f"{directory}/{final_manifest_name(staged_path)}"
-    if filesystem.get_file_info(final).type == pafs.FileType.NotFound:
-        filesystem.copy_file(f"{directory}/{staged_path.rsplit('/', 1)[-1]}", final)
 
 
 def _write(
