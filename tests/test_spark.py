@@ -78,6 +78,7 @@ def test_append_and_overwrite(spark: SparkSession, properties: dict[str, str], d
     assert read_lance(spark, properties, table, version=2).count() == 150
 
 
+@pytest.mark.filterwarnings("ignore:Cannot infer the eval type from type hints")  # PySpark 4 on a typed udf
 def test_a_task_that_fails_after_writing_files_leaves_no_duplicate_rows(
     spark: SparkSession, properties: dict[str, str], db: list[str], tmp_path: Path
 ) -> None:
@@ -206,6 +207,7 @@ def test_spark4_data_source_writes_and_reads_format_lance(
     assert versions.version == 3
 
 
+@pytest.mark.filterwarnings("ignore:Cannot infer the eval type from type hints")  # PySpark 4 on a typed udf
 @needs_spark4
 def test_spark4_data_source_failed_write_commits_nothing(
     lance_format: SparkSession, properties: dict[str, str], db: list[str]
