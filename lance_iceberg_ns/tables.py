@@ -91,8 +91,10 @@ class Tables:
             current = self.companions.load_table(table, history=True)
             managed.refuse_if_rolled_back(current)
         written = managed.written_by_path_after(current, storage_options)
-        if written is not None:
-            raise managed.written_by_path(current, written)
+        if written is not None:  # the catalog asked again: a writer through it finalizes only after its commit
+            current = self.companions.load_table(table, history=True)
+            if managed.latest_version(current) < written:
+                raise managed.written_by_path(current, written)
 
     # --- operations -----------------------------------------------------------------------------
 

@@ -100,6 +100,31 @@ def test_a_writer_reading_right_after_its_own_commit_sees_another_writers_commit
         assert lance.dataset(namespace_client=other, table_id=table_id).count_rows() == 130
 
 
+def test_a_version_another_writer_committed_through_the_catalog_is_no_write_by_location(
+    managed_ns: IcebergLanceNamespace, properties: dict[str, str], db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final manifest of another writer's version is on disk only after the catalog has it: a
+    write that loaded the table just before another writer committed asks the catalog again
+    rather than taking that version for a write by location."""
+    import lance_iceberg_ns.managed as managed
+
+    table_id = [*db, "events"]
+    lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id)
+    looked = managed.written_by_path_after
+    with IcebergLanceNamespace(**properties) as other:
+        raced: list[int] = []
+
+        def another_writer_commits_first(table: Any, storage_options: Any) -> int | None:
+            if not raced:  # between this write's load of the table and its look at the disk
+                raced.append(1)
+                other.insert_into_table({"id": table_id}, ipc(_rows(100, 10)))
+            return looked(table, storage_options)
+
+        monkeypatch.setattr(managed, "written_by_path_after", another_writer_commits_first)
+        managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
+    assert raced and lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 120
+
+
 # --- Spark --------------------------------------------------------------------------------------
 
 
