@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, _state, cli, common_options
-from lance_iceberg_ns.cli.serving import production_options
+from lance_iceberg_ns.cli.serving import production_options, serve_setting
 
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
 DEFAULT_DATA_THREADS = 8  # as lance_iceberg_ns.server.capacity's
@@ -66,26 +66,23 @@ def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping
     "read, write and drop tables); without it such a server refuses to start",
 )
 @click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
-@click.option(
+@serve_setting(
     "--max-data-body-mb",
-    type=click.IntRange(min=1),
-    default=256,
-    show_default=True,
-    help="the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
+    click.IntRange(min=1),
+    256,
+    "the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
 )
-@click.option(
+@serve_setting(
     "--request-read-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_REQUEST_READ_TIMEOUT,
-    show_default=True,
-    help="seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
+    click.FloatRange(min=0, min_open=True),
+    DEFAULT_REQUEST_READ_TIMEOUT,
+    "seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
 )
-@click.option(
+@serve_setting(
     "--data-threads",
-    type=click.IntRange(min=1),
-    default=DEFAULT_DATA_THREADS,
-    show_default=True,
-    help="requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
+    click.IntRange(min=1),
+    DEFAULT_DATA_THREADS,
+    "requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
     "four times as many waiting are answered 503; catalog requests have threads of their own",
 )
 @click.option(

@@ -130,37 +130,38 @@ def _serve_variables(ctx: click.Context) -> set[str]:
     return {*named, AUTH_TOKEN_VARIABLE}
 
 
+def serve_setting(flag: str, kind: Any, default: Any, help: str) -> Callable[..., Any]:
+    """A ``serve`` option with a default, shown in ``--help`` beside its variable."""
+    return click.option(flag, type=kind, default=default, show_default=True, help=help)
+
+
 def production_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """The options for running in production, and a ``LANCE_ICEBERG_NS_*`` variable for every
     option ``serve`` has (applied last, so it sees them all)."""
     options = [
-        click.option(
+        serve_setting(
             "--workers",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            help="server processes sharing the port (each with its own catalog connections and data threads)",
+            click.IntRange(min=1),
+            1,
+            "server processes sharing the port (each with its own catalog connections and data threads)",
         ),
-        click.option(
+        serve_setting(
             "--graceful-timeout",
-            type=click.FloatRange(min=0),
-            default=DEFAULT_GRACEFUL_TIMEOUT,
-            show_default=True,
-            help="on SIGTERM or Ctrl-C, seconds requests in flight have to finish before they are cut off",
+            click.FloatRange(min=0),
+            DEFAULT_GRACEFUL_TIMEOUT,
+            "on SIGTERM or Ctrl-C, seconds requests in flight have to finish before they are cut off",
         ),
-        click.option(
+        serve_setting(
             "--log-format",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="log lines as text or as one JSON object each (every line carries its request's ID)",
+            click.Choice(["text", "json"]),
+            "text",
+            "log lines as text or as one JSON object each (every line carries its request's ID)",
         ),
-        click.option(
+        serve_setting(
             "--catalog-wait",
-            type=click.FloatRange(min=0),
-            default=DEFAULT_CATALOG_WAIT,
-            show_default=True,
-            help="seconds to wait at start for the Iceberg catalog to answer before giving up (exit code 5); "
+            click.FloatRange(min=0),
+            DEFAULT_CATALOG_WAIT,
+            "seconds to wait at start for the Iceberg catalog to answer before giving up (exit code 5); "
             "0 starts at once, reported not ready on /readyz until the catalog answers",
         ),
         click.option(
