@@ -1,9 +1,9 @@
 """Lance table versions managed by the Iceberg catalog: the catalog is the commit arbiter.
 
-A managed table (property ``table_version_management=true`` on its companion table) records each
-Lance version as one Iceberg snapshot on the companion table's ``main`` branch. The snapshot's
-summary carries the Lance version, its manifest path, size and e-tag; its manifest list is a valid,
-empty Avro file, so an Iceberg reader sees an empty table, never Lance files.
+A managed table (property ``table_version_management=true`` on its companion table) records its
+latest Lance version as the Iceberg snapshot its ``main`` branch points at. The snapshot's summary
+carries the Lance version, its manifest path, size and e-tag; its manifest list is a valid, empty
+Avro file, so an Iceberg reader sees an empty table, never Lance files.
 
 Creating version ``n`` is a compare-and-swap: the commit adds the snapshot and moves ``main`` to
 it under the requirement ``assert-ref-snapshot-id`` = the snapshot of version ``n - 1``. Of two
@@ -12,12 +12,21 @@ ConcurrentModification (14), and pylance retries on top of the winner. Several t
 together through the catalog's ``transactions/commit`` endpoint, where every requirement is
 checked before any table changes.
 
+The same commit removes the snapshot of version ``n - 1`` (unless a tag or branch holds it), and
+the new snapshot takes over its empty manifest list: an Iceberg catalog rewrites the whole table
+metadata on every commit, so a record of every version would make each commit cost more than the
+last (Lance tables reach thousands of versions). The versions before the latest are the dataset's
+own: their manifests were finalized under ``_versions/`` before the catalog let them go, and they
+are listed and described from there, as Lance's own versions are; no version above the catalog's
+latest is ever answered. Tables recorded before keep their older snapshots until those versions
+are deleted.
+
 pylance stages each manifest (``_versions/<n>.manifest-<uuid>``) and asks the namespace to create
 the version with that path; the namespace copies it to its final name once the catalog committed
 (``finalize``), so readers by location see it at once. The catalog keeps the staged path (a
 snapshot is immutable); reads answer the final path, and finalize it themselves when a writer died
-before that copy. Staged copies left behind are removed with the orphan files
-(``lance_iceberg_ns.orphans``).
+before that copy, as does the commit that lets the version go. Staged copies left behind are
+removed with the orphan files (``lance_iceberg_ns.orphans``).
 """
 
 from __future__ import annotations
@@ -172,7 +181,7 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
     """The version a snapshot records, its manifest named in the table's own ``_versions/`` (the
     form pylance gives), final once finalized; never where a recorded path pointed elsewhere."""
     summary = _summary(snapshot)
-    recorded = summary.get(MANIFEST_KEY, "").rsplit("/", 1)[-1]
+    recorded = _recorded_manifest(snapshot).rsplit("/", 1)[-1]
     final_name = final_manifest_name(recorded)
     path = f"{manifest_directory(location)}/{final_name if final_name in final_names else recorded}"
     size = summary.get(SIZE_KEY)
@@ -186,12 +195,17 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
     )
 
 
-def _final_manifests(location: str, storage_options: Mapping[str, str], snapshots: Sequence[Snapshot]) -> set[str]:
-    """Which of the snapshots' manifests have been finalized: a look at each for a few, one
-    listing of ``_versions/`` for more."""
+def _recorded_manifest(snapshot: Snapshot) -> str:
+    """The manifest path a snapshot recorded (staged, as the writer gave it)."""
+    return _summary(snapshot).get(MANIFEST_KEY, "")
+
+
+def _final_manifests(location: str, storage_options: Mapping[str, str], recorded: Sequence[str]) -> set[str]:
+    """Which of the recorded manifests have been finalized (their final names): a look at each
+    for a few, one listing of ``_versions/`` for more."""
     filesystem, root = filesystem_for(location, storage_options)
     directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    names = [final_manifest_name(_summary(s).get(MANIFEST_KEY, "")) for s in snapshots]
+    names = [final_manifest_name(path) for path in recorded]
     if len(names) <= 4:
         infos = filesystem.get_file_info([f"{directory}/{name}" for name in names])
     else:
@@ -206,7 +220,7 @@ def managed_versions(
     loaded with ``snapshots=refs``). ``finalized``: final manifest names this process moved into
     place itself a moment ago, which need no look."""
     lineage = _lineage(table)
-    unknown = [s for s in lineage if final_manifest_name(_summary(s).get(MANIFEST_KEY, "")) not in finalized]
+    unknown = [_recorded_manifest(s) for s in lineage if final_manifest_name(_recorded_manifest(s)) not in finalized]
     finals = set(finalized)
     if unknown:
         finals |= _final_manifests(table.metadata.location, storage_options, unknown)
@@ -221,8 +235,8 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     if not wanted:
         raise TableVersionNotFoundError(f"Version {version} not found for table {'.'.join(table.name())}")
     snapshot = wanted[0]
-    finals = _final_manifests(table.metadata.location, storage_options, [snapshot])
-    recorded = _summary(snapshot).get(MANIFEST_KEY, "")
+    recorded = _recorded_manifest(snapshot)
+    finals = _final_manifests(table.metadata.location, storage_options, [recorded])
     final_name = final_manifest_name(recorded)
     if final_name not in finals and _finalize_abandoned(table.metadata.location, storage_options, recorded):
         finals.add(final_name)
@@ -291,18 +305,56 @@ def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableS
     )
 
 
-def _finalize_abandoned(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:
-    """Copy an abandoned staged manifest to its final name; False when it is not abandoned (its
-    writer may still be finalizing it) or is gone."""
+def _finalize_abandoned(
+    location: str, storage_options: Mapping[str, str], recorded: str, after_seconds: float = ABANDONED_AFTER_SECONDS
+) -> bool:
+    """Copy a staged manifest older than ``after_seconds`` to its final name; False when it is
+    younger (its writer may still be finalizing it) or is gone."""
     filesystem, root = filesystem_for(location, storage_options)
     directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
     staged = filesystem.get_file_info(f"{directory}/{recorded.rsplit('/', 1)[-1]}")
     if staged.type != pafs.FileType.File or staged.mtime is None:
         return False
-    if time.time() - staged.mtime.timestamp() < ABANDONED_AFTER_SECONDS:
+    if time.time() - staged.mtime.timestamp() < after_seconds:
         return False
-    filesystem.copy_file(staged.path, f"{directory}/{final_manifest_name(recorded)}")
+    try:
+        filesystem.copy_file(staged.path, f"{directory}/{final_manifest_name(recorded)}")
+    except OSError:  # its writer moved it into place meanwhile
+        return bool(_final_manifests(location, storage_options, [recorded]))
     return True
+
+
+def _superseded(table: Table, storage_options: Mapping[str, str], finalized: Collection[str]) -> list[Snapshot]:
+    """The versions a new version lets go from the catalog: the Lance snapshots of ``main`` as
+    loaded that no tag or other branch holds, each once its manifest is final (from then on the
+    dataset's own ``_versions/`` answers for it). A version whose writer has not finalized it yet
+    is finalized here; one that cannot be stays recorded. Only a manifest not in ``finalized``
+    costs a look."""
+    held = {ref.snapshot_id for name, ref in table.metadata.refs.items() if name != MAIN_BRANCH}
+    candidates = [snapshot for snapshot in _lineage(table) if snapshot.snapshot_id not in held]
+    unknown = [s for s in candidates if final_manifest_name(_recorded_manifest(s)) not in finalized]
+    if not unknown:
+        return candidates
+    location = table.metadata.location
+    finals = _final_manifests(location, storage_options, [_recorded_manifest(s) for s in unknown])
+    stays = {
+        s.snapshot_id
+        for s in unknown
+        if final_manifest_name(_recorded_manifest(s)) not in finals
+        and not _finalize_abandoned(location, storage_options, _recorded_manifest(s), after_seconds=0)
+    }
+    return [snapshot for snapshot in candidates if snapshot.snapshot_id not in stays]
+
+
+def recorded_versions(table: Table) -> list[int]:
+    """The Lance versions the loaded table records, oldest first: the versions before the first
+    are answered by the dataset's own ``_versions/``."""
+    return [_version_of(snapshot) for snapshot in _lineage(table)]
+
+
+def earliest_recorded(table: Table) -> int:
+    """The oldest Lance version the loaded table records (0: none)."""
+    return next(iter(recorded_versions(table)), 0)
 
 
 @dataclass(frozen=True)
@@ -312,7 +364,7 @@ class VersionCommit:
     identifier: tuple[str, ...]
     requirements: tuple[TableRequirement, ...]
     updates: tuple[TableUpdate, ...]
-    manifest_list: str
+    written_manifest_list: str | None  # None: it took over the manifest list of the version it let go
     io: FileIO
     version: TableVersion
 
@@ -322,9 +374,10 @@ class VersionCommit:
         return self.identifier, self.requirements, self.updates
 
     def discard(self) -> None:
-        """Delete the manifest list of a commit that did not land."""
-        with contextlib.suppress(OSError):
-            self.io.delete(self.manifest_list)
+        """Delete the manifest list written for a commit that did not land."""
+        if self.written_manifest_list is not None:
+            with contextlib.suppress(OSError):
+                self.io.delete(self.written_manifest_list)
 
 
 def refuse_if_rolled_back(table: Table) -> None:
@@ -344,12 +397,19 @@ def _rolled_back_message(table: Table) -> str:
     )
 
 
-def plan_version(table: Table, request: Any, manifest_path: str) -> VersionCommit:
+def plan_version(
+    table: Table,
+    request: Any,
+    manifest_path: str,
+    storage_options: Mapping[str, str],
+    finalized: Collection[str] = (),
+) -> VersionCommit:
     """The commit of ``request.version`` (a CreateTableVersion request or batch entry) on top of the
     table's latest version, recording ``manifest_path`` (the request's, checked to be the table's
-    own: ``versions.own_manifest_path``). A version that exists is ConcurrentModification; a gap is
-    InvalidInput; any version while ``main`` is rolled back behind versions already used is
-    InvalidTableState."""
+    own: ``versions.own_manifest_path``), and letting go of the versions before it
+    (``_superseded``; ``finalized``: final manifest names known to be in place). A version that
+    exists is ConcurrentModification; a gap is InvalidInput; any version while ``main`` is rolled
+    back behind versions already used is InvalidTableState."""
     if not knows_latest(table):  # the callers load the history first; a retry does
         raise ConcurrentModificationError(f"The latest version of {'.'.join(table.name())} was not loaded")
     parent = _main_snapshot(table)  # the new version goes on top of main, whoever committed last
@@ -365,17 +425,22 @@ def plan_version(table: Table, request: Any, manifest_path: str) -> VersionCommi
     metadata = table.metadata
     snapshot_id = metadata.new_snapshot_id()
     sequence_number = metadata.next_sequence_number()
-    manifest_list = f"{metadata.location}/metadata/snap-{snapshot_id}-lance-{request.version}.avro"
     parent_id = parent.snapshot_id if parent else None
-    with write_manifest_list(
-        format_version=metadata.format_version,
-        output_file=table.io.new_output(manifest_list),
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent_id,
-        sequence_number=sequence_number,
-        avro_compression="deflate",
-    ):
-        pass  # no manifests: Iceberg readers see an empty table
+    superseded = _superseded(table, storage_options, finalized)
+    written = None
+    if parent is not None and parent in superseded:  # the file stays held by exactly one snapshot
+        manifest_list = parent.manifest_list
+    else:
+        manifest_list = written = f"{metadata.location}/metadata/snap-{snapshot_id}-lance-{request.version}.avro"
+        with write_manifest_list(
+            format_version=metadata.format_version,
+            output_file=table.io.new_output(manifest_list),
+            snapshot_id=snapshot_id,
+            parent_snapshot_id=parent_id,
+            sequence_number=sequence_number,
+            avro_compression="deflate",
+        ):
+            pass  # no manifests: Iceberg readers see an empty table
     summary = {VERSION_KEY: str(request.version), MANIFEST_KEY: manifest_path}
     if request.manifest_size is not None:
         summary[SIZE_KEY] = str(request.manifest_size)
@@ -401,6 +466,9 @@ def plan_version(table: Table, request: Any, manifest_path: str) -> VersionCommi
             {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot_id}
         ),
     )
+    if superseded:
+        let_go = [snapshot.snapshot_id for snapshot in superseded]
+        updates += (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": let_go}),)
     protection = missing_protection(metadata.properties)
     if protection:  # a companion made before the engine protection gains it with this version
         updates += (SetPropertiesUpdate(updates=protection),)
@@ -409,7 +477,7 @@ def plan_version(table: Table, request: Any, manifest_path: str) -> VersionCommi
         tuple(table.name()),
         requirements,
         updates,
-        manifest_list,
+        written,
         table.io,
         _table_version(snapshot, set(), metadata.location),
     )
@@ -420,7 +488,7 @@ def committed(table: Table, commit: VersionCommit) -> Table:
     commit's updates to the state it was planned on. It keeps what the next commit and the latest
     version need (the snapshots a ref points at, as ``snapshots=refs`` answers) and no logs, so a
     run of commits neither grows it nor copies the history each time."""
-    metadata = update_table_metadata(_current_state(table.metadata), commit.updates)
+    metadata = update_table_metadata(table.metadata, commit.updates)
     return Table(table.name(), _current_state(metadata), table.metadata_location, table.io, table.catalog)
 
 
@@ -430,11 +498,9 @@ def _current_state(metadata: TableMetadata) -> TableMetadata:
     return metadata.model_copy(update={"snapshots": snapshots, "snapshot_log": [], "metadata_log": []})
 
 
-def plan_removal(
-    table: Table, versions: Sequence[int]
-) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...], int]:
-    """Removing Lance versions from the catalog: their snapshots go, the latest version stays, and
-    the change holds only if ``main`` has not moved meanwhile. Also says how many are removed."""
+def plan_removal(table: Table, versions: Sequence[int]) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
+    """Removing Lance versions from the catalog: the snapshots of those it records go, the latest
+    version stays, and the change holds only if ``main`` has not moved meanwhile."""
     lineage = {_version_of(s): s for s in _lineage(table)}
     latest = max(lineage) if lineage else 0
     if latest in versions:
@@ -445,4 +511,4 @@ def plan_removal(
     updates: tuple[TableUpdate, ...] = ()
     if snapshot_ids:
         updates = (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": snapshot_ids}),)
-    return requirements, updates, len(snapshot_ids)
+    return requirements, updates

@@ -72,9 +72,11 @@ class Versions:
         if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             self._state.loaded(table, loaded)
-        else:
-            loaded = self._companions.load_table(table, history=True)
-        return managed.managed_versions(loaded, self._files_of(loaded))
+            return managed.managed_versions(loaded, self._files_of(loaded))
+        loaded = self._companions.load_table(table, history=True)
+        earliest = managed.earliest_recorded(loaded)
+        earlier = versions.table_versions(*self._open(table, summary)) if earliest > 1 else []
+        return [v for v in earlier if v.version < earliest] + managed.managed_versions(loaded, self._files_of(loaded))
 
     def describe(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         table = parse_table_id(request.id)
@@ -84,16 +86,20 @@ class Versions:
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             if request.version is not None and request.version != managed.latest_version(loaded):
                 loaded = self._companions.load_table(table, history=True)
-            version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
+            if request.version is not None and request.version < managed.earliest_recorded(loaded):
+                version = versions.describe_version(*self._open(table, summary), request.version)
+            else:
+                version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
         else:
             version = versions.describe_version(*self._open(table, summary), request.version)
         return DescribeTableVersionResponse(version=version)
 
     def _open(self, table: TableId, summary: TableSummary) -> tuple[Any, str, dict[str, str]]:
-        """The dataset of a table whose versions are Lance's own, through the one opener, with
-        where it is and what reaches its files."""
+        """The dataset by its location, through the one opener, with where it is and what reaches
+        its files: for the versions of a table that are Lance's own, or of a managed table that
+        the catalog no longer records."""
         resolved = self._resolved(table, summary, False)
-        return self._datasets.open(resolved, reading=True), resolved.location, resolved.storage_options
+        return self._datasets.open_by_location(resolved), resolved.location, resolved.storage_options
 
     def _files_of(self, loaded: Any) -> dict[str, str]:
         """What the bridge reads a managed table's manifests with, once its location is confined."""
@@ -140,7 +146,7 @@ class Versions:
         own = versions.own_manifest(current.metadata.location, files, request.version, request.manifest_path)
         try:
             current = self._refuse_written_by_path(table, current, files, request, own.final_exists)
-            commit = managed.plan_version(current, request, own.path)
+            commit = managed.plan_version(current, request, own.path, files, self._state.finalized(table))
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
             managed.discard_staged(current.metadata.location, files, own.path)
             raise
@@ -207,7 +213,7 @@ class Versions:
                 except InvalidTableStateError:
                     managed.discard_staged(*places[-1], own.path)
                     raise
-                commits.append(managed.plan_version(loaded, entry, own.path))
+                commits.append(managed.plan_version(loaded, entry, own.path, places[-1][1]))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except BaseException:
@@ -221,18 +227,20 @@ class Versions:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "batch_delete_table_versions")
         loaded = self._managed_table(table, history=True)
-        latest = managed.latest_version(loaded)
-        wanted = sorted(  # ranges are [start, end); an end of -1 reaches the latest version
-            {
-                v
-                for r in request.ranges or []
-                for v in range(r.start_version, latest + 1 if r.end_version == -1 else r.end_version)
-            }
-        )
-        requirements, updates, count = managed.plan_removal(loaded, wanted)
+        location = self._placement.prove(self._companions.load(table))  # its manifests are deleted too
+        files = self._files_of(loaded)
+        earliest, latest = managed.earliest_recorded(loaded), managed.latest_version(loaded)
+        earlier = [v for v in versions.final_manifests(location, files) if v < earliest]
+        # ranges are [start, end), an end of -1 reaching the latest; matched against the versions there
+        # are, never spelled out (a range may span 2**63 numbers)
+        ranges = [(r.start_version, latest + 1 if r.end_version == -1 else r.end_version) for r in request.ranges or []]
+        there = sorted({*earlier, *managed.recorded_versions(loaded)})
+        wanted = [v for v in there if any(start <= v < end for start, end in ranges)]
+        requirements, updates = managed.plan_removal(loaded, wanted)
         if updates:
             self._companions.catalog(table.warehouse).commit_changes([(tuple(loaded.name()), requirements, updates)])
-        return BatchDeleteTableVersionsResponse(deleted_count=count)
+        versions.delete_manifests(location, files, wanted)
+        return BatchDeleteTableVersionsResponse(deleted_count=len(wanted))
 
     def _managed_table(self, table: TableId, history: bool = False) -> Any:
         """The companion table of a table with managed versions (pyiceberg's ``Table``)."""

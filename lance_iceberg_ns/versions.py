@@ -9,8 +9,9 @@ dataset once for the commit times and summaries.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import unquote
@@ -114,6 +115,17 @@ def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[i
         if version is not None and info.type == pafs.FileType.File:
             found[version] = info
     return found
+
+
+def delete_manifests(location: str, storage_options: Mapping[str, str], doomed: Sequence[int]) -> None:
+    """Delete the final manifests of the ``doomed`` versions (in either naming scheme) from the
+    table's own ``_versions/``, its place proved by the caller: they are deleted versions."""
+    filesystem, root = filesystem_for(location, storage_options)
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    for version in doomed:
+        for name in (manifest_name(version), manifest_name(version, v2=False)):
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_file(f"{directory}/{name}")
 
 
 def _millis(timestamp: datetime | int) -> int:

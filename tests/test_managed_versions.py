@@ -25,7 +25,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.atomic import write_together
 from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
-from lance_iceberg_ns.versions import version_of_manifest
+from lance_iceberg_ns.versions import manifest_name, version_of_manifest
 
 from .helpers import ipc, other_client, stage_manifest
 
@@ -46,6 +46,10 @@ def _snapshots(ns: IcebergLanceNamespace, table_id: list[str]) -> list[dict[str,
     ]
 
 
+def _listed(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
+    return [v.version for v in ns.list_table_versions({"id": table_id}).versions]
+
+
 def _final_versions(location: str) -> list[int]:
     names = os.listdir(os.path.join(location, "_versions"))
     return sorted(v for v in (version_of_manifest(name) for name in names) if v is not None)
@@ -62,9 +66,9 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     old = lance.dataset(namespace_client=managed_ns, table_id=table_id, version=2)
     assert sorted(old.to_table()["id"].to_pylist()) == [1, 2, 3]
 
-    history = _snapshots(managed_ns, table_id)  # the Lance history, seen from Iceberg
-    assert [h[VERSION_KEY] for h in history] == ["1", "2", "3"]
-    assert all(int(h["timestamp-ms"]) > 0 and h["lance.manifest-path"] for h in history)
+    recorded = _snapshots(managed_ns, table_id)  # seen from Iceberg: the latest version, nothing before it
+    assert [h[VERSION_KEY] for h in recorded] == ["3"]
+    assert all(int(h["timestamp-ms"]) > 0 and h["lance.manifest-path"] for h in recorded)
     iceberg_table = managed_ns.catalog(db[0]).load_table((*db[1:], "events"))
     assert iceberg_table.scan().to_arrow().num_rows == 0  # plain Iceberg readers read no Lance files
 
@@ -96,7 +100,7 @@ def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceN
         managed_ns.create_table_version({**entry, "manifest_path": stage_manifest(location, 2)})
     with pytest.raises(InvalidInputError):  # a gap
         managed_ns.create_table_version({**entry, "version": 5})
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["2"]
 
 
 def test_eight_threads_append_exactly_once_with_dense_versions(
@@ -123,10 +127,10 @@ def test_eight_threads_append_exactly_once_with_dense_versions(
     ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
     expected = [0] + [w * 100 + r + 1 for w in range(8) for r in range(3)]
     assert sorted(ids) == sorted(expected)  # every append once
-    catalog_versions = [int(h[VERSION_KEY]) for h in _snapshots(managed_ns, table_id)]
-    assert catalog_versions == list(range(1, 26))  # dense
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["25"]
+    assert _listed(managed_ns, table_id) == list(range(1, 26))  # dense
     location = managed_ns.describe_table({"id": table_id}).location
-    assert _final_versions(location) == catalog_versions  # the catalog and _versions/ agree
+    assert _final_versions(location) == list(range(1, 26))  # every version finalized
 
 
 APPENDER = """
@@ -159,9 +163,9 @@ def test_four_processes_append_exactly_once(
         assert process.returncode == 0, err[-2000:]
     ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
     assert sorted(ids) == sorted([-1] + [w * 100 + r for w in range(4) for r in range(3)])
-    catalog_versions = [int(h[VERSION_KEY]) for h in _snapshots(managed_ns, table_id)]
-    assert catalog_versions == list(range(1, 14))
-    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == catalog_versions
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["13"]
+    assert _listed(managed_ns, table_id) == list(range(1, 14))
+    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == list(range(1, 14))
 
 
 def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -174,7 +178,8 @@ def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: 
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).count_rows() == 2
     assert lance.dataset(namespace_client=managed_ns, table_id=lines).count_rows() == 3
     for table_id in (orders, lines):
-        assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+        assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["2"]
+        assert _listed(managed_ns, table_id) == [1, 2]
         assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
 
 
@@ -213,8 +218,28 @@ def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, d
     )
     assert deleted.deleted_count == 2
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [3]
+    location = managed_ns.describe_table({"id": table_id}).location
+    assert _final_versions(location) == [3]  # a deleted version's manifest goes: it does not come back
+    with pytest.raises(TableVersionNotFoundError):
+        managed_ns.describe_table_version({"id": table_id, "version": 1})
     lance.write_dataset(pa.table({"id": [7]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 4
+    assert _listed(managed_ns, table_id) == [3, 4]
+
+
+def test_deleting_a_range_as_wide_as_a_version_can_be_answers_at_once(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    for i in range(3):
+        mode = "create" if i == 0 else "append"
+        lance.write_dataset(pa.table({"id": [i]}), namespace_client=managed_ns, table_id=table_id, mode=mode)
+    widest = {"start_version": 0, "end_version": 2**63 - 1}  # matched against the versions there are
+    with pytest.raises(InvalidInputError, match="latest version"):
+        managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [widest]})
+    assert _listed(managed_ns, table_id) == [1, 2, 3]  # refused: nothing deleted
+    deleted = managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [{**widest, "end_version": 3}]})
+    assert deleted.deleted_count == 2 and _listed(managed_ns, table_id) == [3]
 
 
 def test_unmanaged_tables_keep_lance_versions(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -268,7 +293,8 @@ def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_ta
         3,
         4,
     ]
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2", "3", "4"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["4"]
+    assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
     managed_ns.close()
 
@@ -301,17 +327,35 @@ def test_a_dropped_or_renamed_table_is_not_answered_from_its_last_commit(
         managed_ns.describe_table({"id": renamed})
 
 
-def test_managed_tables_keep_a_bounded_number_of_metadata_files(
+def _current_metadata_size(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
+    return os.path.getsize(ns.catalog(table_id[0]).load_table(tuple(table_id[1:])).metadata_location)
+
+
+def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
     managed_ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
-    for i in range(1, 30):
+    sizes = []
+    for i in range(1, 40):
         lance.write_dataset(pa.table({"id": [i]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+        if i in (24, 39):  # once the log of the 20 previous metadata files is full
+            sizes.append(_current_metadata_size(managed_ns, table_id))
     location = managed_ns.describe_table({"id": table_id}).location
-    metadata_files = [n for n in os.listdir(os.path.join(location, "metadata")) if n.endswith(".metadata.json")]
-    assert len(metadata_files) <= 21  # the current one and at most 20 previous (every commit writes one)
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == [str(v) for v in range(1, 31)]
+    metadata = os.listdir(os.path.join(location, "metadata"))
+    assert len([n for n in metadata if n.endswith(".metadata.json")]) <= 21  # the current one and 20 previous
+    # what the catalog rewrites on every commit stays the same size: one snapshot, one manifest list
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["40"]
+    assert len([n for n in metadata if n.endswith(".avro")]) == 1
+    assert sizes[1] <= sizes[0] + 20, sizes  # a few digits more at most
+    # the versions before the latest are the dataset's own, read, described and opened from there
+    assert _listed(managed_ns, table_id) == list(range(1, 41))
+    assert managed_ns.describe_table_version({"id": table_id, "version": 7}).version.manifest_path.endswith(
+        manifest_name(7)
+    )
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=7).count_rows() == 7
+    with pytest.raises(TableVersionNotFoundError):
+        managed_ns.describe_table_version({"id": table_id, "version": 41})
 
 
 def _engine_commit(endpoint: str, table_id: list[str]) -> int:
@@ -350,7 +394,7 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
     assert sorted(old.to_table()["id"].to_pylist()) == [1, 2]
     companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
     assert companion.current_snapshot().parent_snapshot_id == engine_snapshot  # on top of main, as usual
-    assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == ["1", "2", None, "3"]
+    assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == [None, "3"]  # the engine's stays
     assert _final_versions(ns.describe_table({"id": table_id}).location) == [1, 2, 3]
 
     _engine_commit(endpoint, table_id)  # and again, before an atomic commit and a removal
@@ -372,9 +416,13 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    first, second = (s.snapshot_id for s in sorted(companion.snapshots(), key=lambda s: s.sequence_number or 0))
+    first = companion.current_snapshot().snapshot_id
+    companion.manage_snapshots().create_tag(first, "kept").commit()  # a tag keeps version 1 in the catalog
+    with IcebergLanceNamespace(**managed_ns.properties) as writer:  # one that loads the table's refs, tag and all
+        lance.write_dataset(pa.table({"id": [2]}), namespace_client=writer, table_id=table_id, mode="append")
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    second = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().rollback_to_snapshot(first).commit()
     location = managed_ns.describe_table({"id": table_id}).location
 
@@ -404,6 +452,7 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
     lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 4]
+    assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "4"]  # the tagged one stays
     reader.close()
 
 
