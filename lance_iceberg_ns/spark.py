@@ -13,12 +13,14 @@ failed or speculative task attempts are never part of the table
 from __future__ import annotations
 
 import functools
+import hashlib
 import heapq
 import inspect
 import json
 import math
 import os
 import sys
+import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -460,19 +462,28 @@ def register_lance_views(
     A view is named after its table; with ``recursive``, tables of the namespaces beneath too, named
     by their path below ``namespace_id`` joined by ``_`` (``sales_orders``). Names that are not plain
     identifiers are written in backquotes. On Spark 4 a view is the ``lance`` data source, and
-    ``INSERT INTO`` appends; Spark keeps the source's read plan, so the view reads the version its
-    first query read. On Spark 3.5 it is ``read_lance``'s DataFrame, at the version read here.
-    Registering again refreshes the views, and drops those this function made for the namespace
-    whose tables are gone.
+    ``INSERT INTO`` appends. Where Spark reloads a view's table on every query (Spark 4.3 with its
+    built-in in-memory session catalog), the view reads through a placeholder table of the session
+    catalog (``spark_catalog.default.lance_view_...``: schema and provider only, no options, no
+    files), so every query reads the table's latest version, and the scans of one query one
+    version; elsewhere (Hive catalog, a custom ``spark_catalog``, Spark Connect, older Spark 4)
+    Spark keeps the source's read plan, so the view reads the version its first query read. Filters
+    are not pushed into Lance: Spark 4.3 keeps a pushed-down read plan on the source and hands it to
+    every scan of the view in the query, which would give wrong rows. On Spark 3.5 a view is
+    ``read_lance``'s DataFrame, at the version read here. Registering again refreshes the views, and
+    drops those this function made for the namespace whose tables are gone.
     """
     ns = as_namespace(namespace)
     parent = _namespace_parts(namespace_id)
     views = _view_names(parent, _lance_tables(ns, parent, recursive))
     source = _lance_source(spark)
+    placeholders = source and _reloads_view_tables(spark)
     for name, table_id in views.items():
-        if source:
-            frame = spark.read.format("lance").options(**ns.properties, table=ID_DELIMITER.join(table_id))
-            frame = frame.option("delimiter", ID_DELIMITER).load()
+        options = {**ns.properties, "table": ID_DELIMITER.join(table_id), "delimiter": ID_DELIMITER}
+        if placeholders:
+            frame = spark.read.options(**options).table(_placeholder_table(spark, ns, name, table_id))
+        elif source:
+            frame = spark.read.format("lance").options(**options).load()
         else:
             frame = read_lance(spark, ns, table_id)
         frame.createOrReplaceTempView(_quoted(name))
@@ -480,9 +491,49 @@ def register_lance_views(
     made = _REGISTERED_VIEWS.setdefault(spark, {})
     for name in [name for name, owner in made.items() if owner == registration and name not in views]:
         spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
+        if placeholders:
+            spark.sql(f"DROP TABLE IF EXISTS {_placeholder_name(spark, name)}")
         del made[name]
     made.update(dict.fromkeys(views, registration))
     return sorted(views)
+
+
+# Per Spark session, a token naming its placeholder tables (the session catalog is shared by the
+# sessions of one application; temporary views are not).
+_SESSION_TOKENS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_V2_TABLE_REFERENCE = "org.apache.spark.sql.catalyst.analysis.V2TableReference"
+
+
+def _reloads_view_tables(spark: Any) -> bool:
+    """Whether a temporary view made from a session catalog table loads the table again on every
+    query (Spark 4.3's V2TableReference), in a session whose catalog is Spark's own in-memory one,
+    where a placeholder table lives as long as the application and writes no files."""
+    try:
+        jvm = spark._jvm  # none on Spark Connect
+        if jvm is None or spark.conf.get("spark.sql.catalogImplementation") != "in-memory":
+            return False
+        if spark.conf.get("spark.sql.catalog.spark_catalog", None):  # a catalog of its own
+            return False
+        jvm.java.lang.Class.forName(_V2_TABLE_REFERENCE)
+    except Exception:  # Spark Connect, a Spark 4 without the class, a conf that cannot be read
+        return False
+    return True
+
+
+def _placeholder_name(spark: Any, view: str) -> str:
+    token = _SESSION_TOKENS.setdefault(spark, uuid.uuid4().hex[:12])
+    return f"spark_catalog.default.lance_view_{token}_{hashlib.sha256(view.encode()).hexdigest()[:16]}"
+
+
+def _placeholder_table(spark: Any, ns: IcebergLanceNamespace, view: str, table_id: Sequence[str]) -> str:
+    """A table of the session catalog standing for the Lance table: the ``lance`` provider and the
+    table's schema, external at the table's location (so that nothing is written), no options (the
+    view passes them); its name."""
+    plan = TableRead.plan(ns, table_id, parallelism=1)
+    name = _placeholder_name(spark, view)
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.catalog.createTable(name, path=plan.location, source="lance", schema=plan.spark_schema())
+    return name
 
 
 def _namespace_parts(namespace_id: str | Sequence[str]) -> list[str]:
