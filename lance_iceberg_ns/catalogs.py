@@ -277,12 +277,12 @@ class BridgeRestCatalog(RestCatalog):
         else:
             internals.base_refresh_token(self)
 
-    def commit_changes(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> None:
+    def commit_changes(self, changes: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]) -> bytes | None:
         """Commit changes (identifier, requirements, updates) to one or several tables atomically:
-        one table through its own update endpoint (pyiceberg's request, without parsing the new
-        metadata it answers), several through the Iceberg REST ``transactions/commit`` endpoint,
-        which pyiceberg does not call itself. Raises CommitFailedException when a requirement
-        fails: then no table changed."""
+        one table through its own update endpoint (pyiceberg's request; the new metadata it
+        answers is returned unparsed), several through the Iceberg REST ``transactions/commit``
+        endpoint, which pyiceberg does not call itself and which answers nothing (None). Raises
+        CommitFailedException when a requirement fails: then no table changed."""
         from pyiceberg.catalog.rest import TableIdentifier
         from pyiceberg.table import CommitTableRequest
 
@@ -308,13 +308,15 @@ class BridgeRestCatalog(RestCatalog):
             502: iceberg.CommitStateUnknownException,
             504: iceberg.CommitStateUnknownException,
         }
-        if self._send_if_ok("POST", url, {}, errors, body.encode()) is not None:
-            return
+        answer = self._send_if_ok("POST", url, {}, errors, body.encode())
+        if answer is not None:
+            return answer.body if len(changes) == 1 else None
         response = internals.session(self).post(url, data=body.encode())
         try:
             response.raise_for_status()
         except HTTPError as exc:
             internals.raise_error_answer(exc, errors)
+        return response.content if len(changes) == 1 else None
 
     def create_table_once(self, identifier: tuple[str, ...], create_key: str, create_id: str, **create: Any) -> Any:
         """``createTable``, safely retried when the answer is lost.

@@ -32,6 +32,7 @@ removed with the orphan files (``lance_iceberg_ns.orphans``).
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -49,7 +50,7 @@ from lance_namespace.errors import (
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadataUtil
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import (
@@ -60,7 +61,6 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
     TableRequirement,
     TableUpdate,
-    update_table_metadata,
 )
 
 from lance_iceberg_ns.companions import missing_protection
@@ -326,30 +326,52 @@ def _finalize_abandoned(
 
 def _superseded(table: Table, storage_options: Mapping[str, str], finalized: Collection[str]) -> list[Snapshot]:
     """The versions a new version lets go from the catalog: the Lance snapshots of ``main`` as
-    loaded that no tag or other branch holds, each once its manifest is final (from then on the
-    dataset's own ``_versions/`` answers for it). A version whose writer has not finalized it yet
-    is finalized here; one that cannot be stays recorded. Only a manifest not in ``finalized``
-    costs a look."""
-    held = {ref.snapshot_id for name, ref in table.metadata.refs.items() if name != MAIN_BRANCH}
-    candidates = [snapshot for snapshot in _lineage(table) if snapshot.snapshot_id not in held]
-    unknown = [s for s in candidates if final_manifest_name(_recorded_manifest(s)) not in finalized]
-    if not unknown:
-        return candidates
+    loaded, oldest first, but for the latest (the catalog keeps the two newest, so that a tag or
+    branch made on the latest version is known, from the catalog's answer to the commit that made
+    it, before its snapshot can go). Each goes once its manifest is final: from then on the
+    dataset's own ``_versions/`` answers for it; one whose writer has not finalized it yet is
+    finalized here. A tag or branch keeps a snapshot, but not those after it. The first version
+    that cannot be finalized stays, and so does every version after it, so that it stays on
+    ``main``'s history. Only a manifest not in ``finalized`` costs a look."""
+    candidates = _lineage(table)[:-1]
+    unknown = [_recorded_manifest(s) for s in candidates if final_manifest_name(_recorded_manifest(s)) not in finalized]
     location = table.metadata.location
-    finals = _final_manifests(location, storage_options, [_recorded_manifest(s) for s in unknown])
-    stays = {
-        s.snapshot_id
-        for s in unknown
-        if final_manifest_name(_recorded_manifest(s)) not in finals
-        and not _finalize_abandoned(location, storage_options, _recorded_manifest(s), after_seconds=0)
-    }
-    return [snapshot for snapshot in candidates if snapshot.snapshot_id not in stays]
+    finals = set(finalized) | (_final_manifests(location, storage_options, unknown) if unknown else set())
+    held = {ref.snapshot_id for name, ref in table.metadata.refs.items() if name != MAIN_BRANCH}
+    superseded = []
+    for snapshot in candidates:
+        recorded = _recorded_manifest(snapshot)
+        final = final_manifest_name(recorded) in finals
+        if not final and not _finalize_abandoned(location, storage_options, recorded, after_seconds=0):
+            break
+        if snapshot.snapshot_id not in held:
+            superseded.append(snapshot)
+    return superseded
+
+
+def knows_predecessor(table: Table) -> bool:
+    """Whether the loaded table holds the snapshot before its latest Lance version (a table loaded
+    with only its current snapshots does not), which the next version lets go."""
+    latest = _latest_lance_snapshot(table)
+    parent = latest.parent_snapshot_id if latest is not None else None
+    return parent is None or table.metadata.snapshot_by_id(parent) is not None
 
 
 def recorded_versions(table: Table) -> list[int]:
     """The Lance versions the loaded table records, oldest first: the versions before the first
     are answered by the dataset's own ``_versions/``."""
     return [_version_of(snapshot) for snapshot in _lineage(table)]
+
+
+def held_versions(table: Table) -> dict[int, str]:
+    """The Lance versions whose snapshots an Iceberg tag or branch other than ``main`` holds, each
+    with the ref that holds it."""
+    held = {}
+    for name, ref in table.metadata.refs.items():
+        snapshot = table.metadata.snapshot_by_id(ref.snapshot_id) if name != MAIN_BRANCH else None
+        if snapshot is not None and _version_of(snapshot):
+            held[_version_of(snapshot)] = f"Iceberg {ref.snapshot_ref_type.value} {name!r}"
+    return held
 
 
 def earliest_recorded(table: Table) -> int:
@@ -428,8 +450,8 @@ def plan_version(
     parent_id = parent.snapshot_id if parent else None
     superseded = _superseded(table, storage_options, finalized)
     written = None
-    if parent is not None and parent in superseded:  # the file stays held by exactly one snapshot
-        manifest_list = parent.manifest_list
+    if superseded:  # each manifest list stays held by exactly one snapshot
+        manifest_list = superseded[-1].manifest_list
     else:
         manifest_list = written = f"{metadata.location}/metadata/snap-{snapshot_id}-lance-{request.version}.avro"
         with write_manifest_list(
@@ -483,19 +505,20 @@ def plan_version(
     )
 
 
-def committed(table: Table, commit: VersionCommit) -> Table:
-    """The table as ``commit`` left it, computed here rather than read back: pyiceberg applies the
-    commit's updates to the state it was planned on. It keeps what the next commit and the latest
-    version need (the snapshots a ref points at, as ``snapshots=refs`` answers) and no logs, so a
-    run of commits neither grows it nor copies the history each time."""
-    metadata = update_table_metadata(table.metadata, commit.updates)
-    return Table(table.name(), _current_state(metadata), table.metadata_location, table.io, table.catalog)
-
-
-def _current_state(metadata: TableMetadata) -> TableMetadata:
-    current = {ref.snapshot_id for ref in metadata.refs.values()}
-    snapshots = [snapshot for snapshot in metadata.snapshots if snapshot.snapshot_id in current]
-    return metadata.model_copy(update={"snapshots": snapshots, "snapshot_log": [], "metadata_log": []})
+def committed(table: Table, answer: bytes | None) -> Table | None:
+    """The table as the catalog answered a commit (its ``CommitTableResponse``), so that the next
+    commit plans on what the catalog holds, refs made by others included; None when there is no
+    answer to read (a batch commit's, or one the bridge could not parse)."""
+    if not answer:
+        return None
+    try:
+        body = json.loads(answer)
+        metadata = TableMetadataUtil.parse_obj(body["metadata"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return Table(
+        table.name(), metadata, body.get("metadata-location", table.metadata_location), table.io, table.catalog
+    )
 
 
 def plan_removal(table: Table, versions: Sequence[int]) -> tuple[tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:

@@ -12,6 +12,7 @@ rule does not depend on the order in which pylance calls back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,13 +24,15 @@ LOADED_FOR_COMMIT_SECONDS = 2.0
 # How long a describe_table answer also answers the request for the latest version that pylance
 # sends right after it.
 DESCRIBED_JUST_NOW_SECONDS = 0.5
+# How many of the final manifest names this process moved into place it keeps with a state.
+KEPT_FINALIZED_NAMES = 4
 
 
 @dataclass(frozen=True)
 class _Known:
     table: Any  # pyiceberg's Table
     committed_here: bool  # this process committed it (else it was loaded)
-    finalized: frozenset[str] = frozenset()  # final manifest names this process moved into place
+    finalized: tuple[str, ...] = ()  # final manifest names this process moved into place, newest first
 
 
 class ManagedState:
@@ -49,11 +52,16 @@ class ManagedState:
         """Keep a state just loaded from the catalog."""
         self._known.keep(self._key(table), _Known(loaded, committed_here=False))
 
-    def committed(self, table: TableId, committed: Any, finalized: frozenset[str] = frozenset()) -> None:
-        """Keep the state this process just committed (when ``commit_cache_seconds`` allows), with
-        the final manifest names it moved into place (no look needed to answer them)."""
-        if self._commit_cache_seconds:
-            self._known.keep(self._key(table), _Known(committed, committed_here=True, finalized=finalized))
+    def committed(self, table: TableId, committed: Any | None, finalized: Sequence[str] = ()) -> None:
+        """Keep the state this process just committed (when ``commit_cache_seconds`` allows; None:
+        the catalog's answer could not be read, nothing is kept), with the final manifest names it
+        moved into place lately, newest first (no look needed to answer them, or to let their
+        versions go: the few latest are enough)."""
+        if committed is None:
+            self.forget(table)
+        elif self._commit_cache_seconds:
+            kept = tuple(finalized[:KEPT_FINALIZED_NAMES])
+            self._known.keep(self._key(table), _Known(committed, committed_here=True, finalized=kept))
 
     def forget(self, table: TableId) -> None:
         self._known.forget(self._key(table))
@@ -63,11 +71,11 @@ class ManagedState:
         known = self._known.get(self._key(table), max_age=self._commit_cache_seconds)
         return known.table if known is not None and known.committed_here else None
 
-    def finalized(self, table: TableId) -> frozenset[str]:
+    def finalized(self, table: TableId) -> tuple[str, ...]:
         """The final manifest names this process moved into place with the state it keeps of
         ``table`` (names of other versions simply do not match a later state's)."""
         known = self._known.get(self._key(table), max_age=self._commit_cache_seconds)
-        return known.finalized if known is not None and known.committed_here else frozenset()
+        return known.finalized if known is not None and known.committed_here else ()
 
     def recent(self, table: TableId, max_age: float) -> Any | None:
         """The state loaded less than ``max_age`` ago, or committed here less than

@@ -74,9 +74,8 @@ class Versions:
             self._state.loaded(table, loaded)
             return managed.managed_versions(loaded, self._files_of(loaded))
         loaded = self._companions.load_table(table, history=True)
-        earliest = managed.earliest_recorded(loaded)
-        earlier = versions.table_versions(*self._open(table, summary)) if earliest > 1 else []
-        return [v for v in earlier if v.version < earliest] + managed.managed_versions(loaded, self._files_of(loaded))
+        earlier = self._earlier_versions(summary, managed.earliest_recorded(loaded))
+        return earlier + managed.managed_versions(loaded, self._files_of(loaded))
 
     def describe(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         table = parse_table_id(request.id)
@@ -87,7 +86,7 @@ class Versions:
             if request.version is not None and request.version != managed.latest_version(loaded):
                 loaded = self._companions.load_table(table, history=True)
             if request.version is not None and request.version < managed.earliest_recorded(loaded):
-                version = versions.describe_version(*self._open(table, summary), request.version)
+                version = versions.one_version(self._earlier_versions(summary, request.version + 1), request.version)
             else:
                 version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
         else:
@@ -95,11 +94,19 @@ class Versions:
         return DescribeTableVersionResponse(version=version)
 
     def _open(self, table: TableId, summary: TableSummary) -> tuple[Any, str, dict[str, str]]:
-        """The dataset by its location, through the one opener, with where it is and what reaches
-        its files: for the versions of a table that are Lance's own, or of a managed table that
-        the catalog no longer records."""
+        """The dataset of a table whose versions are Lance's own, through the one opener, with
+        where it is and what reaches its files."""
         resolved = self._resolved(table, summary, False)
-        return self._datasets.open_by_location(resolved), resolved.location, resolved.storage_options
+        return self._datasets.open(resolved, reading=True), resolved.location, resolved.storage_options
+
+    def _earlier_versions(self, summary: TableSummary, below: int) -> list[TableVersion]:
+        """A managed table's versions before ``below``, the oldest the catalog records: the
+        dataset's own, from one listing of ``_versions/`` at the location the entry has shown is
+        its own (a catalog copy of the entry reads nothing there)."""
+        if below <= 1:
+            return []
+        location = self._placement.prove(summary)
+        return versions.listed_versions(location, self._placement.entry_options(summary), below)
 
     def _files_of(self, loaded: Any) -> dict[str, str]:
         """What the bridge reads a managed table's manifests with, once its location is confined."""
@@ -128,6 +135,8 @@ class Versions:
             or managed.latest_version(current) != request.version - 1
         ):
             current = self._managed_table(table)
+        if not managed.knows_predecessor(current):  # loaded with its current snapshots only: the one to let go
+            current = self._managed_table(table, history=True)
         try:
             return self._commit_version(table, current, request)
         except iceberg.CommitFailedException:
@@ -150,15 +159,18 @@ class Versions:
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
             managed.discard_staged(current.metadata.location, files, own.path)
             raise
+        finalized = self._state.finalized(table)
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
-            self._companions.catalog(table.warehouse).commit_changes([commit.change])
+            answer = self._companions.catalog(table.warehouse).commit_changes([commit.change])
+        except iceberg.CommitStateUnknownException:  # it may have landed: its manifest list must stay
+            raise
         except BaseException:
             commit.discard()
             raise
         version = managed.finalize(current.metadata.location, files, commit.version)
-        moved = frozenset({managed.final_manifest_name(version.manifest_path)} if version is not commit.version else ())
-        self._state.committed(table, managed.committed(current, commit), moved)  # the next write's describe
+        moved = [managed.final_manifest_name(version.manifest_path)] if version is not commit.version else []
+        self._state.committed(table, managed.committed(current, answer), [*moved, *finalized])  # the next write's
         return CreateTableVersionResponse(version=version)
 
     def _refuse_written_by_path(
@@ -216,6 +228,8 @@ class Versions:
                 commits.append(managed.plan_version(loaded, entry, own.path, places[-1][1]))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
+        except iceberg.CommitStateUnknownException:  # it may have landed: the manifest lists must stay
+            raise
         except BaseException:
             for commit in commits:
                 commit.discard()
@@ -226,21 +240,37 @@ class Versions:
     def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "batch_delete_table_versions")
+        summary = self._companions.load(table)
+        location = self._placement.prove(summary)  # its manifests are deleted too
+        files = self._placement.entry_options(summary)
         loaded = self._managed_table(table, history=True)
-        location = self._placement.prove(self._companions.load(table))  # its manifests are deleted too
-        files = self._files_of(loaded)
         earliest, latest = managed.earliest_recorded(loaded), managed.latest_version(loaded)
-        earlier = [v for v in versions.final_manifests(location, files) if v < earliest]
+        earlier = [v.version for v in versions.listed_versions(location, files, earliest)]
         # ranges are [start, end), an end of -1 reaching the latest; matched against the versions there
         # are, never spelled out (a range may span 2**63 numbers)
         ranges = [(r.start_version, latest + 1 if r.end_version == -1 else r.end_version) for r in request.ranges or []]
         there = sorted({*earlier, *managed.recorded_versions(loaded)})
         wanted = [v for v in there if any(start <= v < end for start, end in ranges)]
+        self._refuse_held(table, summary, loaded, wanted)
         requirements, updates = managed.plan_removal(loaded, wanted)
         if updates:
             self._companions.catalog(table.warehouse).commit_changes([(tuple(loaded.name()), requirements, updates)])
         versions.delete_manifests(location, files, wanted)
         return BatchDeleteTableVersionsResponse(deleted_count=len(wanted))
+
+    def _refuse_held(self, table: TableId, summary: TableSummary, loaded: Any, wanted: list[int]) -> None:
+        """InvalidTableStateError, before anything is deleted, when a Lance tag or an Iceberg tag or
+        branch holds one of the ``wanted`` versions: deleting its manifest would break the tag."""
+        holders = managed.held_versions(loaded)
+        if any(v not in holders for v in wanted):  # only then is the dataset opened for its tags
+            dataset = self._datasets.open(self._resolved(table, summary, False), reading=True)
+            tags = {int(tag["version"]): f"Lance tag {name!r}" for name, tag in dataset.tags.list().items()}
+            holders = {**tags, **holders}
+        held = [f"{v} ({holders[v]})" for v in wanted if v in holders]
+        if held:
+            raise InvalidTableStateError(
+                f"Versions held by a tag cannot be deleted: {', '.join(held[:10])}; delete the tags first"
+            )
 
     def _managed_table(self, table: TableId, history: bool = False) -> Any:
         """The companion table of a table with managed versions (pyiceberg's ``Table``)."""

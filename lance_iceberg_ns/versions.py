@@ -117,6 +117,33 @@ def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[i
     return found
 
 
+def listed_versions(location: str, storage_options: Mapping[str, str], below: int) -> list[TableVersion]:
+    """The versions before ``below`` with a final manifest in ``_versions/`` (one listing, keyed
+    by the manifests' names; none is read, so a stray file under another version's name does not
+    stand in the way), oldest first, each with its file's size and time, as the reference lists the
+    versions of a table whose versions are its own."""
+    found = final_manifests(location, storage_options)
+    return [
+        TableVersion(
+            version=version,
+            manifest_path=f"{manifest_directory(location)}/{info.base_name}",
+            manifest_size=info.size,
+            timestamp_millis=int(info.mtime.timestamp() * 1000) if info.mtime else None,
+            metadata={},
+        )
+        for version, info in sorted(found.items())
+        if version < below
+    ]
+
+
+def one_version(found: list[TableVersion], version: int) -> TableVersion:
+    """The one of ``found`` that is ``version``; TableVersionNotFoundError when none is."""
+    for candidate in found:
+        if candidate.version == version:
+            return candidate
+    raise TableVersionNotFoundError(f"Version {version} not found")
+
+
 def delete_manifests(location: str, storage_options: Mapping[str, str], doomed: Sequence[int]) -> None:
     """Delete the final manifests of the ``doomed`` versions (in either naming scheme) from the
     table's own ``_versions/``, its place proved by the caller: they are deleted versions."""

@@ -66,8 +66,8 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     old = lance.dataset(namespace_client=managed_ns, table_id=table_id, version=2)
     assert sorted(old.to_table()["id"].to_pylist()) == [1, 2, 3]
 
-    recorded = _snapshots(managed_ns, table_id)  # seen from Iceberg: the latest version, nothing before it
-    assert [h[VERSION_KEY] for h in recorded] == ["3"]
+    recorded = _snapshots(managed_ns, table_id)  # seen from Iceberg: the latest version and the one before
+    assert [h[VERSION_KEY] for h in recorded] == ["2", "3"]
     assert all(int(h["timestamp-ms"]) > 0 and h["lance.manifest-path"] for h in recorded)
     iceberg_table = managed_ns.catalog(db[0]).load_table((*db[1:], "events"))
     assert iceberg_table.scan().to_arrow().num_rows == 0  # plain Iceberg readers read no Lance files
@@ -100,7 +100,7 @@ def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceN
         managed_ns.create_table_version({**entry, "manifest_path": stage_manifest(location, 2)})
     with pytest.raises(InvalidInputError):  # a gap
         managed_ns.create_table_version({**entry, "version": 5})
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["2"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
 
 
 def test_eight_threads_append_exactly_once_with_dense_versions(
@@ -127,7 +127,7 @@ def test_eight_threads_append_exactly_once_with_dense_versions(
     ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
     expected = [0] + [w * 100 + r + 1 for w in range(8) for r in range(3)]
     assert sorted(ids) == sorted(expected)  # every append once
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["25"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["24", "25"]
     assert _listed(managed_ns, table_id) == list(range(1, 26))  # dense
     location = managed_ns.describe_table({"id": table_id}).location
     assert _final_versions(location) == list(range(1, 26))  # every version finalized
@@ -163,7 +163,7 @@ def test_four_processes_append_exactly_once(
         assert process.returncode == 0, err[-2000:]
     ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
     assert sorted(ids) == sorted([-1] + [w * 100 + r for w in range(4) for r in range(3)])
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["13"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["12", "13"]
     assert _listed(managed_ns, table_id) == list(range(1, 14))
     assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == list(range(1, 14))
 
@@ -178,7 +178,7 @@ def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: 
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).count_rows() == 2
     assert lance.dataset(namespace_client=managed_ns, table_id=lines).count_rows() == 3
     for table_id in (orders, lines):
-        assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["2"]
+        assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
         assert _listed(managed_ns, table_id) == [1, 2]
         assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
 
@@ -293,7 +293,7 @@ def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_ta
         3,
         4,
     ]
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["4"]
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["3", "4"]
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
     managed_ns.close()
@@ -344,9 +344,9 @@ def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
     location = managed_ns.describe_table({"id": table_id}).location
     metadata = os.listdir(os.path.join(location, "metadata"))
     assert len([n for n in metadata if n.endswith(".metadata.json")]) <= 21  # the current one and 20 previous
-    # what the catalog rewrites on every commit stays the same size: one snapshot, one manifest list
-    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["40"]
-    assert len([n for n in metadata if n.endswith(".avro")]) == 1
+    # what the catalog rewrites on every commit stays the same size: two snapshots, two manifest lists
+    assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["39", "40"]
+    assert len([n for n in metadata if n.endswith(".avro")]) == 2
     assert sizes[1] <= sizes[0] + 20, sizes  # a few digits more at most
     # the versions before the latest are the dataset's own, read, described and opened from there
     assert _listed(managed_ns, table_id) == list(range(1, 41))
@@ -394,7 +394,7 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
     assert sorted(old.to_table()["id"].to_pylist()) == [1, 2]
     companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
     assert companion.current_snapshot().parent_snapshot_id == engine_snapshot  # on top of main, as usual
-    assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == [None, "3"]  # the engine's stays
+    assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == ["2", None, "3"]  # the engine's stays
     assert _final_versions(ns.describe_table({"id": table_id}).location) == [1, 2, 3]
 
     _engine_commit(endpoint, table_id)  # and again, before an atomic commit and a removal
@@ -452,7 +452,7 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
     lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 4]
-    assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "4"]  # the tagged one stays
+    assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "3", "4"]  # the tagged one stays
     reader.close()
 
 

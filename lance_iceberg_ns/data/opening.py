@@ -135,16 +135,6 @@ class OpenDatasets:
         self._places.keep(table.id, table)
         return _checkout(dataset, table.id, version)
 
-    def open_by_location(self, table: ResolvedTable) -> lance.LanceDataset:
-        """The table's dataset by its location, its place proved first: for a managed table, read
-        only for the versions before the oldest the catalog records, which the dataset answers
-        for (it is never written, or read at its latest, this way)."""
-        if not table.managed:
-            return self.open(table, reading=True)
-        self._prove(table)
-        with _declared_only(table):
-            return datasets.lance_dataset(table.location, table.storage_options)
-
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
         first version of a table declared but not yet written); the dataset written. Appending to
