@@ -5,7 +5,7 @@ is what its name says in parentheses (a time ratio, a speed-up, round trips, mil
 computed from its ours and baseline; for a name without one, ours / baseline.
 
     .venv/bin/pip install -e ".[bench]"
-    .venv/bin/python bench/run_all.py              # run them all (about 35 minutes), then the plot
+    .venv/bin/python bench/run_all.py              # run them all (about 20-35 minutes), then the plots
     .venv/bin/python bench/run_all.py --saved      # summarize the saved outputs only
     .venv/bin/python bench/run_all.py --only list_tables
 """
@@ -219,7 +219,8 @@ def main() -> int:
         if output.exists():
             rows += parse(output.read_text())
     if not args.saved and (args.only is None or "latency" in args.only):
-        subprocess.run([sys.executable, str(BENCH / "plot_latency.py")], check=True)  # docs/images/
+        for plot in ("plot_latency.py", "plot_results.py"):  # docs/images/
+            subprocess.run([sys.executable, str(BENCH / plot)], check=True)
     summary = table(rows)
     (RESULTS / "summary.txt").write_text(summary + "\n")
     print(summary)
