@@ -1,9 +1,11 @@
 """Spark writes and reads of a Lance table through the catalog, against Spark's own Parquet and
 against a single-process pylance write/read of the same data, from one run.
 
-10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the wall
-time of one full write or one full read (a count over every column, so every value is decoded).
-Every path is taken once on a small slice first, unmeasured. The first figure is the floor under
+10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the median
+wall time of ``--repeat`` full writes or full reads (a read is a count over every column, so every
+value is decoded), the paths taking turns round by round so that a slow stretch of the machine
+falls on all of them alike; every Lance write makes a table of its own. Every path is taken once
+on a small slice first, unmeasured. The first figure is the floor under
 any Python writer: Spark handing the rows to Python workers as Arrow through ``mapInArrow`` with
 nothing written, measured in the same run. Spark's Parquet writer, in the JVM, never pays it, so
 the Lance write is held to the floor (at most 1.05x) and its ratio to Parquet is shown for
@@ -16,6 +18,7 @@ information; a JVM writer (lance-spark against ``lance-iceberg-ns serve``) is wh
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is their median")
     args = parser.parse_args()
     spark = local_spark_session("lance-iceberg-ns benchmark", config={"spark.driver.memory": "4g"})
     source = spark.range(0, args.rows, numPartitions=args.partitions).select(
@@ -54,7 +58,6 @@ def main() -> None:
         properties = {"endpoint": catalog.endpoint, "root": str(Path(work) / "lance")}
         ns = IcebergLanceNamespace(**properties)
         ns.create_namespace({"id": ["bench_wh", "db"]})
-        table = ["bench_wh", "db", "events"]
         parquet_path = str(Path(work) / "parquet")
         single_path = str(Path(work) / "single.lance")
 
@@ -72,12 +75,6 @@ def main() -> None:
         warm_up.write.mode("overwrite").parquet(str(Path(work) / "warm_up"))
         count_all(read_lance(spark, properties, ["bench_wh", "db", "warm_up"]))
         count_all(spark.read.parquet(str(Path(work) / "warm_up")))
-        # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing written.
-        figures = {
-            "floor: Spark -> Python, no write": timed(lambda: source.mapInArrow(rows_seen, "rows long").collect()),
-            "write: Spark -> Lance (catalog)": timed(lambda: write_lance(source, properties, table)),
-            "write: Spark -> Parquet": timed(lambda: source.write.mode("overwrite").parquet(parquet_path)),
-        }
         arrow_table = pa.table(
             {
                 "id": pa.array(range(args.rows), pa.int64()),
@@ -85,17 +82,36 @@ def main() -> None:
                 "key": pa.array([f"k{i % 1000}" for i in range(args.rows)]),
             }
         )
-        figures["write: pylance, one process"] = timed(lambda: lance.write_dataset(arrow_table, single_path))
+        samples: dict[str, list[float]] = {}
 
-        figures["read: Lance (catalog) -> Spark"] = timed(lambda: count_all(read_lance(spark, properties, table)))
-        figures["read: Parquet -> Spark"] = timed(lambda: count_all(spark.read.parquet(parquet_path)))
-        figures["read: pylance, one process"] = timed(lambda: lance.dataset(single_path).to_table())
+        def sample(name: str, action) -> None:  # type: ignore[no-untyped-def]
+            samples.setdefault(name, []).append(timed(action))
+
+        for round_ in range(args.repeat):
+            table = ["bench_wh", "db", f"events_{round_}"]
+            # The floor under any Python writer: Spark handing the rows to Python as Arrow, nothing written.
+            sample("floor: Spark -> Python, no write", lambda: source.mapInArrow(rows_seen, "rows long").collect())
+            sample("write: Spark -> Lance (catalog)", lambda table=table: write_lance(source, properties, table))
+            sample("write: Spark -> Parquet", lambda: source.write.mode("overwrite").parquet(parquet_path))
+            sample(
+                "write: pylance, one process",
+                lambda: lance.write_dataset(arrow_table, single_path, mode="overwrite"),
+            )
+        for _ in range(args.repeat):
+            sample("read: Lance (catalog) -> Spark", lambda: count_all(read_lance(spark, properties, table)))
+            sample("read: Parquet -> Spark", lambda: count_all(spark.read.parquet(parquet_path)))
+            sample("read: pylance, one process", lambda: lance.dataset(single_path).to_table())
+        figures = {name: statistics.median(taken) for name, taken in samples.items()}
         assert read_lance(spark, properties, table).count() == args.rows
 
     spark.stop()
-    print(f"{args.rows:,} rows (int64, float64, short string), local[2], {args.partitions} partitions; seconds")
+    print(
+        f"{args.rows:,} rows (int64, float64, short string), local[2], {args.partitions} partitions; "
+        f"seconds, median of {args.repeat}"
+    )
     for name, seconds in figures.items():
-        print(f"{name:<36}{seconds:>8.2f}")
+        taken = ", ".join(f"{one:.2f}" for one in samples[name])
+        print(f"{name:<36}{seconds:>8.2f}   ({taken})")
     write = figures["write: Spark -> Lance (catalog)"]
     floor_ratio = write / figures["floor: Spark -> Python, no write"]
     write_ratio = write / figures["write: Spark -> Parquet"]
