@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionE
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+
+STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
 
 class StagingNamespace(IcebergLanceNamespace):
@@ -66,6 +69,26 @@ def stage(staging: StagingNamespace, table_id: Sequence[str], write: Callable[[]
         raise InvalidInputError(f"The write to {'.'.join(table_id)} did not go through the namespace")
 
 
+def stage_all(staging: StagingNamespace, writes: Sequence[tuple[Sequence[str], Callable[[], object]]]) -> None:
+    """Stage every write (``(table_id, write)``), side by side. After each declined commit
+    pylance checks for about a fifth of a second, with pauses, whether the version landed
+    anyway; staged one after another, a commit of N tables would wait N times. The first failure,
+    in the order given, is raised once every write is done."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(writes), STAGING_THREADS))) as pool:
+        staged = [pool.submit(stage, staging, table_id, write) for table_id, write in writes]
+    for one in staged:
+        one.result()
+
+
+def refuse_repeated(table_ids: Sequence[Sequence[str]]) -> None:
+    """InvalidInputError, before anything is written, for a table named twice in one commit."""
+    seen: set[tuple[str, ...]] = set()
+    for table_id in table_ids:
+        if tuple(table_id) in seen:
+            raise InvalidInputError(f"Table {'.'.join(table_id)} is written twice in one atomic commit")
+        seen.add(tuple(table_id))
+
+
 def publish(
     ns: IcebergLanceNamespace, staging: StagingNamespace, table_ids: Sequence[Sequence[str]]
 ) -> list[PublishedVersion]:
@@ -99,11 +122,17 @@ def write_together(
     version, or (ConcurrentModificationError, or the write's own error) none does; tables that
     ``create`` declared stay declared without data.
     """
+    refuse_repeated([table_id for table_id, _data, _mode in writes])
     ns = as_namespace(namespace)
     staging = StagingNamespace(**ns.properties)
     try:
-        for table_id, data, mode in writes:
-            stage(staging, table_id, functools.partial(_write, staging, table_id, data, mode, write_options))
+        stage_all(
+            staging,
+            [
+                (table_id, functools.partial(_write, staging, table_id, data, mode, write_options))
+                for table_id, data, mode in writes
+            ],
+        )
         return publish(ns, staging, [list(table_id) for table_id, _data, _mode in writes])
     finally:
         staging.close()

@@ -203,6 +203,7 @@ class TableWrite:
             pa.RecordBatchReader.from_batches(target, converted),
             self.location,
             schema=target,
+            mode="create" if self.read_version is None else "append",  # the first version: nothing to read there
             storage_options=self.storage_options or None,
             max_rows_per_file=self.max_rows_per_file,
         )
@@ -296,8 +297,9 @@ def write_lance_together(
     ``writes``: ``(df, table_id, mode)``. The executors write every DataFrame's fragments first;
     the driver then stages each table's commit and publishes them together.
     """
-    from lance_iceberg_ns.atomic import StagingNamespace, publish, stage
+    from lance_iceberg_ns.atomic import StagingNamespace, publish, refuse_repeated, stage_all
 
+    refuse_repeated([table_id for _df, table_id, _mode in writes])
     ns = as_namespace(namespace)
     staging = StagingNamespace(**ns.properties)
     try:
@@ -309,8 +311,10 @@ def write_lance_together(
                     f"Atomic commits need tables whose versions the catalog manages; {'.'.join(table_id)} is not one"
                 )
             planned.append((plan, _write_fragments(df, plan)))
-        for plan, fragments in planned:
-            stage(staging, plan.table_id, functools.partial(plan.commit, fragments, staging))
+        stage_all(
+            staging,
+            [(plan.table_id, functools.partial(plan.commit, fragments, staging)) for plan, fragments in planned],
+        )
         return publish(ns, staging, [list(plan.table_id) for plan, _fragments in planned])
     finally:
         staging.close()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -181,6 +182,41 @@ def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: 
         assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
         assert _listed(managed_ns, table_id) == [1, 2]
         assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
+
+
+def test_atomic_commit_stages_its_tables_side_by_side(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After each declined commit pylance pauses to check whether it landed: the tables of one
+    atomic commit are staged at once, so that a commit of N tables does not wait N times."""
+    from lance_iceberg_ns import atomic
+
+    every_table_staging = threading.Barrier(3, timeout=60)  # broken if the tables were staged one by one
+    staged_alone = atomic.stage
+
+    def stage(staging: atomic.StagingNamespace, table_id: Any, write: Any) -> None:
+        every_table_staging.wait()
+        staged_alone(staging, table_id, write)
+
+    monkeypatch.setattr(atomic, "stage", stage)
+    tables = [[*db, name] for name in ("orders", "lines", "items")]
+    published = write_together(managed_ns, [(t, pa.table({"id": [i]}), "create") for i, t in enumerate(tables)])
+    assert [(p.table_id, p.version) for p in published] == [(t, 1) for t in tables]
+    for i, table_id in enumerate(tables):
+        assert lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist() == [i]
+
+
+def test_atomic_commit_naming_a_table_twice_writes_nothing(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    orders = [*db, "orders"]
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create")])
+    location = managed_ns.describe_table({"id": orders}).location
+    files_before = sorted(p.relative_to(location) for p in Path(location).rglob("*"))
+    with pytest.raises(InvalidInputError, match="written twice"):
+        write_together(
+            managed_ns, [(orders, pa.table({"id": [2]}), "append"), (orders, pa.table({"id": [3]}), "append")]
+        )
+    assert sorted(p.relative_to(location) for p in Path(location).rglob("*")) == files_before
+    assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
 
 
 def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:

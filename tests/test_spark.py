@@ -279,6 +279,30 @@ def test_planning_a_write_to_an_existing_table_never_counts_its_rows(
     assert (planned.read_version, planned.managed) == (1, managed)
 
 
+def test_the_first_version_of_a_table_is_written_without_lance_warning_of_it(
+    properties: dict[str, str], db: list[str]
+) -> None:
+    """Each executor's fragments of a new table used to make Lance log "no existing dataset at
+    ..., it will be created", once per partition of every write that creates a table."""
+    import subprocess
+
+    script = f"""
+import pyarrow as pa
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.spark import TableWrite
+with IcebergLanceNamespace(**{properties!r}) as ns:
+    planned = TableWrite.plan(ns, {[*db, "fresh"]!r}, "create", pa.schema([("id", pa.int64())]))
+    batches = [pa.record_batch([pa.array(range(10))], names=["id"])]
+    print(planned.commit(planned.write_fragments(iter(batches)), ns).rows)
+"""
+    environment = {name: value for name, value in os.environ.items() if name != "LANCE_LOG"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300, check=True
+    )
+    assert done.stdout.split()[-1] == "10"
+    assert " WARN " not in done.stderr, done.stderr
+
+
 def test_views_answer_sql_filters_and_joins(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
     from lance_iceberg_ns.spark import register_lance_views
 
