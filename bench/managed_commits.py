@@ -8,7 +8,9 @@ appends per second over all rounds, and the ratio is the managed cost per commit
 unmanaged one (target: at most 2x). For information, the catalog requests each path sends per
 append, the median of the rounds' ratios (less swayed by a burst of load on a shared machine), and
 the managed cost per commit in the last round against the first (the catalog records the latest
-version only, so a longer history must not cost more).
+version only, so a longer history must not cost more). Last, also for information: an atomic
+commit (``write_together``) of four managed tables against one of a single table, median of five
+each (pylance pauses after every staged commit; the tables are staged side by side).
 
     .venv/bin/python bench/managed_commits.py [--appends 200] [--rounds 10] [--warmup 100]
 """
@@ -25,6 +27,7 @@ import lance
 import pyarrow as pa
 
 from lance_iceberg_ns import IcebergLanceNamespace, round_trips
+from lance_iceberg_ns.atomic import write_together
 from lance_iceberg_ns.testing import local_catalog
 
 
@@ -81,6 +84,7 @@ def main() -> None:
         total = per_round * args.rounds
         for ns, table_id in tables.values():
             assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == total + 1
+        together = atomic_commits(tables["managed"][0])
     print(f"{total} one-row appends per table through pylance, local catalog, alternating rounds")
     for name in tables:
         print(f"{name:<12}{total / seconds[name]:>10.1f} appends/s{seconds[name] / total * 1000:>10.2f} ms/commit")
@@ -91,8 +95,28 @@ def main() -> None:
         f"managed commit, last round vs first: {last:.2f} / {first:.2f} ms = {last / first:.2f}x "
         f"(versions 2-{per_round + 1} vs {total - per_round + 2}-{total + 1}; information)"
     )
+    print(
+        f"atomic commit of 4 tables vs 1: {together[4]:.3f} / {together[1]:.3f} s = "
+        f"{together[4] / together[1]:.2f}x (information)"
+    )
     ratio = seconds["managed"] / seconds["unmanaged"]
     print(f"managed / unmanaged cost per commit: {ratio:.2f}x (target <= 2.0x)")
+
+
+def atomic_commits(ns: IcebergLanceNamespace, repeat: int = 5) -> dict[int, float]:
+    """Median seconds of a ``write_together`` append to 1 and to 4 managed tables."""
+    tables = [["bench_wh", "db", f"together_{i}"] for i in range(4)]
+    row = pa.table({"id": [1], "value": [0.5]})
+    write_together(ns, [(table_id, row, "create") for table_id in tables])
+    medians = {}
+    for count in (1, 4):
+        taken = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            write_together(ns, [(table_id, row, "append") for table_id in tables[:count]])
+            taken.append(time.perf_counter() - started)
+        medians[count] = statistics.median(taken)
+    return medians
 
 
 if __name__ == "__main__":
