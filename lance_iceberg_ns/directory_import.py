@@ -23,7 +23,7 @@ first is a conflict, and nothing is copied.
 
 A table directory that is a symbolic link, or that lies (once links are resolved) outside the
 directory being imported, is skipped: an untrusted directory must not name another table's files.
-Inside a table, links are not followed either.
+Inside a table, links are not followed either, not even one swapped in while the copy runs.
 
 Re-running is safe: a table already registered at the same location, or copied before (its copy's
 name comes from its source), is skipped; one registered elsewhere under the same name is reported
@@ -33,9 +33,11 @@ as a conflict and left alone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -264,13 +266,59 @@ def copy_dataset(
         relative = info.path[len(source_path) + 1 :]
         if info.type != pafs.FileType.File or relative.split("/")[0] in _NOT_COPIED:
             continue
-        if isinstance(source_fs, pafs.LocalFileSystem) and _behind_link(source_path, relative):
-            continue
         destination = f"{target_path}/{relative}"
-        target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
-        pafs.copy_files(info.path, destination, source_filesystem=source_fs, destination_filesystem=target_fs)
-        written.append(destination)
+        if _copy_file(source_fs, source_path, relative, target_fs, destination):
+            written.append(destination)
     return written
+
+
+def _copy_file(
+    source_fs: pafs.FileSystem, top: str, relative: str, target_fs: pafs.FileSystem, destination: str
+) -> bool:
+    """Copy ``top``/``relative`` to ``destination``; False when it was not copied (see
+    ``_copy_local_file``)."""
+    if isinstance(source_fs, pafs.LocalFileSystem):
+        return _copy_local_file(top, relative, target_fs, destination)
+    target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
+    pafs.copy_files(f"{top}/{relative}", destination, source_filesystem=source_fs, destination_filesystem=target_fs)
+    return True
+
+
+def _copy_local_file(top: str, relative: str, target_fs: pafs.FileSystem, destination: str) -> bool:
+    """Copy a file of a local table, unless it is behind a symbolic link or resolves outside
+    ``top`` (False, nothing written): checked, then opened one path component at a time following
+    no link, so that a link swapped in after the check is not followed out of the table either."""
+    if _behind_link(top, relative):
+        return False
+    try:
+        source = _open_without_links(top, relative)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a component is a symbolic link now
+            return False
+        raise
+    with os.fdopen(source, "rb") as reading:
+        target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
+        with target_fs.open_output_stream(destination) as writing:
+            shutil.copyfileobj(reading, writing, COPY_CHUNK_BYTES)
+    return True
+
+
+COPY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def _open_without_links(top: str, relative: str) -> int:
+    """A file descriptor for reading ``top``/``relative``, each component below ``top`` opened
+    relative to its parent's descriptor with O_NOFOLLOW (OSError ELOOP for a link)."""
+    *directories, name = relative.split("/")
+    parent = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for directory in directories:
+            child = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            os.close(parent)
+            parent = child
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 _NOT_COPIED = (MARKER, DEREGISTERED_MARKER, ICEBERG_METADATA_DIRECTORY)

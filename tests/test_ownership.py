@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import lance
 import lancedb
@@ -454,8 +455,7 @@ def test_an_import_whose_name_another_client_takes_meanwhile_is_a_conflict(
 def test_a_failed_import_copy_takes_back_only_what_it_wrote(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pyarrow.fs as pafs
-
+    from lance_iceberg_ns import directory_import
     from lance_iceberg_ns.directory_import import copy_location, import_directory
 
     source = tmp_path / "directory"
@@ -463,16 +463,17 @@ def test_a_failed_import_copy_takes_back_only_what_it_wrote(
     lance.write_dataset(pa.table({"v": [2]}), str(source / "t.lance"), mode="append")
     predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
     copied: list[str] = []
-    real_copy = pafs.copy_files
+    real_copy = directory_import._copy_file
 
-    def copy_then_fail(source_path: str, destination: str, **kwargs: object) -> None:
+    def copy_then_fail(*arguments: Any) -> bool:
         if copied:  # meanwhile someone writes into the place; then the disk fills up
             (predicted / "theirs.bin").write_bytes(b"x")
             raise OSError("No space left on device")
-        real_copy(source_path, destination, **kwargs)
-        copied.append(destination)
+        assert real_copy(*arguments)
+        copied.append(arguments[-1])
+        return True
 
-    monkeypatch.setattr(pafs, "copy_files", copy_then_fail)
+    monkeypatch.setattr(directory_import, "_copy_file", copy_then_fail)
     with pytest.raises(OSError, match="No space left"):
         import_directory(ns, str(source), db)
     assert copied and not os.path.exists(copied[0])
@@ -528,6 +529,28 @@ def test_import_directory_copies_no_file_that_resolves_outside_its_table(tmp_pat
     assert lance.dataset(str(tmp_path / "copy.lance")).to_table().column("v").to_pylist() == [1]
     with pytest.raises(InvalidInputError, match="already holds files"):  # never over what is there
         copy_dataset(f"{scheme}{source}", {}, str(tmp_path / "copy.lance"), {})
+
+
+def test_import_directory_follows_no_link_swapped_in_after_its_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file or directory replaced by a symbolic link between the listing's checks and the copy
+    is not followed: each file is opened one component at a time, none of them a link."""
+    from lance_iceberg_ns import directory_import
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "payroll.bin").write_bytes(b"secret")
+    source = tmp_path / "directory" / "t.lance"
+    lance.write_dataset(pa.table({"v": [1]}), str(source))
+    os.symlink(secret, source / "data" / "linked")  # a directory swapped for a link
+    os.symlink(secret / "payroll.bin", source / "_versions" / "9.manifest")  # a file swapped for a link
+    monkeypatch.setattr(directory_import, "_behind_link", lambda top, relative: False)  # checked before the swap
+    written = directory_import.copy_dataset(str(source), {}, str(tmp_path / "copy.lance"), {})
+    assert written and not [path for path in written if "linked" in path or "9.manifest" in path]
+    copied = [path.read_bytes() for path in (tmp_path / "copy.lance").rglob("*") if path.is_file()]
+    assert b"secret" not in copied
+    assert lance.dataset(str(tmp_path / "copy.lance")).to_table().column("v").to_pylist() == [1]
 
 
 # --- one purge job per warehouse -----------------------------------------------------------------
