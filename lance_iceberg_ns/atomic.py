@@ -23,6 +23,7 @@ import lance
 from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
+from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
@@ -80,13 +81,15 @@ def stage_all(staging: StagingNamespace, writes: Sequence[tuple[Sequence[str], C
         one.result()
 
 
-def refuse_repeated(table_ids: Sequence[Sequence[str]]) -> None:
-    """InvalidInputError, before anything is written, for a table named twice in one commit."""
+def refuse_repeated(ns: IcebergLanceNamespace, table_ids: Sequence[Sequence[str]]) -> None:
+    """InvalidInputError, before anything is written, for a table named twice in one commit (as
+    the bridge reads names: in NFC, a bare name in the default namespace)."""
     seen: set[tuple[str, ...]] = set()
     for table_id in table_ids:
-        if tuple(table_id) in seen:
-            raise InvalidInputError(f"Table {'.'.join(table_id)} is written twice in one atomic commit")
-        seen.add(tuple(table_id))
+        named = tuple(parse_table_id(in_default_namespace(list(table_id), ns.settings.default_namespace)).parts)
+        if named in seen:
+            raise InvalidInputError(f"Table {'.'.join(named)} is written twice in one atomic commit")
+        seen.add(named)
 
 
 def publish(
@@ -122,8 +125,8 @@ def write_together(
     version, or (ConcurrentModificationError, or the write's own error) none does; tables that
     ``create`` declared stay declared without data.
     """
-    refuse_repeated([table_id for table_id, _data, _mode in writes])
     ns = as_namespace(namespace)
+    refuse_repeated(ns, [table_id for table_id, _data, _mode in writes])
     staging = StagingNamespace(**ns.properties)
     try:
         stage_all(

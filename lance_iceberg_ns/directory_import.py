@@ -38,6 +38,7 @@ import hashlib
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -266,41 +267,56 @@ def copy_dataset(
         relative = info.path[len(source_path) + 1 :]
         if info.type != pafs.FileType.File or relative.split("/")[0] in _NOT_COPIED:
             continue
-        destination = f"{target_path}/{relative}"
-        if _copy_file(source_fs, source_path, relative, target_fs, destination):
-            written.append(destination)
+        _copy_file(source_fs, source_path, relative, target_fs, f"{target_path}/{relative}", written)
     return written
 
 
 def _copy_file(
-    source_fs: pafs.FileSystem, top: str, relative: str, target_fs: pafs.FileSystem, destination: str
-) -> bool:
-    """Copy ``top``/``relative`` to ``destination``; False when it was not copied (see
-    ``_copy_local_file``)."""
+    source_fs: pafs.FileSystem,
+    top: str,
+    relative: str,
+    target_fs: pafs.FileSystem,
+    destination: str,
+    written: list[str],
+) -> None:
+    """Copy ``top``/``relative`` to ``destination`` (appended to ``written`` before it is
+    created, so that a copy failing part way through the file is taken back too); see
+    ``_copy_local_file`` for what a local copy leaves out."""
     if isinstance(source_fs, pafs.LocalFileSystem):
-        return _copy_local_file(top, relative, target_fs, destination)
+        _copy_local_file(top, relative, target_fs, destination, written)
+        return
     target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
+    written.append(destination)
     pafs.copy_files(f"{top}/{relative}", destination, source_filesystem=source_fs, destination_filesystem=target_fs)
-    return True
 
 
-def _copy_local_file(top: str, relative: str, target_fs: pafs.FileSystem, destination: str) -> bool:
-    """Copy a file of a local table, unless it is behind a symbolic link or resolves outside
-    ``top`` (False, nothing written): checked, then opened one path component at a time following
-    no link, so that a link swapped in after the check is not followed out of the table either."""
+def _copy_local_file(top: str, relative: str, target_fs: pafs.FileSystem, destination: str, written: list[str]) -> None:
+    """Copy a file of a local table, unless it is behind a symbolic link, resolves outside
+    ``top`` or is no longer a regular file: checked, then opened one path component at a time
+    following no link (and without waiting on a pipe), so that a link, pipe or directory swapped
+    in after the check is left out too."""
     if _behind_link(top, relative):
-        return False
+        return
     try:
         source = _open_without_links(top, relative)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a component is a symbolic link now
-            return False
+            return
         raise
+    try:
+        regular = stat.S_ISREG(os.fstat(source).st_mode)
+    except OSError:
+        os.close(source)
+        raise
+    if not regular:  # a pipe or a directory now
+        os.close(source)
+        return
+    os.set_blocking(source, True)
     with os.fdopen(source, "rb") as reading:
         target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
+        written.append(destination)
         with target_fs.open_output_stream(destination) as writing:
             shutil.copyfileobj(reading, writing, COPY_CHUNK_BYTES)
-    return True
 
 
 COPY_CHUNK_BYTES = 8 * 1024 * 1024
@@ -308,7 +324,8 @@ COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 def _open_without_links(top: str, relative: str) -> int:
     """A file descriptor for reading ``top``/``relative``, each component below ``top`` opened
-    relative to its parent's descriptor with O_NOFOLLOW (OSError ELOOP for a link)."""
+    relative to its parent's descriptor with O_NOFOLLOW (OSError ELOOP for a link), the last
+    without blocking (a pipe put there does not wait for a writer)."""
     *directories, name = relative.split("/")
     parent = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
@@ -316,7 +333,7 @@ def _open_without_links(top: str, relative: str) -> int:
             child = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
             os.close(parent)
             parent = child
-        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=parent)
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
     finally:
         os.close(parent)
 

@@ -30,7 +30,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace, ListTablesRequest
-from lance_namespace.errors import InvalidInputError
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.adoption import refuse_if_written_by_location
@@ -213,6 +213,10 @@ class TableWrite:
         """On the driver: one commit of exactly these fragments; for a table whose versions the
         catalog manages, through ``namespace`` (the catalog arbitrates the version)."""
         fragments = [lance.FragmentMetadata.from_json(metadata) for metadata in fragment_metadata]
+        if self.read_version is None and datasets.dataset_exists(self.location, self.storage_options):
+            raise ConcurrentModificationError(  # pylance would commit over it as the next version
+                f"Table {'.'.join(self.table_id)} was written by another writer while this write created it"
+            )
         operation: lance.LanceOperation.BaseOperation
         if self.append:
             operation = lance.LanceOperation.Append(fragments)
@@ -299,8 +303,8 @@ def write_lance_together(
     """
     from lance_iceberg_ns.atomic import StagingNamespace, publish, refuse_repeated, stage_all
 
-    refuse_repeated([table_id for _df, table_id, _mode in writes])
     ns = as_namespace(namespace)
+    refuse_repeated(ns, [table_id for _df, table_id, _mode in writes])
     staging = StagingNamespace(**ns.properties)
     try:
         planned = []

@@ -465,13 +465,12 @@ def test_a_failed_import_copy_takes_back_only_what_it_wrote(
     copied: list[str] = []
     real_copy = directory_import._copy_file
 
-    def copy_then_fail(*arguments: Any) -> bool:
+    def copy_then_fail(*arguments: Any) -> None:
         if copied:  # meanwhile someone writes into the place; then the disk fills up
             (predicted / "theirs.bin").write_bytes(b"x")
             raise OSError("No space left on device")
-        assert real_copy(*arguments)
-        copied.append(arguments[-1])
-        return True
+        real_copy(*arguments)
+        copied.append(arguments[-2])
 
     monkeypatch.setattr(directory_import, "_copy_file", copy_then_fail)
     with pytest.raises(OSError, match="No space left"):
@@ -551,6 +550,66 @@ def test_import_directory_follows_no_link_swapped_in_after_its_checks(
     copied = [path.read_bytes() for path in (tmp_path / "copy.lance").rglob("*") if path.is_file()]
     assert b"secret" not in copied
     assert lance.dataset(str(tmp_path / "copy.lance")).to_table().column("v").to_pylist() == [1]
+
+
+@pytest.mark.parametrize("swapped_for", ["pipe", "directory"])
+def test_import_directory_copies_around_a_file_swapped_for_a_pipe_or_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_for: str
+) -> None:
+    """A pipe put in a file's place after the listing would block the copy for good, waiting for
+    a writer; a directory would abort it: either is left out, like a link."""
+    import threading
+
+    from lance_iceberg_ns import directory_import
+
+    source = tmp_path / "directory" / "t.lance"
+    lance.write_dataset(pa.table({"v": [1]}), str(source))
+    (source / "data" / "extra.bin").write_bytes(b"extra")
+    checked = directory_import._behind_link
+
+    def swap_after_the_check(top: str, relative: str) -> bool:
+        if relative == "data/extra.bin":
+            (source / "data" / "extra.bin").unlink()
+            if swapped_for == "pipe":
+                os.mkfifo(source / "data" / "extra.bin")
+            else:
+                (source / "data" / "extra.bin").mkdir()
+        return checked(top, relative)
+
+    monkeypatch.setattr(directory_import, "_behind_link", swap_after_the_check)
+    copies: list[list[str]] = []
+    copying = threading.Thread(
+        target=lambda: copies.append(directory_import.copy_dataset(str(source), {}, str(tmp_path / "copy.lance"), {})),
+        daemon=True,
+    )
+    copying.start()
+    copying.join(timeout=60)
+    assert not copying.is_alive(), "the copy waits on the pipe"
+    assert copies and not [path for path in copies[0] if "extra.bin" in path]
+    assert lance.dataset(str(tmp_path / "copy.lance")).to_table().column("v").to_pylist() == [1]
+
+
+def test_a_copy_failing_part_way_through_a_file_takes_that_file_back(
+    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lance_iceberg_ns import directory_import
+    from lance_iceberg_ns.directory_import import copy_location, import_directory
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
+    predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+
+    def disk_full_half_way(reading: Any, writing: Any, _chunk: int) -> None:
+        writing.write(reading.read(8))
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(directory_import.shutil, "copyfileobj", disk_full_half_way)
+    with pytest.raises(OSError, match="No space left"):
+        import_directory(ns, str(source), db)
+    assert not predicted.exists() or files_under(predicted) == {}
+    monkeypatch.undo()
+    summary = import_directory(ns, str(source), db)  # nothing left behind: the next run copies it
+    assert [t.outcome for t in summary.tables] == ["copied"]
 
 
 # --- one purge job per warehouse -----------------------------------------------------------------

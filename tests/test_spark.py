@@ -303,6 +303,28 @@ with IcebergLanceNamespace(**{properties!r}) as ns:
     assert " WARN " not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
+def test_a_create_that_another_writer_beat_is_refused_not_written_over(
+    properties: dict[str, str], db: list[str], managed: bool
+) -> None:
+    """Between the plan of a create and its commit another engine wrote the table's first version:
+    the commit is refused (pylance would have committed over it as the next version)."""
+    import pyarrow as pa
+    from lance_namespace.errors import ConcurrentModificationError
+
+    from lance_iceberg_ns.spark import TableWrite
+
+    settings = {**properties, "table_version_management": str(managed).lower()}
+    table = [*db, "raced"]
+    with IcebergLanceNamespace(**settings) as ns:
+        planned = TableWrite.plan(ns, table, "create", pa.schema([("id", pa.int64())]))
+        fragments = planned.write_fragments(iter([pa.record_batch([pa.array([1, 2])], names=["id"])]))
+        lance.write_dataset(pa.table({"id": [100]}), namespace_client=ns, table_id=table, mode="overwrite")
+        with pytest.raises(ConcurrentModificationError, match="another writer"):
+            planned.commit(fragments, ns)
+        assert lance.dataset(namespace_client=ns, table_id=table).to_table()["id"].to_pylist() == [100]
+
+
 def test_views_answer_sql_filters_and_joins(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
     from lance_iceberg_ns.spark import register_lance_views
 
