@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
 IMAGES = BENCH.parent / "docs" / "images"
-ROW = re.compile(r"^(?P<label>\S.*?)\s{2,}(?P<numbers>[\d.]+(?:\s+[\d.]+)*)\s*$")
+# a label, two spaces, numbers, and optionally the samples a median was taken of: "(4.22, 3.66, 3.81)"
+ROW = re.compile(r"^(?P<label>\S.*?)\s{2,}(?P<numbers>[\d.]+(?:\s+[\d.]+)*)(?:\s+\([\d., ]+\))?\s*$")
 OURS = "tab:blue"
 
 
