@@ -295,6 +295,37 @@ def test_a_new_table_is_declared_at_a_new_location_and_writes_land_only_there(
     assert changed and all(name.startswith(location + os.sep) for name in changed)
 
 
+def test_a_table_s_first_version_is_written_without_lance_warning_of_it(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """create_table, and the first insert into a declared table, used to make Lance log "no
+    existing dataset at ..., it will be created" on every call."""
+    import subprocess
+    import sys
+
+    script = f"""
+import io
+import lance_namespace as ln
+import pyarrow as pa
+from lance_iceberg_ns import IcebergLanceNamespace
+rows = pa.table({{"id": [1, 2]}})
+sink = io.BytesIO()
+with pa.ipc.new_stream(sink, rows.schema) as writer:
+    writer.write_table(rows)
+with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}) as ns:
+    ns.create_table(ln.CreateTableRequest(id={[*db, "made"]!r}), sink.getvalue())
+    ns.declare_table(ln.DeclareTableRequest(id={[*db, "declared"]!r}))
+    ns.insert_into_table(ln.InsertIntoTableRequest(id={[*db, "declared"]!r}), sink.getvalue())
+    print(ns.count_table_rows(ln.CountTableRowsRequest(id={[*db, "made"]!r})).count)
+"""
+    environment = {name: value for name, value in os.environ.items() if name != "LANCE_LOG"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300, check=True
+    )
+    assert done.stdout.split()[-1] == "2"
+    assert " WARN " not in done.stderr, done.stderr
+
+
 def test_a_failed_create_leaves_no_table(ns: IcebergLanceNamespace, db: list[str], lance_root: Path) -> None:
     with pytest.raises(InvalidInputError):
         ns.create_table(ln.CreateTableRequest(id=[*db, "t"]), b"not arrow")

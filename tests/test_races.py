@@ -9,10 +9,15 @@ from collections import Counter
 from collections.abc import Callable
 
 import lance
+import lance.namespace
 import pyarrow as pa
+import pytest
+from lance_namespace import CountTableRowsRequest, DeclareTableRequest, InsertIntoTableRequest
 from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.server import serve_in_background
+from tests.helpers import ipc
 
 RACES: Counter[str] = Counter()
 
@@ -126,6 +131,70 @@ def test_purge_and_undrop_race_on_many_tables_at_once(ns: IcebergLanceNamespace,
             RACES["purge/undrop"] += 1
 
 
+def _first_inserts_together(client: object, db: list[str], name: str, writers: int = 4) -> None:
+    """``writers`` inserts of 100 rows each into a table declared a moment ago, released at once:
+    Lance makes a first version as an overwrite, so without turns one insert's rows were lost
+    while both were answered, or one failed with an internal error."""
+    table_id = [*db, name]
+    client.declare_table(DeclareTableRequest(id=table_id))  # type: ignore[attr-defined]
+
+    def insert(index: int) -> object:
+        rows = pa.table({"writer": pa.array([index] * 100, pa.int64())})
+        return client.insert_into_table(InsertIntoTableRequest(id=table_id), ipc(rows))  # type: ignore[attr-defined]
+
+    outcomes = _together(writers, insert)
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    counted = client.count_table_rows(CountTableRowsRequest(id=table_id))  # type: ignore[attr-defined]
+    assert getattr(counted, "count", counted) == writers * 100  # a response in process, a number from the server
+    RACES["first inserts"] += 1
+
+
+@pytest.mark.parametrize("managed", ["false", "true"])
+def test_first_inserts_into_a_declared_table_all_land(
+    endpoint: str, lance_root: object, db: list[str], managed: str
+) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management=managed) as ns:
+        for round_ in range(4):
+            _first_inserts_together(ns, db, f"first_{managed}_{round_}")
+
+
+def test_first_inserts_through_the_server_all_land(endpoint: str, lance_root: object, db: list[str]) -> None:
+    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as server:
+        for round_ in range(4):
+            _first_inserts_together(lance.namespace.RestNamespace(uri=server.uri), db, f"served_{round_}")
+
+
+@pytest.mark.parametrize("operation", ["insert", "create"])
+def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """Turns are taken within a process; another process may write the first version between the
+    bridge's look and its write. The insert then appends to it (Lance refuses the bridge's
+    "create"), and create_table writes over it as the next version, as it would have."""
+    from lance_iceberg_ns import datasets
+
+    table_id = [*db, f"made_elsewhere_{operation}"]
+    location = ns.declare_table(DeclareTableRequest(id=table_id)).location
+    real_exists, looks = datasets.dataset_exists, []
+
+    def exists_once_the_other_process_wrote(place: str, options: dict[str, str]) -> bool:
+        looks.append(place)
+        if len(looks) == 1:  # the other process writes its first version as the bridge looks
+            lance.write_dataset(pa.table({"writer": pa.array([-1] * 10, pa.int64())}), place, mode="create")
+        return real_exists(place, options) if len(looks) > 2 else False
+
+    monkeypatch.setattr(datasets, "dataset_exists", exists_once_the_other_process_wrote)
+    rows = ipc(pa.table({"writer": pa.array([1] * 100, pa.int64())}))
+    if operation == "insert":
+        ns.insert_into_table(InsertIntoTableRequest(id=table_id), rows)
+    else:
+        ns.create_table({"id": table_id, "mode": "overwrite"}, rows)
+    written = lance.dataset(location)
+    assert written.version == 2 and len(looks) >= 2
+    assert written.count_rows() == (110 if operation == "insert" else 100)
+    assert lance.dataset(location, version=1).count_rows() == 10  # the other process's version stays in the history
+
+
 def test_zz_race_summary() -> None:
     print(f"\nraces run: {dict(RACES)}")
-    assert RACES["32-thread declare"] == 3 and RACES["purge/undrop"] == 200
+    assert RACES["32-thread declare"] == 3 and RACES["purge/undrop"] == 200 and RACES["first inserts"] == 12

@@ -38,6 +38,7 @@ since.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager, suppress
@@ -54,6 +55,10 @@ from lance_iceberg_ns.data import ResolvedTable
 from lance_iceberg_ns.ownership import Entry
 
 T = TypeVar("T")
+
+# First writes of a table take turns (see ``OpenDatasets.write``): one lock per location's hash,
+# shared by every bridge of the process (a server holds one per caller's token).
+_FIRST_WRITES = tuple(threading.Lock() for _ in range(64))
 
 
 class Consistency(Protocol):
@@ -81,6 +86,7 @@ class OpenDatasets:
         self._places: RecentlyUsed[tuple[str, ...], ResolvedTable] = RecentlyUsed(capacity)  # as last resolved
         self._interval = consistency.read_consistency_interval if consistency else None  # 0 or None: always ask
         self._confirmed: RecentlyUsed[tuple[str, ...], tuple[str, Entry]] = RecentlyUsed(capacity)  # by a read
+        self._written: RecentlyUsed[tuple[str, Entry], bool] = RecentlyUsed(capacity)  # places with a version
 
     def read(
         self,
@@ -136,19 +142,47 @@ class OpenDatasets:
         return _checkout(dataset, table.id, version)
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
-        """Write ``data`` as the table's next version (``mode`` append, or overwrite: also the
-        first version of a table declared but not yet written); the dataset written. Appending to
-        a dataset whose manifests are gone while its data is not is InvalidTableStateError."""
-        if table.managed:
-            return lance.write_dataset(data, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
-        kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
-        if kept is None and mode != "overwrite" and not datasets.dataset_exists(table.location, table.storage_options):
-            missing = _missing(table)
-            if isinstance(missing, InvalidTableStateError):
+        """Write ``data`` as the table's next version (``mode`` append, or overwrite); for a table
+        declared but not yet written, its first version. Appending to a dataset whose manifests
+        are gone while its data is not is InvalidTableStateError.
+
+        Lance makes a first version as an overwrite, which a concurrent first write replaces
+        without a conflict: two first inserts would both be answered while one's rows are lost.
+        So first writes of a table take turns in this process, and a later one appends."""
+        known = self._written.get(table.place) or self._open.get(table.place) is not None
+        if not known and not datasets.dataset_exists(table.location, table.storage_options):
+            with _FIRST_WRITES[hash(table.location) % len(_FIRST_WRITES)]:
+                if not datasets.dataset_exists(table.location, table.storage_options):
+                    return self._write_first(table, data, mode)
+        return self._write_next(table, data, mode)
+
+    def _write_first(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
+        """The table's first version, its turn taken; built on if another process wrote one meanwhile."""
+        missing = _missing(table)
+        if mode != "overwrite" and isinstance(missing, InvalidTableStateError):
+            if not datasets.dataset_exists(table.location, table.storage_options):  # not made meanwhile
                 raise missing
+        elif not table.managed:  # pylance's namespace write would declare the table for "create"
+            try:  # which Lance refuses once another process has made the first version
+                return self._write_by_location(table, data, "create")
+            except OSError as exc:
+                if not str(exc).startswith("Dataset already exists"):
+                    raise
+        return self._write_next(table, data, mode)
+
+    def _write_next(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
+        if not table.managed:
+            return self._write_by_location(table, data, mode)
+        dataset = lance.write_dataset(data, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
+        self._written.keep(table.place, True)
+        return dataset
+
+    def _write_by_location(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
+        kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
         target = kept if kept is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
         self._open.keep(table.place, dataset)
+        self._written.keep(table.place, True)
         return dataset
 
     def _latest(self, table: ResolvedTable) -> lance.LanceDataset:
@@ -187,6 +221,7 @@ class OpenDatasets:
     def forget(self, location: str) -> None:
         """Let go of a dataset whose table was dropped, moved or replaced."""
         self._open.forget_where(lambda place, _: place[0] == location)
+        self._written.forget_where(lambda place, _: place[0] == location)
         self._places.forget_where(lambda _, table: table.location == location)
         self._confirmed.forget_where(lambda _, place: place[0] == location)
 
