@@ -194,6 +194,16 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
             "version could not be read back for verification",
             ConcurrentModificationError,
         ),
+        (
+            "Incompatible transaction: This Append transaction is incompatible with concurrent transaction "
+            "Overwrite at version 2.",
+            ConcurrentModificationError,
+        ),
+        (
+            "Retryable commit conflict for version 2: This Overwrite transaction was preempted by concurrent "
+            "transaction Overwrite at version 2. Please retry.",
+            ConcurrentModificationError,
+        ),
         ('LanceError(IO): does not have sufficient data, len: 1, bytes: b"x"', InvalidTableStateError),
         ("LanceError(IO): file size is too small", InvalidTableStateError),
     ],

@@ -12,7 +12,12 @@ import lance
 import lance.namespace
 import pyarrow as pa
 import pytest
-from lance_namespace import CountTableRowsRequest, DeclareTableRequest, InsertIntoTableRequest
+from lance_namespace import (
+    CountTableRowsRequest,
+    DeclareTableRequest,
+    InsertIntoTableRequest,
+    MergeInsertIntoTableRequest,
+)
 from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -91,11 +96,11 @@ def test_listing_never_shows_a_half_made_or_dropped_table(ns: IcebergLanceNamesp
     listers = [threading.Thread(target=lister) for _ in range(2)]
     for thread in listers:
         thread.start()
-    _together(4, writer)
+    failures = [outcome for outcome in _together(4, writer) if isinstance(outcome, Exception)]
     stop.set()
     for thread in listers:
         thread.join(60)
-    assert not violations, violations[:5]
+    assert not failures and not violations, (failures, violations[:5])
     final = set(ns.list_tables({"id": db}).tables)
     assert final == {f"w{w}_{r}" for w in range(4) for r in range(6) if r % 2 == 1}
     for name in final:  # every listed table is whole
@@ -131,46 +136,84 @@ def test_purge_and_undrop_race_on_many_tables_at_once(ns: IcebergLanceNamespace,
             RACES["purge/undrop"] += 1
 
 
-def _first_inserts_together(client: object, db: list[str], name: str, writers: int = 4) -> None:
-    """``writers`` inserts of 100 rows each into a table declared a moment ago, released at once:
-    Lance makes a first version as an overwrite, so without turns one insert's rows were lost
-    while both were answered, or one failed with an internal error."""
+def _first_writes_together(client: object, db: list[str], name: str, merges: int = 0, writers: int = 4) -> None:
+    """``writers`` writes of 100 new rows each (the first ``merges`` of them merge-inserts) into a
+    table declared a moment ago, released at once. Lance makes a first version as an overwrite, so
+    without turns one write's rows were lost while both were answered, or one failed with an
+    internal error."""
     table_id = [*db, name]
     client.declare_table(DeclareTableRequest(id=table_id))  # type: ignore[attr-defined]
 
-    def insert(index: int) -> object:
-        rows = pa.table({"writer": pa.array([index] * 100, pa.int64())})
-        return client.insert_into_table(InsertIntoTableRequest(id=table_id), ipc(rows))  # type: ignore[attr-defined]
+    def write(index: int) -> object:
+        rows = ipc(pa.table({"id": pa.array(range(index * 100, index * 100 + 100), pa.int64())}))
+        if index < merges:
+            merge = MergeInsertIntoTableRequest(id=table_id, on=["id"], when_not_matched_insert_all=True)
+            return client.merge_insert_into_table(merge, rows)  # type: ignore[attr-defined]
+        return client.insert_into_table(InsertIntoTableRequest(id=table_id), rows)  # type: ignore[attr-defined]
 
-    outcomes = _together(writers, insert)
+    outcomes = _together(writers, write)
     assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
     counted = client.count_table_rows(CountTableRowsRequest(id=table_id))  # type: ignore[attr-defined]
     assert getattr(counted, "count", counted) == writers * 100  # a response in process, a number from the server
-    RACES["first inserts"] += 1
+    RACES["first writes"] += 1
 
 
 @pytest.mark.parametrize("managed", ["false", "true"])
-def test_first_inserts_into_a_declared_table_all_land(
+def test_first_writes_into_a_declared_table_all_land(
     endpoint: str, lance_root: object, db: list[str], managed: str
 ) -> None:
     with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management=managed) as ns:
-        for round_ in range(4):
-            _first_inserts_together(ns, db, f"first_{managed}_{round_}")
+        for round_, merges in enumerate((0, 0, 2, 4)):  # inserts, inserts and merge-inserts, merge-inserts
+            _first_writes_together(ns, db, f"first_{managed}_{round_}", merges)
 
 
-def test_first_inserts_through_the_server_all_land(endpoint: str, lance_root: object, db: list[str]) -> None:
+def test_first_writes_through_the_server_all_land(endpoint: str, lance_root: object, db: list[str]) -> None:
     with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as server:
-        for round_ in range(4):
-            _first_inserts_together(lance.namespace.RestNamespace(uri=server.uri), db, f"served_{round_}")
+        for round_, merges in enumerate((0, 0, 2, 4)):
+            _first_writes_together(lance.namespace.RestNamespace(uri=server.uri), db, f"served_{round_}", merges)
 
 
-@pytest.mark.parametrize("operation", ["insert", "create"])
+def test_first_writes_of_one_table_never_hold_up_another_s() -> None:
+    """Turns are per location: a slow first write of one table leaves every other table's free."""
+    from lance_iceberg_ns.data.opening import _FIRST_WRITES
+
+    holding, release = threading.Event(), threading.Event()
+
+    def slow_first_write() -> None:
+        with _FIRST_WRITES.turn("/root/a.lance"):
+            holding.set()
+            release.wait(30)
+
+    slow = threading.Thread(target=slow_first_write)
+    slow.start()
+    holding.wait(30)
+    started = time.monotonic()
+    with _FIRST_WRITES.turn("/root/b.lance"):
+        assert time.monotonic() - started < 1
+    same = threading.Event()
+
+    def same_table() -> None:
+        with _FIRST_WRITES.turn("/root/a.lance"):
+            same.set()
+
+    waiting = threading.Thread(target=same_table)
+    waiting.start()
+    assert not same.wait(0.3)  # the same table waits its turn
+    release.set()
+    assert same.wait(30)
+    for thread in (slow, waiting):
+        thread.join(30)
+    assert not _FIRST_WRITES._locks  # nothing is kept for tables no one is writing
+
+
+@pytest.mark.parametrize("operation", ["insert", "merge", "create"])
 def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
     ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, operation: str
 ) -> None:
     """Turns are taken within a process; another process may write the first version between the
-    bridge's look and its write. The insert then appends to it (Lance refuses the bridge's
-    "create"), and create_table writes over it as the next version, as it would have."""
+    bridge's look and its write. The insert then appends to it and the merge-insert merges into it
+    (Lance refuses the bridge's "create"), and create_table writes over it as the next version, as
+    it would have."""
     from lance_iceberg_ns import datasets
 
     table_id = [*db, f"made_elsewhere_{operation}"]
@@ -187,14 +230,17 @@ def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
     rows = ipc(pa.table({"writer": pa.array([1] * 100, pa.int64())}))
     if operation == "insert":
         ns.insert_into_table(InsertIntoTableRequest(id=table_id), rows)
+    elif operation == "merge":
+        merge = MergeInsertIntoTableRequest(id=table_id, on=["writer"], when_not_matched_insert_all=True)
+        ns.merge_insert_into_table(merge, rows)
     else:
         ns.create_table({"id": table_id, "mode": "overwrite"}, rows)
     written = lance.dataset(location)
     assert written.version == 2 and len(looks) >= 2
-    assert written.count_rows() == (110 if operation == "insert" else 100)
+    assert written.count_rows() == (100 if operation == "create" else 110)
     assert lance.dataset(location, version=1).count_rows() == 10  # the other process's version stays in the history
 
 
 def test_zz_race_summary() -> None:
     print(f"\nraces run: {dict(RACES)}")
-    assert RACES["32-thread declare"] == 3 and RACES["purge/undrop"] == 200 and RACES["first inserts"] == 12
+    assert RACES["32-thread declare"] == 3 and RACES["purge/undrop"] == 200 and RACES["first writes"] == 12

@@ -40,6 +40,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     # a commit through the catalog that lost, which pylance could not tell from one that landed; the
     # data plane asks again whether a writer by location was the cause (``DataPlane``)
     (re.compile(r"Commit result for version \d+ is unknown"), ConcurrentModificationError),
+    # a commit that lost to a concurrent one it cannot be rebased on (an append on an overwrite)
+    (re.compile(r"Incompatible transaction|Retryable commit conflict"), ConcurrentModificationError),
     (re.compile(r"^Append with different schema"), TableSchemaValidationError),
     (re.compile(r"^Ref not found"), _REF_NOT_FOUND),
     (re.compile(r"^Ref conflict"), _REF_TAKEN),

@@ -56,9 +56,34 @@ from lance_iceberg_ns.ownership import Entry
 
 T = TypeVar("T")
 
-# First writes of a table take turns (see ``OpenDatasets.write``): one lock per location's hash,
-# shared by every bridge of the process (a server holds one per caller's token).
-_FIRST_WRITES = tuple(threading.Lock() for _ in range(64))
+
+class _Turns:
+    """One lock per key while anyone holds or waits for it, so that first writes of one table take
+    turns without holding up another table's (shared by every bridge of the process: a server holds
+    one per caller's token)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def turn(self, key: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(key, (threading.Lock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[key]
+                if users == 1:
+                    del self._locks[key]
+                else:
+                    self._locks[key] = (lock, users - 1)
+
+
+_FIRST_WRITES = _Turns()
 
 
 class Consistency(Protocol):
@@ -143,32 +168,37 @@ class OpenDatasets:
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite); for a table
-        declared but not yet written, its first version. Appending to a dataset whose manifests
-        are gone while its data is not is InvalidTableStateError.
+        declared but not yet written, its first version (``write_first``)."""
+        return self.write_first(table, data, mode) or self._write_next(table, data, mode)
+
+    def write_first(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset | None:
+        """Write ``data`` as the table's first version, or None when the table has one (made
+        meanwhile by another process, perhaps): the caller then writes on it as it would have.
+        Appending to a dataset whose manifests are gone while its data is not is InvalidTableStateError.
 
         Lance makes a first version as an overwrite, which a concurrent first write replaces
         without a conflict: two first inserts would both be answered while one's rows are lost.
-        So first writes of a table take turns in this process, and a later one appends."""
-        known = self._written.get(table.place) or self._open.get(table.place) is not None
-        if not known and not datasets.dataset_exists(table.location, table.storage_options):
-            with _FIRST_WRITES[hash(table.location) % len(_FIRST_WRITES)]:
-                if not datasets.dataset_exists(table.location, table.storage_options):
-                    return self._write_first(table, data, mode)
-        return self._write_next(table, data, mode)
-
-    def _write_first(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
-        """The table's first version, its turn taken; built on if another process wrote one meanwhile."""
-        missing = _missing(table)
-        if mode != "overwrite" and isinstance(missing, InvalidTableStateError):
-            if not datasets.dataset_exists(table.location, table.storage_options):  # not made meanwhile
-                raise missing
-        elif not table.managed:  # pylance's namespace write would declare the table for "create"
-            try:  # which Lance refuses once another process has made the first version
+        So first writes of a table take turns in this process, and a later one finds the version."""
+        if self._written.get(table.place) or self._open.get(table.place) is not None:
+            return None
+        if datasets.dataset_exists(table.location, table.storage_options):
+            return None
+        with _FIRST_WRITES.turn(table.location):
+            if datasets.dataset_exists(table.location, table.storage_options):
+                return None
+            missing = _missing(table)
+            if mode != "overwrite" and isinstance(missing, InvalidTableStateError):
+                if not datasets.dataset_exists(table.location, table.storage_options):  # not made meanwhile
+                    raise missing
+                return None
+            try:  # Lance refuses "create" once another process has made the first version
+                if table.managed:  # pylance's namespace write would declare the table for "create"
+                    return self._write_next(table, data, mode)
                 return self._write_by_location(table, data, "create")
             except OSError as exc:
                 if not str(exc).startswith("Dataset already exists"):
                     raise
-        return self._write_next(table, data, mode)
+                return None
 
     def _write_next(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         if not table.managed:

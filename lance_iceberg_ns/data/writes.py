@@ -46,10 +46,11 @@ def merge_insert_into(
         if not request.on or missing:
             raise InvalidInputError(f"merge_insert_into_table: the key columns {missing or '(on)'} are missing")
         with pylance_failures("merge_insert_into_table"):
-            dataset = datasets.write(table, data, "overwrite")
-        return MergeInsertIntoTableResponse(
-            num_updated_rows=0, num_inserted_rows=data.num_rows, num_deleted_rows=0, version=dataset.version
-        )
+            dataset = datasets.write_first(table, data, "overwrite")
+        if dataset is not None:  # else another writer made the first version meanwhile: merge into it
+            return MergeInsertIntoTableResponse(
+                num_updated_rows=0, num_inserted_rows=data.num_rows, num_deleted_rows=0, version=dataset.version
+            )
     return merge_insert(datasets.open(table), request, data)
 
 
