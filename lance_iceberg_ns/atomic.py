@@ -7,7 +7,8 @@ namespace to create the version; the staging namespace records the request and d
 nothing is published and pylance keeps the staged manifest. Once every table is staged, one
 ``batch_create_table_versions`` publishes them all (the catalog checks every table's requirement
 before changing any), and the bridge then moves the staged manifests to their final names. If any write
-or the commit fails, no table moves; the staged files are orphans for ``remove_orphan_files``.
+or the commit fails, no table moves, and every file the writes made (data files, transaction files,
+staged manifests) is deleted, unless the catalog's answer left open whether the commit landed.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import lance
+import pyarrow as pa
 from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry
-from lance_namespace.errors import InvalidInputError, InvalidTableStateError
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError, LanceNamespaceError
 
+from lance_iceberg_ns.errors import http_status_for
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.planned_writes import TableWrite
 
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
@@ -107,35 +110,103 @@ def publish(
     return [PublishedVersion(list(e.id or []), v.version) for e, v in zip(entries, response.versions, strict=True)]
 
 
-def _write(
-    staging: StagingNamespace, table_id: Sequence[str], data: Any, mode: str, options: Mapping[str, Any]
-) -> None:
-    lance.write_dataset(data, namespace_client=staging, table_id=list(table_id), mode=mode, **options)
+def commit_together(
+    ns: IcebergLanceNamespace, staging: StagingNamespace, writes: Sequence[tuple[TableWrite, list[str]]]
+) -> list[PublishedVersion]:
+    """Stage the commit of every write (``(plan, fragments)``, its fragments written), then publish
+    them all in one catalog commit. When that fails, every file the writes made is deleted, unless
+    the catalog's answer leaves open whether it took the commit (the files may then be the tables')."""
+    try:
+        stage_all(
+            staging, [(plan.table_id, functools.partial(plan.commit, written, staging)) for plan, written in writes]
+        )
+    except BaseException:  # the staging namespace publishes nothing
+        discard_all(staging, writes)
+        raise
+    try:
+        return publish(ns, staging, [list(plan.table_id) for plan, _written in writes])
+    except LanceNamespaceError as exc:
+        if http_status_for(exc.code) < 500:  # refused: nothing was published
+            discard_all(staging, writes)
+        raise
+
+
+def discard_all(staging: StagingNamespace, writes: Sequence[tuple[TableWrite, list[str]]]) -> None:
+    """Delete what every write made (fragments, transaction, staged manifest) for a commit that never landed."""
+    for plan, written in writes:
+        staged = staging.staged(plan.table_id)
+        plan.discard(written, staged.manifest_path if staged is not None else None)
+
+
+def _arrow_stream(data: Any) -> pa.RecordBatchReader:
+    """The rows of ``data``: anything with the Arrow stream interface (pyarrow's tables, batches and
+    readers, pandas and polars DataFrames, DuckDB's results)."""
+    if not hasattr(data, "__arrow_c_stream__"):
+        raise InvalidInputError(
+            f"Rows to write must be Arrow data (a table, a batch, a reader), not {type(data).__name__}"
+        )
+    return pa.RecordBatchReader.from_stream(data)
 
 
 def write_together(
     namespace: IcebergLanceNamespace | Mapping[str, str],
     writes: Sequence[tuple[Sequence[str], Any, str]],
-    **write_options: Any,
+    *,
+    max_rows_per_file: int = 1024 * 1024,
 ) -> list[PublishedVersion]:
     """Write data to several managed Lance tables and publish all their new versions at once.
 
-    ``writes``: ``(table_id, data, mode)`` with ``data`` anything ``lance.write_dataset`` takes and
-    ``mode`` one of ``create``, ``append``, ``overwrite``. Either every table moves to its new
-    version, or (ConcurrentModificationError, or the write's own error) none does; tables that
-    ``create`` declared stay declared without data.
+    ``writes``: ``(table_id, data, mode)``, ``data`` anything with the Arrow stream interface (a
+    pyarrow table, batch or reader, a pandas or polars DataFrame) and ``mode`` one of ``create``,
+    ``append``, ``overwrite``. Either every table moves to its new version, or
+    (ConcurrentModificationError, or the write's own error) none does and the files written for it
+    are deleted; tables that ``create`` declared stay declared without data.
     """
+    planned = []
+    for table_id, data, mode in writes:
+        rows = _arrow_stream(data)
+        planned.append(PlannedWrite(table_id, mode, rows.schema, functools.partial(_write_rows, rows)))
+    return write_planned_together(namespace, planned, max_rows_per_file)
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """One table's part of an atomic commit: its rows' schema, and how its fragments are written
+    once the write is planned (in this process, or by Spark's executors)."""
+
+    table_id: Sequence[str]
+    mode: str
+    schema: pa.Schema
+    write_fragments: Callable[[TableWrite], list[str]]
+
+
+def write_planned_together(
+    namespace: IcebergLanceNamespace | Mapping[str, str], writes: Sequence[PlannedWrite], max_rows_per_file: int
+) -> list[PublishedVersion]:
+    """Plan and write every table's fragments, one table after another, then publish them all in
+    one catalog commit (``commit_together``). A table named twice is refused before anything is
+    written; a failed write deletes the fragments written before it."""
     ns = as_namespace(namespace)
-    refuse_repeated(ns, [table_id for table_id, _data, _mode in writes])
+    refuse_repeated(ns, [write.table_id for write in writes])
     staging = StagingNamespace(**ns.properties)
+    written: list[tuple[TableWrite, list[str]]] = []
     try:
-        stage_all(
-            staging,
-            [
-                (table_id, functools.partial(_write, staging, table_id, data, mode, write_options))
-                for table_id, data, mode in writes
-            ],
-        )
-        return publish(ns, staging, [list(table_id) for table_id, _data, _mode in writes])
+        try:
+            for write in writes:
+                plan = TableWrite.plan(ns, write.table_id, write.mode, write.schema, None, max_rows_per_file)
+                if not plan.managed:
+                    raise InvalidInputError(
+                        "Atomic commits need tables whose versions the catalog manages; "
+                        f"{'.'.join(write.table_id)} is not one"
+                    )
+                written.append((plan, write.write_fragments(plan)))
+        except BaseException:
+            discard_all(staging, written)
+            raise
+        return commit_together(ns, staging, written)
     finally:
         staging.close()
+
+
+def _write_rows(rows: pa.RecordBatchReader, plan: TableWrite) -> list[str]:
+    return plan.write_fragments(iter(rows))

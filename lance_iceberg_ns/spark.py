@@ -16,43 +16,29 @@ import functools
 import hashlib
 import heapq
 import inspect
-import json
 import math
 import os
 import sys
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import lance
 import pyarrow as pa
-import pyarrow.compute as pc
-from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace, ListTablesRequest
-from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
+from lance_namespace import DescribeTableRequest, ListTablesRequest
+from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import datasets
-from lance_iceberg_ns.adoption import refuse_if_written_by_location
 from lance_iceberg_ns.namespace import ID_DELIMITER, IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.planned_writes import TableWrite, WriteResult, cast_columns
 
-WRITE_MODES = ("create", "append", "overwrite")
 # A read task holds at most this many bytes of fragments: Spark's spark.sql.files.maxPartitionBytes.
 MAX_TASK_BYTES = 128 * 1024 * 1024
 # Batches handed to Spark: large ones cost Spark much less per row than Lance's default of 8192
 # rows; wide rows (vectors) get fewer rows, so that a batch stays near READ_BATCH_BYTES.
 MAX_READ_BATCH_ROWS = 128 * 1024
 READ_BATCH_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What a write committed."""
-
-    location: str
-    version: int
-    fragments: int
-    rows: int
 
 
 LOOPBACK = "127.0.0.1"
@@ -80,51 +66,6 @@ def local_spark_session(app_name: str, master: str = "local[2]", config: Mapping
     return session
 
 
-def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A copy of the batch in freshly allocated buffers: Spark hands Arrow buffers that are only
-    8-byte aligned, which Lance's decimal path does not accept (other types are written as they are)."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    copy = pa.ipc.open_stream(sink.getvalue()).read_next_batch()
-    return pa.RecordBatch.from_arrays([pa.concat_arrays([column]) for column in copy.columns], schema=copy.schema)
-
-
-def _has_decimal(data_type: pa.DataType) -> bool:
-    if pa.types.is_decimal(data_type):
-        return True
-    return any(_has_decimal(data_type.field(i).type) for i in range(data_type.num_fields))
-
-
-def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch in ``schema``, casting only the columns whose type differs."""
-    columns = []
-    for field in schema:
-        column = batch.column(field.name)
-        columns.append(column if column.type == field.type else pc.cast(column, field.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema, copy: bool) -> pa.RecordBatch:
-    """Spark's batch in the table's schema (fixed-size vectors; aligned buffers when ``copy``)."""
-    converted = _cast_columns(batch, schema)
-    return _aligned(converted) if copy else converted
-
-
-def lance_schema(spark_arrow_schema: pa.Schema, vector_columns: Mapping[str, int] | None = None) -> pa.Schema:
-    """The Lance schema for a DataFrame: its Arrow schema, with ``array<float>`` columns named in
-    ``vector_columns`` as fixed-size lists of that dimension (Lance's vector type)."""
-    fields = []
-    for field in spark_arrow_schema:
-        dimension = (vector_columns or {}).get(field.name)
-        if dimension is not None:
-            if not pa.types.is_list(field.type):
-                raise InvalidInputError(f"Vector column {field.name!r} must be an array, not {field.type}")
-            field = pa.field(field.name, pa.list_(field.type.value_type, dimension), field.nullable)
-        fields.append(field)
-    return pa.schema(fields)
-
-
 def _spark_friendly(schema: pa.Schema) -> pa.Schema:
     """Fixed-size lists become lists for Spark, which has no fixed-size array type."""
 
@@ -137,115 +78,6 @@ def _spark_friendly(schema: pa.Schema) -> pa.Schema:
         return data_type
 
     return pa.schema([pa.field(f.name, convert(f.type), f.nullable) for f in schema])
-
-
-@dataclass(frozen=True)
-class TableWrite:
-    """One write to a Lance table, planned on the driver: where, in which schema, against which
-    version. It pickles, so executors write fragments with it; the driver commits with it."""
-
-    location: str
-    storage_options: dict[str, str]
-    schema_bytes: bytes
-    read_version: int | None
-    append: bool
-    max_rows_per_file: int
-    table_id: tuple[str, ...] = ()
-    managed: bool = False  # the catalog manages the table's versions: commit through the namespace
-
-    @classmethod
-    def plan(
-        cls,
-        ns: IcebergLanceNamespace,
-        table_id: Sequence[str],
-        mode: str,
-        arrow_schema: pa.Schema,
-        vector_columns: Mapping[str, int] | None = None,
-        max_rows_per_file: int = 1024 * 1024,
-    ) -> TableWrite:
-        if mode not in WRITE_MODES:
-            raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-        schema = lance_schema(arrow_schema, vector_columns)
-        if mode == "create":
-            declared = ns.declare_table(DeclareTableRequest(id=list(table_id)))
-            location, options, read_version = declared.location, dict(declared.storage_options or {}), None
-            managed = bool(declared.managed_versioning)
-        else:
-            described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
-            location, options = described.location, dict(described.storage_options or {})
-            managed = bool(described.managed_versioning)
-            existing = ns.dataset(list(table_id))
-            read_version = existing.version
-            if mode == "append":  # the batches are cast into the table's schema (its vector types too)
-                schema = existing.schema
-        assert location is not None
-        return cls(
-            location,
-            options,
-            schema.serialize().to_pybytes(),
-            read_version,
-            mode == "append",
-            max_rows_per_file,
-            tuple(table_id),
-            managed,
-        )
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
-
-    def write_fragments(self, batches: Iterator[pa.RecordBatch]) -> list[str]:
-        """On an executor: write the batches as fragments; their metadata, as JSON."""
-        target = self.schema
-        copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
-        converted = (_to_lance_batch(batch, target, copy) for batch in batches)
-        fragments = lance.fragment.write_fragments(
-            pa.RecordBatchReader.from_batches(target, converted),
-            self.location,
-            schema=target,
-            mode="create" if self.read_version is None else "append",  # the first version: nothing to read there
-            storage_options=self.storage_options or None,
-            max_rows_per_file=self.max_rows_per_file,
-        )
-        return [json.dumps(fragment.to_json()) for fragment in fragments]
-
-    def commit(self, fragment_metadata: Iterable[str], namespace: LanceNamespace | None = None) -> WriteResult:
-        """On the driver: one commit of exactly these fragments; for a table whose versions the
-        catalog manages, through ``namespace`` (the catalog arbitrates the version)."""
-        fragments = [lance.FragmentMetadata.from_json(metadata) for metadata in fragment_metadata]
-        if self.read_version is None and datasets.dataset_exists(self.location, self.storage_options):
-            raise ConcurrentModificationError(  # pylance would commit over it as the next version
-                f"Table {'.'.join(self.table_id)} was written by another writer while this write created it"
-            )
-        operation: lance.LanceOperation.BaseOperation
-        if self.append:
-            operation = lance.LanceOperation.Append(fragments)
-        else:
-            operation = lance.LanceOperation.Overwrite(self.schema, fragments)
-        through_catalog: dict[str, Any] = {}
-        if self.managed:
-            if namespace is None:
-                raise InvalidInputError(
-                    f"The catalog manages the versions of {'.'.join(self.table_id)}: commit through it"
-                )
-            through_catalog = {
-                "namespace_client": namespace,
-                "table_id": list(self.table_id),
-                "namespace_client_managed_versioning": True,
-            }
-        try:
-            dataset = lance.LanceDataset.commit(
-                self.location,
-                operation,
-                read_version=self.read_version,
-                storage_options=self.storage_options or None,
-                **through_catalog,
-            )
-        except OSError:  # pylance reports a refused managed commit as of unknown outcome: say why
-            if isinstance(namespace, IcebergLanceNamespace) and self.managed:
-                refuse_if_written_by_location(namespace, self.table_id)
-            raise
-        return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
 
 
 def _spark_arrow_schema(df: Any) -> pa.Schema:
@@ -301,27 +133,13 @@ def write_lance_together(
     ``writes``: ``(df, table_id, mode)``. The executors write every DataFrame's fragments first;
     the driver then stages each table's commit and publishes them together.
     """
-    from lance_iceberg_ns.atomic import StagingNamespace, publish, refuse_repeated, stage_all
+    from lance_iceberg_ns.atomic import PlannedWrite, write_planned_together
 
-    ns = as_namespace(namespace)
-    refuse_repeated(ns, [table_id for _df, table_id, _mode in writes])
-    staging = StagingNamespace(**ns.properties)
-    try:
-        planned = []
-        for df, table_id, mode in writes:
-            plan = TableWrite.plan(ns, table_id, mode, _spark_arrow_schema(df), None, max_rows_per_file)
-            if not plan.managed:
-                raise InvalidInputError(
-                    f"Atomic commits need tables whose versions the catalog manages; {'.'.join(table_id)} is not one"
-                )
-            planned.append((plan, _write_fragments(df, plan)))
-        stage_all(
-            staging,
-            [(plan.table_id, functools.partial(plan.commit, fragments, staging)) for plan, fragments in planned],
-        )
-        return publish(ns, staging, [list(plan.table_id) for plan, _fragments in planned])
-    finally:
-        staging.close()
+    planned = [
+        PlannedWrite(table_id, mode, _spark_arrow_schema(df), functools.partial(_write_fragments, df))
+        for df, table_id, mode in writes
+    ]
+    return write_planned_together(namespace, planned, max_rows_per_file)
 
 
 @dataclass(frozen=True)
@@ -389,7 +207,7 @@ class TableRead:
             if fragment is None:  # cannot happen at a pinned version; say so if it does
                 raise RuntimeError(f"Fragment {fragment_id} is missing from version {self.version} of {self.location}")
             for data in fragment.to_batches(columns=self.columns, filter=self.filter, batch_size=self.batch_rows):
-                yield _cast_columns(data, target)
+                yield cast_columns(data, target)
 
 
 def _fragment_bytes(fragment: Any) -> int | None:

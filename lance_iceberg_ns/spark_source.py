@@ -42,7 +42,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.spark import TableRead, TableWrite
+from lance_iceberg_ns.planned_writes import TableWrite
+from lance_iceberg_ns.spark import TableRead
 
 _SOURCE_OPTIONS = {
     "table",

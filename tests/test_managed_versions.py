@@ -17,6 +17,7 @@ from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
+    ServiceUnavailableError,
     TableNotFoundError,
     TableVersionNotFoundError,
     UnsupportedOperationError,
@@ -242,6 +243,70 @@ def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLan
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=lines).to_table()["x"].to_pylist()) == [1, 99]
     staging.close()
+
+
+def _files(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
+
+
+def test_an_atomic_commit_whose_write_fails_leaves_no_file_behind(
+    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
+    before = _files(lance_root)
+    with pytest.raises(InvalidInputError, match="Rows do not fit table .*lines"):  # after orders' data is written
+        write_together(
+            managed_ns, [(orders, pa.table({"id": [2] * 1000}), "append"), (lines, pa.table({"x": ["two"]}), "append")]
+        )
+    assert _files(lance_root) == before
+    with pytest.raises(InvalidInputError, match="Arrow data"):
+        write_together(managed_ns, [(orders, pa.table({"id": [3]}), "append"), (lines, [{"x": 3}], "append")])
+    assert _files(lance_root) == before
+    assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
+
+
+def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(
+    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lance_iceberg_ns import atomic
+
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
+    publish, before, other_writers = atomic.publish, _files(lance_root), set()
+
+    def other_writer_first(*args: Any) -> Any:  # moves `lines` between the staging and the publishing
+        staged = _files(lance_root)
+        lance.write_dataset(pa.table({"x": [99]}), namespace_client=managed_ns, table_id=lines, mode="append")
+        other_writers.update(_files(lance_root) - staged)
+        return publish(*args)
+
+    monkeypatch.setattr(atomic, "publish", other_writer_first)
+    with pytest.raises(ConcurrentModificationError):
+        write_together(managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"x": [2]}), "append")])
+    assert other_writers and _files(lance_root) == before | other_writers  # none of the refused commit's
+    assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
+    assert sorted(lance.dataset(namespace_client=managed_ns, table_id=lines).to_table()["x"].to_pylist()) == [1, 99]
+
+
+def test_an_atomic_commit_of_unknown_outcome_keeps_its_files(
+    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
+    before = _files(lance_root)
+
+    def lost_answer(request: Any) -> Any:
+        raise ServiceUnavailableError("the catalog's answer was lost")
+
+    monkeypatch.setattr(managed_ns, "batch_create_table_versions", lost_answer)
+    with pytest.raises(ServiceUnavailableError):
+        write_together(managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"x": [2]}), "append")])
+    made = _files(lance_root) - before  # it may have landed: every file stays, for the catalog's readers
+    for table in ("orders", "lines"):
+        assert [name for name in made if f"/{table}-" in name and "/_versions/" in name and ".manifest-" in name]
+        assert [name for name in made if f"/{table}-" in name and "/data/" in name]
+        assert [name for name in made if f"/{table}-" in name and "/_transactions/" in name]
 
 
 def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:

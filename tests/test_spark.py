@@ -251,6 +251,23 @@ def test_managed_tables_commit_through_the_catalog_and_move_together(
         write_lance_together(properties, [(spark.range(1), [*db, "plain"], "create")])
 
 
+def test_an_atomic_commit_whose_dataframe_fails_leaves_no_file_behind(
+    spark: SparkSession, properties: dict[str, str], db: list[str], lance_root: Path
+) -> None:
+    from lance_iceberg_ns.spark import write_lance_together
+
+    managed = {**properties, "table_version_management": "true"}
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    write_lance(spark.range(10), managed, orders)
+    write_lance(spark.range(3), managed, lines)
+    before = {path for path in lance_root.rglob("*") if path.is_file()}
+    not_numbers = spark.range(3).select(F.lit("three").alias("id"))
+    with pytest.raises(Exception, match="Rows do not fit table"):  # raised by the executors, after orders' write
+        write_lance_together(managed, [(spark.range(10, 20), orders, "append"), (not_numbers, lines, "append")])
+    assert {path for path in lance_root.rglob("*") if path.is_file()} == before
+    assert _same(read_lance(spark, managed, orders), spark.range(10))
+
+
 @pytest.mark.parametrize("mode", ["append", "overwrite"])
 @pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
 def test_planning_a_write_to_an_existing_table_never_counts_its_rows(

@@ -1,0 +1,234 @@
+"""One write to a Lance table planned on one machine and carried out on others: the driver plans it
+(where, in which schema, against which version), workers write fragments with it, and one commit
+publishes exactly the fragments collected. Spark's writers and the atomic commits of several
+tables go through it, so a write that is never published can delete all it wrote (``discard``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
+
+from lance_iceberg_ns import datasets
+from lance_iceberg_ns.adoption import refuse_if_written_by_location
+from lance_iceberg_ns.managed import discard_staged
+from lance_iceberg_ns.namespace import IcebergLanceNamespace
+
+WRITE_MODES = ("create", "append", "overwrite")
+_DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY = "data", "_transactions"  # in a Lance dataset
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write committed."""
+
+    location: str
+    version: int
+    fragments: int
+    rows: int
+
+
+def _aligned(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A copy of the batch in freshly allocated buffers: Spark hands Arrow buffers that are only
+    8-byte aligned, which Lance's decimal path does not accept (other types are written as they are)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    copy = pa.ipc.open_stream(sink.getvalue()).read_next_batch()
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([column]) for column in copy.columns], schema=copy.schema)
+
+
+def _has_decimal(data_type: pa.DataType) -> bool:
+    if pa.types.is_decimal(data_type):
+        return True
+    return any(_has_decimal(data_type.field(i).type) for i in range(data_type.num_fields))
+
+
+def cast_columns(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch in ``schema``, casting only the columns whose type differs."""
+    columns = []
+    for field in schema:
+        column = batch.column(field.name)
+        columns.append(column if column.type == field.type else pc.cast(column, field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema, copy: bool) -> pa.RecordBatch:
+    """Spark's batch in the table's schema (fixed-size vectors; aligned buffers when ``copy``)."""
+    converted = cast_columns(batch, schema)
+    return _aligned(converted) if copy else converted
+
+
+def lance_schema(spark_arrow_schema: pa.Schema, vector_columns: Mapping[str, int] | None = None) -> pa.Schema:
+    """The Lance schema for a DataFrame: its Arrow schema, with ``array<float>`` columns named in
+    ``vector_columns`` as fixed-size lists of that dimension (Lance's vector type)."""
+    fields = []
+    for field in spark_arrow_schema:
+        dimension = (vector_columns or {}).get(field.name)
+        if dimension is not None:
+            if not pa.types.is_list(field.type):
+                raise InvalidInputError(f"Vector column {field.name!r} must be an array, not {field.type}")
+            field = pa.field(field.name, pa.list_(field.type.value_type, dimension), field.nullable)
+        fields.append(field)
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """One write to a Lance table, planned on the driver: where, in which schema, against which
+    version. It pickles, so executors write fragments with it; the driver commits with it, or,
+    when it is not to be published, discards what it wrote."""
+
+    location: str
+    storage_options: dict[str, str]
+    schema_bytes: bytes
+    read_version: int | None
+    append: bool
+    max_rows_per_file: int
+    table_id: tuple[str, ...] = ()
+    managed: bool = False  # the catalog manages the table's versions: commit through the namespace
+    transaction_uuid: str = dataclasses.field(default_factory=lambda: str(uuid.uuid4()))  # names its transaction file
+
+    @classmethod
+    def plan(
+        cls,
+        ns: IcebergLanceNamespace,
+        table_id: Sequence[str],
+        mode: str,
+        arrow_schema: pa.Schema,
+        vector_columns: Mapping[str, int] | None = None,
+        max_rows_per_file: int = 1024 * 1024,
+    ) -> TableWrite:
+        if mode not in WRITE_MODES:
+            raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+        schema = lance_schema(arrow_schema, vector_columns)
+        if mode == "create":
+            declared = ns.declare_table(DeclareTableRequest(id=list(table_id)))
+            location, options, read_version = declared.location, dict(declared.storage_options or {}), None
+            managed = bool(declared.managed_versioning)
+        else:
+            described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
+            location, options = described.location, dict(described.storage_options or {})
+            managed = bool(described.managed_versioning)
+            existing = ns.dataset(list(table_id))
+            read_version = existing.version
+            if mode == "append":  # the batches are cast into the table's schema (its vector types too)
+                schema = existing.schema
+        assert location is not None
+        return cls(
+            location,
+            options,
+            schema.serialize().to_pybytes(),
+            read_version,
+            mode == "append",
+            max_rows_per_file,
+            tuple(table_id),
+            managed,
+        )
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
+
+    def write_fragments(self, batches: Iterator[pa.RecordBatch]) -> list[str]:
+        """On an executor: write the batches as fragments; their metadata, as JSON."""
+        target = self.schema
+        refused: list[InvalidInputError] = []
+        try:
+            fragments = lance.fragment.write_fragments(
+                pa.RecordBatchReader.from_batches(target, self._in_schema(batches, target, refused)),
+                self.location,
+                schema=target,
+                mode="create" if self.read_version is None else "append",  # the first version: nothing to read there
+                storage_options=self.storage_options or None,
+                max_rows_per_file=self.max_rows_per_file,
+            )
+        except OSError:  # Lance's report of the refusal below, with a Python traceback in its text
+            if refused:
+                raise refused[0] from None
+            raise
+        return [json.dumps(fragment.to_json()) for fragment in fragments]
+
+    def _in_schema(
+        self, batches: Iterator[pa.RecordBatch], target: pa.Schema, refused: list[InvalidInputError]
+    ) -> Iterator[pa.RecordBatch]:
+        """The batches in the table's schema; rows that do not fit it are InvalidInputError."""
+        copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
+        for batch in batches:
+            try:
+                converted = _to_lance_batch(batch, target, copy)
+            except (KeyError, pa.ArrowException) as exc:
+                reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+                refused.append(InvalidInputError(f"Rows do not fit table {'.'.join(self.table_id)}: {reason}"))
+                raise refused[-1] from None
+            yield converted
+
+    def commit(self, fragment_metadata: Iterable[str], namespace: LanceNamespace | None = None) -> WriteResult:
+        """On the driver: one commit of exactly these fragments; for a table whose versions the
+        catalog manages, through ``namespace`` (the catalog arbitrates the version)."""
+        fragments = [lance.FragmentMetadata.from_json(metadata) for metadata in fragment_metadata]
+        if self.read_version is None and datasets.dataset_exists(self.location, self.storage_options):
+            raise ConcurrentModificationError(  # pylance would commit over it as the next version
+                f"Table {'.'.join(self.table_id)} was written by another writer while this write created it"
+            )
+        operation: lance.LanceOperation.BaseOperation
+        if self.append:
+            operation = lance.LanceOperation.Append(fragments)
+        else:
+            operation = lance.LanceOperation.Overwrite(self.schema, fragments)
+        through_catalog: dict[str, Any] = {}
+        if self.managed:
+            if namespace is None:
+                raise InvalidInputError(
+                    f"The catalog manages the versions of {'.'.join(self.table_id)}: commit through it"
+                )
+            through_catalog = {
+                "namespace_client": namespace,
+                "table_id": list(self.table_id),
+                "namespace_client_managed_versioning": True,
+            }
+        try:
+            dataset = lance.LanceDataset.commit(
+                self.location,
+                lance.Transaction(self.read_version or 0, operation, uuid=self.transaction_uuid),
+                storage_options=self.storage_options or None,
+                **through_catalog,
+            )
+        except OSError:  # pylance reports a refused managed commit as of unknown outcome: say why
+            if isinstance(namespace, IcebergLanceNamespace) and self.managed:
+                refuse_if_written_by_location(namespace, self.table_id)
+            raise
+        return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
+
+    def discard(self, fragment_metadata: Iterable[str], staged_manifest: str | None = None) -> None:
+        """Delete what this write wrote and will never publish: the data files of its fragments, its
+        transaction file and the manifest it staged (``staged_manifest``, as the namespace was asked
+        to create the version with). Every name is one it made itself, under its table's location."""
+        filesystem, root = datasets.filesystem_for(self.location, self.storage_options)
+        names = [f"{_TRANSACTIONS_DIRECTORY}/{self.read_version or 0}-{self.transaction_uuid}.txn"]
+        for metadata in fragment_metadata:
+            for file in json.loads(metadata).get("files", []):
+                path = file.get("path", "")
+                if file.get("base_id") is None and _plain_name(path):
+                    names.append(f"{_DATA_DIRECTORY}/{path}")
+        for name in names:
+            with contextlib.suppress(OSError):  # never written, or gone already
+                filesystem.delete_file(f"{root.rstrip('/')}/{name}")
+        if staged_manifest is not None:
+            discard_staged(self.location, self.storage_options, staged_manifest)
+
+
+def _plain_name(path: str) -> bool:
+    """A file name inside ``data/`` itself, as the fragment writer names the files it writes."""
+    return bool(path) and path not in (".", "..") and not any(sep in path for sep in ("/", "\\", ":"))
