@@ -167,6 +167,8 @@ class TableWrite:
         copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
         for batch in batches:
             try:
+                if extra := [name for name in batch.schema.names if name not in target.names]:
+                    raise KeyError(f"the table has no column {extra[0]!r}")  # never dropped unseen
                 converted = _to_lance_batch(batch, target, copy)
             except (KeyError, pa.ArrowException) as exc:
                 reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -260,6 +260,8 @@ def test_an_atomic_commit_whose_write_fails_leaves_no_file_behind(
             managed_ns, [(orders, pa.table({"id": [2] * 1000}), "append"), (lines, pa.table({"x": ["two"]}), "append")]
         )
     assert _files(lance_root) == before
+    with pytest.raises(InvalidInputError, match="no column 'extra'"):  # never dropped unseen
+        write_together(managed_ns, [(orders, pa.table({"id": [3], "extra": [3]}), "append")])
     with pytest.raises(InvalidInputError, match="Arrow data"):
         write_together(managed_ns, [(orders, pa.table({"id": [3]}), "append"), (lines, [{"x": 3}], "append")])
     assert _files(lance_root) == before
