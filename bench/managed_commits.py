@@ -10,7 +10,7 @@ append, the median of the rounds' ratios (less swayed by a burst of load on a sh
 the managed cost per commit in the last round against the first (the catalog records the latest
 version only, so a longer history must not cost more). Last, also for information: an atomic
 commit (``write_together``) of four managed tables against one of a single table, median of five
-each (pylance pauses after every staged commit; the tables are staged side by side).
+each (the tables are staged side by side, then published in one catalog commit).
 
     .venv/bin/python bench/managed_commits.py [--appends 200] [--rounds 10] [--warmup 100]
 """

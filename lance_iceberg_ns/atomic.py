@@ -2,9 +2,9 @@
 catalog commit, or not at all.
 
 pylance commits one table at a time. To publish several at once, each write goes through a
-staging namespace: pylance writes the data and stages the manifest as usual, and asks the
-namespace to create the version; the staging namespace records the request and declines, so
-nothing is published and pylance keeps the staged manifest. Once every table is staged, one
+staging namespace: pylance stages the manifest as usual and asks the namespace to create the
+version; the staging namespace records the request and answers with the staged manifest, so
+nothing is published yet and pylance takes its commit as done. Once every table is staged, one
 ``batch_create_table_versions`` publishes them all (the catalog checks every table's requirement
 before changing any), and the bridge then moves the staged manifests to their final names. If any write
 or the commit fails, no table moves, and every file the writes made (data files, transaction files,
@@ -21,8 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from lance_namespace import BatchCreateTableVersionsRequest, CreateTableVersionEntry
-from lance_namespace.errors import InvalidInputError, InvalidTableStateError, LanceNamespaceError
+from lance_namespace import (
+    BatchCreateTableVersionsRequest,
+    CreateTableVersionEntry,
+    CreateTableVersionResponse,
+    TableVersion,
+)
+from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
 from lance_iceberg_ns.errors import http_status_for
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
@@ -34,7 +39,9 @@ STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
 class StagingNamespace(IcebergLanceNamespace):
     """The bridge, except that versions are recorded for a later atomic commit instead of being
-    created (pylance then keeps their staged manifests)."""
+    created. Each is answered as its staged manifest: declined, pylance would keep the manifest
+    too, but would first check with pauses (about a fifth of a second) whether the version landed
+    anyway, and log two warnings."""
 
     def __init__(self, **properties: str) -> None:
         super().__init__(**properties)
@@ -49,7 +56,13 @@ class StagingNamespace(IcebergLanceNamespace):
             if tuple(entry.id or ()) in self._staged:
                 raise InvalidInputError(f"Table {'.'.join(entry.id or [])} is written twice in one atomic commit")
             self._staged[tuple(entry.id or ())] = entry
-        raise InvalidTableStateError("staged for an atomic commit")  # pylance keeps the staged manifest
+        staged = TableVersion(
+            version=entry.version,
+            manifest_path=entry.manifest_path,
+            manifest_size=entry.manifest_size,
+            e_tag=entry.e_tag,
+        )
+        return CreateTableVersionResponse(version=staged)
 
     def staged(self, table_id: Sequence[str]) -> CreateTableVersionEntry | None:
         with self._staged_lock:
@@ -64,20 +77,15 @@ class PublishedVersion:
 
 def stage(staging: StagingNamespace, table_id: Sequence[str], write: Callable[[], object]) -> None:
     """Run one pylance write through the staging namespace; its version must end up staged."""
-    try:
-        write()
-    except OSError:  # pylance reports the declined commit as an unknown outcome
-        if staging.staged(table_id) is None:
-            raise
+    write()
     if staging.staged(table_id) is None:
         raise InvalidInputError(f"The write to {'.'.join(table_id)} did not go through the namespace")
 
 
 def stage_all(staging: StagingNamespace, writes: Sequence[tuple[Sequence[str], Callable[[], object]]]) -> None:
-    """Stage every write (``(table_id, write)``), side by side. After each declined commit
-    pylance checks for about a fifth of a second, with pauses, whether the version landed
-    anyway; staged one after another, a commit of N tables would wait N times. The first failure,
-    in the order given, is raised once every write is done."""
+    """Stage every write (``(table_id, write)``), side by side: each reads its table's latest
+    version and writes a manifest and a transaction file. The first failure, in the order given,
+    is raised once every write is done."""
     with ThreadPoolExecutor(max_workers=max(1, min(len(writes), STAGING_THREADS))) as pool:
         staged = [pool.submit(stage, staging, table_id, write) for table_id, write in writes]
     for one in staged:

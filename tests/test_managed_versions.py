@@ -245,6 +245,26 @@ def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLan
     staging.close()
 
 
+def test_an_atomic_commit_is_staged_without_lance_warnings(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    """Declined, a staged commit made pylance check with pauses whether it landed anyway and log
+    two warnings per table; it is answered as its staged manifest instead."""
+    script = f"""
+import pyarrow as pa
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.atomic import write_together
+tables = [{[*db, "one"]!r}, {[*db, "two"]!r}]
+with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}, table_version_management="true") as ns:
+    write_together(ns, [(t, pa.table({{"id": [1]}}), "create") for t in tables])
+    print([p.version for p in write_together(ns, [(t, pa.table({{"id": [2]}}), "append") for t in tables])])
+"""
+    environment = {name: value for name, value in os.environ.items() if name != "LANCE_LOG"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300, check=True
+    )
+    assert done.stdout.strip() == "[2, 2]"
+    assert " WARN " not in done.stderr, done.stderr
+
+
 def _files(root: Path) -> set[str]:
     return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
 
