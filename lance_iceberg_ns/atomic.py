@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset
 from lance_namespace import (
     BatchCreateTableVersionsRequest,
     CreateTableVersionEntry,
@@ -32,7 +33,7 @@ from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 from lance_iceberg_ns.errors import http_status_for
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.planned_writes import TableWrite
+from lance_iceberg_ns.planned_writes import WRITE_MODES, TableWrite
 
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
@@ -148,10 +149,20 @@ def discard_all(staging: StagingNamespace, writes: Sequence[tuple[TableWrite, li
 
 def _arrow_stream(data: Any) -> pa.RecordBatchReader:
     """The rows of ``data``: anything with the Arrow stream interface (pyarrow's tables, batches and
-    readers, pandas and polars DataFrames, DuckDB's results)."""
+    readers, pandas and polars DataFrames, DuckDB's results), a pyarrow or Lance dataset, a dict of
+    columns or a list of rows (dicts)."""
+    try:
+        if isinstance(data, pyarrow.dataset.Dataset):  # a LanceDataset is one too
+            return data.scanner().to_reader()
+        if isinstance(data, dict):
+            data = pa.table(data)
+        elif isinstance(data, list):
+            data = pa.Table.from_pylist(data)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"Rows to write cannot be read as Arrow data: {exc}") from None
     if not hasattr(data, "__arrow_c_stream__"):
         raise InvalidInputError(
-            f"Rows to write must be Arrow data (a table, a batch, a reader), not {type(data).__name__}"
+            f"Rows to write must be Arrow data (a table, batches, a reader), not {type(data).__name__}"
         )
     return pa.RecordBatchReader.from_stream(data)
 
@@ -196,24 +207,44 @@ def write_planned_together(
     written; a failed write deletes the fragments written before it."""
     ns = as_namespace(namespace)
     refuse_repeated(ns, [write.table_id for write in writes])
+    refuse_unpublishable(ns, writes)
     staging = StagingNamespace(**ns.properties)
     written: list[tuple[TableWrite, list[str]]] = []
     try:
-        try:
-            for write in writes:
-                plan = TableWrite.plan(ns, write.table_id, write.mode, write.schema, None, max_rows_per_file)
-                if not plan.managed:
-                    raise InvalidInputError(
-                        "Atomic commits need tables whose versions the catalog manages; "
-                        f"{'.'.join(write.table_id)} is not one"
-                    )
-                written.append((plan, write.write_fragments(plan)))
+        try:  # tables that exist first: one that is not managed is refused before any is declared
+            order = sorted(range(len(writes)), key=lambda index: writes[index].mode == "create")
+            plans = {index: _managed_plan(ns, writes[index], max_rows_per_file) for index in order}
+            for index, write in enumerate(writes):
+                written.append((plans[index], write.write_fragments(plans[index])))
         except BaseException:
             discard_all(staging, written)
             raise
         return commit_together(ns, staging, written)
     finally:
         staging.close()
+
+
+def refuse_unpublishable(ns: IcebergLanceNamespace, writes: Sequence[PlannedWrite]) -> None:
+    """InvalidInputError, before anything is declared or written, for a mode that is not one, or a
+    table to create on a bridge that would not have the catalog manage its versions."""
+    for write in writes:
+        if write.mode not in WRITE_MODES:
+            raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {write.mode!r}")
+    for write in writes:
+        if write.mode == "create" and not ns.settings.table_version_management:
+            raise InvalidInputError(
+                f"Atomic commits need tables whose versions the catalog manages; {'.'.join(write.table_id)} would "
+                "not be one (set table_version_management on the bridge)"
+            )
+
+
+def _managed_plan(ns: IcebergLanceNamespace, write: PlannedWrite, max_rows_per_file: int) -> TableWrite:
+    plan = TableWrite.plan(ns, write.table_id, write.mode, write.schema, None, max_rows_per_file)
+    if not plan.managed:
+        raise InvalidInputError(
+            f"Atomic commits need tables whose versions the catalog manages; {'.'.join(write.table_id)} is not one"
+        )
+    return plan
 
 
 def _write_rows(rows: pa.RecordBatchReader, plan: TableWrite) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +19,17 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
-from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    PermissionDeniedError,
+    TableNotFoundError,
+)
 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.adoption import refuse_if_written_by_location
+from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.managed import discard_staged
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
 
@@ -65,9 +73,26 @@ def cast_columns(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _to_lance_batch(batch: pa.RecordBatch, schema: pa.Schema, copy: bool) -> pa.RecordBatch:
-    """Spark's batch in the table's schema (fixed-size vectors; aligned buffers when ``copy``)."""
+    """The batch in the table's schema (fixed-size vectors; aligned buffers when ``copy``), as
+    Lance would take it: a nullable column it lacks is all nulls. KeyError for a column it has that
+    the table has not, or lacks that takes no nulls; ArrowInvalid for text into a column of another
+    type (Lance refuses it, and a cast would parse it) or a value that does not fit its column."""
+    if extra := [name for name in batch.schema.names if name not in schema.names]:
+        raise KeyError(f"the table has no column {extra[0]!r}")  # never dropped unseen
+    for field in schema:
+        given = batch.schema.field(field.name) if field.name in batch.schema.names else None
+        if given is None:
+            if not field.nullable:
+                raise KeyError(f"column {field.name!r} is missing, and it takes no nulls")
+            batch = batch.append_column(field, pa.nulls(batch.num_rows, field.type))
+        elif _is_text(given.type) and not _is_text(field.type):
+            raise pa.ArrowInvalid(f"column {field.name!r} is {field.type}, not text")
     converted = cast_columns(batch, schema)
     return _aligned(converted) if copy else converted
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return any(check(data_type) for check in (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view))
 
 
 def lance_schema(spark_arrow_schema: pa.Schema, vector_columns: Mapping[str, int] | None = None) -> pa.Schema:
@@ -121,9 +146,9 @@ class TableWrite:
             described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
             location, options = described.location, dict(described.storage_options or {})
             managed = bool(described.managed_versioning)
-            existing = ns.dataset(list(table_id))
-            read_version = existing.version
-            if mode == "append":  # the batches are cast into the table's schema (its vector types too)
+            existing = _written_dataset(ns, table_id)
+            read_version = existing.version if existing is not None else None
+            if mode == "append" and existing is not None:  # cast into the table's schema (its vector types too)
                 schema = existing.schema
         assert location is not None
         return cls(
@@ -131,7 +156,7 @@ class TableWrite:
             options,
             schema.serialize().to_pybytes(),
             read_version,
-            mode == "append",
+            mode == "append" and read_version is not None,
             max_rows_per_file,
             tuple(table_id),
             managed,
@@ -142,38 +167,55 @@ class TableWrite:
         return pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
 
     def write_fragments(self, batches: Iterator[pa.RecordBatch]) -> list[str]:
-        """On an executor: write the batches as fragments; their metadata, as JSON."""
+        """On an executor: write the batches as fragments; their metadata, as JSON. Rows that do
+        not fit the table are InvalidInputError; what the batches' own source raises is raised
+        as it was (Lance would report either as its own error, a Python traceback in its text)."""
         target = self.schema
-        refused: list[InvalidInputError] = []
+        failures: list[Exception] = []
         try:
-            fragments = lance.fragment.write_fragments(
-                pa.RecordBatchReader.from_batches(target, self._in_schema(batches, target, refused)),
-                self.location,
-                schema=target,
-                mode="create" if self.read_version is None else "append",  # the first version: nothing to read there
-                storage_options=self.storage_options or None,
-                max_rows_per_file=self.max_rows_per_file,
-            )
-        except OSError:  # Lance's report of the refusal below, with a Python traceback in its text
-            if refused:
-                raise refused[0] from None
+            with pylance_failures(f"Writing to table {'.'.join(self.table_id)}"):
+                fragments = lance.fragment.write_fragments(
+                    pa.RecordBatchReader.from_batches(target, self._in_schema(batches, target, failures)),
+                    self.location,
+                    schema=target,
+                    mode=self._fragment_mode,
+                    storage_options=self.storage_options or None,
+                    max_rows_per_file=self.max_rows_per_file,
+                )
+        except Exception:
+            if failures:
+                raise failures[0] from None
             raise
         return [json.dumps(fragment.to_json()) for fragment in fragments]
 
+    @property
+    def _fragment_mode(self) -> str:
+        """How fragments are checked against the dataset: an append's against its schema; an
+        overwrite's not at all (it may change the schema); a first version's, with nothing there."""
+        if self.read_version is None:
+            return "create"
+        return "append" if self.append else "overwrite"
+
     def _in_schema(
-        self, batches: Iterator[pa.RecordBatch], target: pa.Schema, refused: list[InvalidInputError]
+        self, batches: Iterator[pa.RecordBatch], target: pa.Schema, failures: list[Exception]
     ) -> Iterator[pa.RecordBatch]:
-        """The batches in the table's schema; rows that do not fit it are InvalidInputError."""
+        """The batches in the table's schema; each failure is kept in ``failures`` as it is raised."""
         copy = any(_has_decimal(field.type) for field in target)  # only decimals need aligned buffers
-        for batch in batches:
+        source = iter(batches)
+        while True:
             try:
-                if extra := [name for name in batch.schema.names if name not in target.names]:
-                    raise KeyError(f"the table has no column {extra[0]!r}")  # never dropped unseen
+                batch = next(source)
+            except StopIteration:
+                return
+            except Exception as exc:  # the source's own
+                failures.append(exc)
+                raise
+            try:
                 converted = _to_lance_batch(batch, target, copy)
             except (KeyError, pa.ArrowException) as exc:
                 reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-                refused.append(InvalidInputError(f"Rows do not fit table {'.'.join(self.table_id)}: {reason}"))
-                raise refused[-1] from None
+                failures.append(InvalidInputError(f"Rows do not fit table {'.'.join(self.table_id)}: {reason}"))
+                raise failures[-1] from None
             yield converted
 
     def commit(self, fragment_metadata: Iterable[str], namespace: LanceNamespace | None = None) -> WriteResult:
@@ -229,6 +271,30 @@ class TableWrite:
                 filesystem.delete_file(f"{root.rstrip('/')}/{name}")
         if staged_manifest is not None:
             discard_staged(self.location, self.storage_options, staged_manifest)
+        if self.read_version is None and datasets.is_local(self.location):  # back to declared, as it was
+            for directory in (_DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY, datasets.VERSIONS_DIRECTORY):
+                with contextlib.suppress(OSError):  # not empty: another writer's files are there
+                    os.rmdir(os.path.join(datasets.local_path(self.location), directory))
+
+
+def _written_dataset(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> lance.LanceDataset | None:
+    """The table's dataset; None for a table declared and never written (its location proved its
+    own), whose first version the write makes. TableNotFoundError for a table that is not there."""
+    try:
+        return ns.dataset(list(table_id))
+    except TableNotFoundError:
+        summary = ns.companions.load(
+            parse_table_id(in_default_namespace(list(table_id), ns.settings.default_namespace))
+        )
+        try:
+            location = ns.placement.prove(summary)  # a location with nothing of the entry's own is not written to
+        except PermissionDeniedError:
+            raise TableNotFoundError(
+                f"Table {'.'.join(table_id)} has no data, and its location is not its own"
+            ) from None
+        if datasets.dataset_exists(location, ns.placement.entry_options(summary)):
+            raise  # written meanwhile: not a first version
+        return None
 
 
 def _plain_name(path: str) -> bool:

@@ -18,6 +18,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     ServiceUnavailableError,
+    TableAlreadyExistsError,
     TableNotFoundError,
     TableVersionNotFoundError,
     UnsupportedOperationError,
@@ -283,9 +284,83 @@ def test_an_atomic_commit_whose_write_fails_leaves_no_file_behind(
     with pytest.raises(InvalidInputError, match="no column 'extra'"):  # never dropped unseen
         write_together(managed_ns, [(orders, pa.table({"id": [3], "extra": [3]}), "append")])
     with pytest.raises(InvalidInputError, match="Arrow data"):
-        write_together(managed_ns, [(orders, pa.table({"id": [3]}), "append"), (lines, [{"x": 3}], "append")])
+        write_together(managed_ns, [(orders, pa.table({"id": [3]}), "append"), (lines, "x = 3", "append")])
     assert _files(lance_root) == before
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
+
+
+def test_an_atomic_commit_takes_arrow_data_of_every_kind_and_changes_schemas_by_overwrite(
+    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    import pyarrow.dataset
+
+    t = [*db, "t"]
+    write_together(managed_ns, [(t, {"id": [1]}, "create")])
+    write_together(managed_ns, [(t, [{"id": 2}], "append")])
+    write_together(managed_ns, [(t, pyarrow.dataset.dataset(pa.table({"id": [3]})), "append")])
+    write_together(managed_ns, [(t, lance.dataset(namespace_client=managed_ns, table_id=t), "append")])  # itself
+    assert sorted(lance.dataset(namespace_client=managed_ns, table_id=t).to_table()["id"].to_pylist()) == [
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+    ]
+    write_together(managed_ns, [(t, pa.table({"name": ["a"], "score": [0.5]}), "overwrite")])  # another schema
+    write_together(managed_ns, [(t, pa.table({"score": [1.5]}), "append")])  # a nullable column left out: nulls
+    rows = lance.dataset(namespace_client=managed_ns, table_id=t).to_table().to_pylist()
+    assert rows == [{"name": "a", "score": 0.5}, {"name": None, "score": 1.5}]
+    before = _files(lance_root)
+    for rows_that_do_not_fit in (pa.table({"name": ["b"], "score": ["high"]}), {"name": ["c"], "score": [1], "x": [1]}):
+        with pytest.raises(InvalidInputError, match="Rows do not fit"):
+            write_together(managed_ns, [(t, rows_that_do_not_fit, "append")])
+    not_null = [*db, "not_null"]
+    write_together(
+        managed_ns,
+        [
+            (
+                not_null,
+                pa.table({"id": pa.array([1], pa.int64())}, pa.schema([pa.field("id", pa.int64(), nullable=False)])),
+                "create",
+            )
+        ],
+    )
+    before = _files(lance_root)
+    with pytest.raises(InvalidInputError, match="non-nullable"):
+        write_together(managed_ns, [(not_null, pa.table({"id": pa.array([None], pa.int64())}), "append")])
+    assert _files(lance_root) == before
+
+
+def test_an_atomic_commit_writes_the_first_version_of_a_declared_table(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared, orders = [*db, "declared"], [*db, "orders"]
+    managed_ns.declare_table({"id": declared})
+    assert [p.version for p in write_together(managed_ns, [(declared, pa.table({"id": [1]}), "append")])] == [1]
+    # a create that fails after its table was declared leaves it declared; its next write makes version 1
+    write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create")])
+    with pytest.raises(InvalidInputError, match="Rows do not fit"):
+        write_together(
+            managed_ns, [(orders, pa.table({"id": ["one"]}), "append"), ([*db, "new"], pa.table({"x": [1]}), "create")]
+        )
+    with pytest.raises(TableAlreadyExistsError):
+        write_together(managed_ns, [([*db, "new"], pa.table({"x": [1]}), "create")])
+    assert [p.version for p in write_together(managed_ns, [([*db, "new"], pa.table({"x": [2]}), "overwrite")])] == [1]
+
+
+def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_nothing(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as plain:
+        with pytest.raises(InvalidInputError, match="mode must be"):
+            write_together(
+                plain, [([*db, "a"], pa.table({"id": [1]}), "create"), ([*db, "b"], pa.table({"id": [1]}), "upsert")]
+            )
+        with pytest.raises(InvalidInputError, match="manages"):
+            write_together(plain, [([*db, "a"], pa.table({"id": [1]}), "create")])
+        assert plain.list_tables({"id": db}).tables == []
+    assert _files(lance_root) == set()
 
 
 def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(

@@ -251,6 +251,14 @@ def test_managed_tables_commit_through_the_catalog_and_move_together(
         write_lance_together(properties, [(spark.range(1), [*db, "plain"], "create")])
 
 
+def test_an_overwrite_may_change_the_schema(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    table = [*db, "reshaped"]
+    write_lance(spark.range(5), properties, table)
+    names = spark.range(3).select(F.col("id").cast("string").alias("name"))
+    assert write_lance(names, properties, table, mode="overwrite").rows == 3
+    assert _same(read_lance(spark, properties, table), names)
+
+
 def test_an_atomic_commit_whose_dataframe_fails_leaves_no_file_behind(
     spark: SparkSession, properties: dict[str, str], db: list[str], lance_root: Path
 ) -> None:

@@ -61,6 +61,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
             r"|^Cannot drop all columns|LanceError\(Schema\)"
             # an expression that fails as it runs over the rows: a bad cast, a division by zero
             r"|Cast error|Divide by zero|Arithmetic overflow"
+            # rows that do not fit the table: a null in a column that takes none
+            r"|declared as non-nullable but contains null"
         ),
         InvalidInputError,
     ),
