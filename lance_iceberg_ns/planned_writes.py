@@ -18,6 +18,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
 from lance_namespace.errors import (
     ConcurrentModificationError,
@@ -35,6 +36,7 @@ from lance_iceberg_ns.namespace import IcebergLanceNamespace
 
 WRITE_MODES = ("create", "append", "overwrite")
 _DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY = "data", "_transactions"  # in a Lance dataset
+_VERSION_HINT = "latest_version_hint.json"  # pylance's, in _versions/
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,19 @@ class TableWrite:
                 filesystem.delete_file(f"{root.rstrip('/')}/{name}")
         if staged_manifest is not None:
             discard_staged(self.location, self.storage_options, staged_manifest)
-        if self.read_version is None and datasets.is_local(self.location):  # back to declared, as it was
+        if self.read_version is None:  # back to declared, as it was
+            self._forget_first_version(filesystem, root.rstrip("/"))
+
+    def _forget_first_version(self, filesystem: pafs.FileSystem, root: str) -> None:
+        """pylance, told the staged first version was made, hinted at it (``latest_version_hint.json``):
+        with no manifest beside it, the hint and the directories left empty go, so that the place
+        reads as declared and never written, not as a dataset whose files are missing."""
+        versions = f"{root}/{datasets.VERSIONS_DIRECTORY}"
+        listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
+        if [info.base_name for info in listed] == [_VERSION_HINT]:
+            with contextlib.suppress(OSError):
+                filesystem.delete_file(f"{versions}/{_VERSION_HINT}")
+        if datasets.is_local(self.location):
             for directory in (_DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY, datasets.VERSIONS_DIRECTORY):
                 with contextlib.suppress(OSError):  # not empty: another writer's files are there
                     os.rmdir(os.path.join(datasets.local_path(self.location), directory))

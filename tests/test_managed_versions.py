@@ -384,6 +384,14 @@ def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(
     assert other_writers and _files(lance_root) == before | other_writers  # none of the refused commit's
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=lines).to_table()["x"].to_pylist()) == [1, 99]
+    # a table the refused commit created stays declared, never written: its next write makes version 1
+    fresh = [*db, "fresh"]
+    with pytest.raises(ConcurrentModificationError):
+        write_together(managed_ns, [(fresh, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [3]}), "append")])
+    with pytest.raises(TableNotFoundError, match="declared but has no data yet"):
+        managed_ns.dataset(fresh)
+    monkeypatch.setattr(atomic, "publish", publish)
+    assert [p.version for p in write_together(managed_ns, [(fresh, pa.table({"id": [2]}), "append")])] == [1]
 
 
 def test_an_atomic_commit_of_unknown_outcome_keeps_its_files(
