@@ -59,7 +59,7 @@ def main() -> None:
         ns = IcebergLanceNamespace(**properties)
         ns.create_namespace({"id": ["bench_wh", "db"]})
         parquet_path = str(Path(work) / "parquet")
-        single_path = str(Path(work) / "single.lance")
+        single_path = str(Path(work) / "single_{}.lance")  # a dataset of its own each round, as Lance's
 
         def rows_seen(batches):  # type: ignore[no-untyped-def]
             yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
@@ -95,12 +95,12 @@ def main() -> None:
             sample("write: Spark -> Parquet", lambda: source.write.mode("overwrite").parquet(parquet_path))
             sample(
                 "write: pylance, one process",
-                lambda: lance.write_dataset(arrow_table, single_path, mode="overwrite"),
+                lambda round_=round_: lance.write_dataset(arrow_table, single_path.format(round_), mode="create"),
             )
         for _ in range(args.repeat):
             sample("read: Lance (catalog) -> Spark", lambda: count_all(read_lance(spark, properties, table)))
             sample("read: Parquet -> Spark", lambda: count_all(spark.read.parquet(parquet_path)))
-            sample("read: pylance, one process", lambda: lance.dataset(single_path).to_table())
+            sample("read: pylance, one process", lambda: lance.dataset(single_path.format(0)).to_table())
         figures = {name: statistics.median(taken) for name, taken in samples.items()}
         assert read_lance(spark, properties, table).count() == args.rows
 
