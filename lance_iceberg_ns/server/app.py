@@ -68,9 +68,7 @@ def create_app(
     )
     documented = APIRouter()
     for route in ROUTES:
-        app.add_api_route(
-            route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False
-        )
+        app.add_route(route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False)
         documented.add_api_route(
             route.path,
             _documented(route),

@@ -1,9 +1,10 @@
 """One endpoint per route, and the namespace that answers each caller.
 
-An endpoint's signature is built from the operation's request model, so that FastAPI reads the path
-and the query string and ``/openapi.json`` describes the body too; the endpoint then reads the
-identifier as Lance's clients encode it, parses the body, builds the request and calls the caller's
-namespace, all in a worker thread (the data routes' own or the catalog's, see ``capacity``).
+Each endpoint takes the bare request: in a worker thread (the data routes' own or the catalog's, see
+``capacity``) it reads the path and the query string, reads the identifier as Lance's clients encode
+it, parses the body, builds the request (validated once, by the operation's request model) and calls
+the caller's namespace. ``/openapi.json`` describes each route from a signature built from the same
+model (``_documented``), so that the documentation and the fields read agree.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi import Body, Path, Query, Request
 from fastapi.responses import Response
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidInputError, UnauthenticatedError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.limits import check_request_bounds
@@ -171,9 +172,9 @@ def _arrow_body_doc() -> dict[str, Any]:
     }
 
 
-def _parameters(route: Route, model: type[BaseModel], with_body: bool) -> list[inspect.Parameter]:
-    """The parameters FastAPI reads for ``route``: the request, the path, the query string and
-    (for the documentation) the JSON body."""
+def _parameters(route: Route, model: type[BaseModel]) -> list[inspect.Parameter]:
+    """The parameters ``/openapi.json`` documents for ``route``: the path, the query string and
+    the JSON body (what ``_QueryString`` and ``_build_request`` read)."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("http_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
     if "{id}" in route.path:
@@ -187,7 +188,7 @@ def _parameters(route: Route, model: type[BaseModel], with_body: bool) -> list[i
     for field in route.query:
         query_type = _plain_type(model.model_fields[field].annotation)
         parameters.append(inspect.Parameter(field, keyword, annotation=query_type | None, default=Query(None)))
-    if route.json_body and with_body:
+    if route.json_body:
         body_type: Any = model.model_fields[route.body_field].annotation if route.body_field else model
         parameters.append(inspect.Parameter("body", keyword, annotation=Union[body_type, None], default=Body(None)))  # noqa: UP007
     return parameters
@@ -201,19 +202,22 @@ def _documented(route: Route) -> Callable[..., Awaitable[Response]]:
     async def documented(**arguments: Any) -> Response:
         raise NotImplementedError(route.operation)
 
-    documented.__signature__ = inspect.Signature(_parameters(route, model, with_body=True))  # type: ignore[attr-defined]
+    documented.__signature__ = inspect.Signature(_parameters(route, model))  # type: ignore[attr-defined]
     documented.__name__ = route.operation
     return documented
 
 
-def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callable[..., Awaitable[Response]]:
-    """An endpoint for ``route``. FastAPI reads the path and the query string; the body is read
-    here and everything else (parsing and validating the body, the operation, the answer) runs in
-    a worker thread, so that no request's work holds up the event loop and every other client.
-    A data request finding its queue full is refused before its body is read."""
+def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint for ``route``, served without FastAPI's parameter machinery (the request model
+    validates everything once, ``_build_request``). The body is read here; everything else
+    (reading the path and the query string, parsing and validating the body, the operation, the
+    answer) runs in a worker thread, so that no request's work holds up the event loop and every
+    other client. A data request finding its queue full is refused before its body is read."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
+    query = _QueryString(route, model)
 
-    def answer(http_request: Request, body: bytes, arguments: dict[str, Any]) -> Response:
+    def answer(http_request: Request, body: bytes) -> Response:
+        arguments = query.arguments(http_request)
         if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
             arguments["id_as_sent"] = arguments["id"]
             arguments["id"] = _path_parameter(http_request, route, "id", arguments["id"])
@@ -231,14 +235,41 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
             result = getattr(result, route.response_field)  # the body is one field of the response
         return _render(result)
 
-    async def endpoint(http_request: Request, **arguments: Any) -> Response:
+    async def endpoint(http_request: Request) -> Response:
         threads.check_room(route)
         body = await http_request.body() if route.json_body or route.arrow_body else b""
-        return await threads.run(route, answer, http_request, body, arguments)
+        return await threads.run(route, answer, http_request, body)
 
-    endpoint.__signature__ = inspect.Signature(_parameters(route, model, with_body=False))  # type: ignore[attr-defined]
     endpoint.__name__ = route.operation
     return endpoint
+
+
+class _QueryString:
+    """A route's path parameters and query string as its request's fields: each query value
+    converted to the field's plain type (``limit=10`` an int, ``on=a&on=b`` a list), as
+    ``/openapi.json`` documents them (``_parameters``)."""
+
+    def __init__(self, route: Route, model: type[BaseModel]) -> None:
+        self._path = [name for name in ("id", "index_name") if f"{{{name}}}" in route.path]
+        types = {field: _plain_type(model.model_fields[field].annotation) for field in route.query}
+        self._fields = {field: TypeAdapter(plain) for field, plain in types.items()}
+        self._lists = {field for field, plain in types.items() if get_origin(plain) is list}
+
+    def arguments(self, http_request: Request) -> dict[str, Any]:
+        """InvalidInputError for a value that does not convert (naming the parameter)."""
+        arguments: dict[str, Any] = {name: http_request.path_params[name] for name in self._path}
+        given = http_request.query_params
+        arguments["delimiter"] = given.get("delimiter", DEFAULT_DELIMITER)
+        for field, adapter in self._fields.items():
+            value: Any = given.getlist(field) if field in self._lists else given.get(field)
+            if value is None or value == []:
+                continue
+            try:
+                arguments[field] = adapter.validate_python(value)
+            except ValidationError as exc:
+                located = [{**error, "loc": ("query", field, *error.get("loc", ()))} for error in exc.errors()]
+                raise InvalidInputError(_validation_summary(located)) from None
+        return arguments
 
 
 def json_body(raw: bytes) -> Any:
