@@ -38,11 +38,12 @@ since.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager, suppress
-from typing import Protocol, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 import lance
 import pyarrow as pa
@@ -117,38 +118,49 @@ class OpenDatasets:
         self,
         table_id: tuple[str, ...],
         resolve: Callable[[], ResolvedTable],
-        read: Callable[[lance.LanceDataset], T],
+        start: Callable[[lance.LanceDataset], Callable[[], T]],
         version: int | str | None,
-        executor: Executor,
+        executor: Executor | None,
     ) -> T:
-        """``read`` on the table's dataset (at ``version``), overlapped with ``resolve`` (the
-        catalog's answer) and with the check of its latest version. The answer is the one read
-        where the catalog says the table is, at its latest version (or ``version``); the
-        catalog's errors (a table gone) win over the read's. Within ``read_consistency_interval``
-        of the last read that asked, the kept dataset answers alone (see the module's docstring)."""
+        """A read on the table's dataset (at ``version``): ``start`` begins it and returns the call
+        that finishes it. The catalog's answer (``resolve``) and the dataset's latest version are
+        asked meanwhile: on ``executor`` while this thread finishes the read, or, with none, on this
+        thread while the read runs on pylance's own (a query, from ``to_reader`` on). The answer
+        is the one read where the catalog says the table is, at its latest version (or
+        ``version``); the catalog's errors (a table gone) win over the read's. Within
+        ``read_consistency_interval`` of the last read that asked, the kept dataset answers alone
+        (see the module's docstring)."""
         known = self._places.get(table_id)
         kept = self._open.get(known.place) if known is not None and not known.managed else None
         if known is not None and kept is not None and self._confirmed_lately(table_id, known):
             with suppress(Exception):  # any failure is looked at again with both checks, below
-                return read(kept if version is None else _checkout(kept, table_id, version))
+                return start(kept if version is None else _checkout(kept, table_id, version))()
         if known is None or kept is None:
             table = resolve()
             self._confirmed.keep(table_id, table.place)
-            return read(self.open(table, version, reading=True))
-        asked = executor.submit(lambda: (resolve(), _latest_version(kept)))
-        failure: Exception | None = None
+            return start(self.open(table, version, reading=True))()
+
+        def ask() -> tuple[ResolvedTable, int | None]:
+            return resolve(), _latest_version(kept)
+
         try:
-            answer = read(kept if version is None else _checkout(kept, table_id, version))
+            finish = start(kept if version is None else _checkout(kept, table_id, version))
         except Exception as exc:  # kept until the catalog says whether it read the right table
-            failure = exc
-        current, latest = asked.result()
+            finish = functools.partial(_raise, exc)
+        if executor is None:  # the read runs on pylance's own threads meanwhile
+            current, latest = ask()
+            answer, failure = _outcome(finish)
+        else:
+            asked = executor.submit(ask)
+            answer, failure = _outcome(finish)
+            current, latest = asked.result()
         self._confirmed.keep(table_id, current.place)
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
-            return read(self.open(current, version, reading=True))
+            return start(self.open(current, version, reading=True))()
         if failure is not None:
             raise failure
-        return answer
+        return answer  # type: ignore[return-value]  # set whenever failure is not
 
     def open(self, table: ResolvedTable, version: int | str | None = None, reading: bool = False) -> lance.LanceDataset:
         """The table's dataset at its latest version, or at ``version`` (a number or a tag);
@@ -260,6 +272,19 @@ class OpenDatasets:
         table under the name, and its next read must ask the catalog."""
         self._places.forget(tuple(table_id))
         self._confirmed.forget(tuple(table_id))
+
+
+def _raise(failure: Exception) -> NoReturn:
+    raise failure
+
+
+def _outcome(finish: Callable[[], T]) -> tuple[T | None, Exception | None]:
+    """What finishing a read gave: its answer, or its failure (kept until the catalog has said
+    whether it read the right table)."""
+    try:
+        return finish(), None
+    except Exception as exc:
+        return None, exc
 
 
 def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str | None) -> lance.LanceDataset:
