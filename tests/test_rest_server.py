@@ -208,6 +208,13 @@ def test_bad_requests_get_a_4xx_with_the_error_body(
     assert body["code"] == code and body["instance"] == path and body["error"]
 
 
+@pytest.mark.parametrize("path", ["/v1/namespace/wh/list", "/v1/namespace/wh$db/table/list", "/v1/table"])
+def test_a_route_answers_only_its_own_method(server: RunningServer, path: str) -> None:
+    """HEAD is not GET: the spec's listing routes answer GET alone (no listing runs for a HEAD)."""
+    assert requests.head(server.uri + path, timeout=30).status_code == 405
+    assert requests.get(server.uri + path, timeout=30).status_code != 405
+
+
 def test_oversized_streamed_body_is_refused(server: RunningServer) -> None:
     def chunks() -> Iterator[bytes]:
         yield b'{"id": ["'

@@ -16,6 +16,7 @@ from fastapi.openapi.utils import get_openapi
 from lance_namespace import LanceNamespace
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
 from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
@@ -68,7 +69,9 @@ def create_app(
     )
     documented = APIRouter()
     for route in ROUTES:
-        app.add_route(route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False)
+        served = Route(route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False)
+        served.methods = {route.method}  # Starlette would answer HEAD beside GET; the spec's routes answer one method
+        app.router.routes.append(served)
         documented.add_api_route(
             route.path,
             _documented(route),
