@@ -20,6 +20,8 @@ from lance_namespace.errors import (
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.versions import version_of_manifest
 
+from .helpers import ipc
+
 
 def _write_versions(ns: IcebergLanceNamespace, table_id: list[str], count: int) -> None:
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
@@ -62,6 +64,18 @@ def test_describe_and_restore(ns: IcebergLanceNamespace, db: list[str]) -> None:
     dataset = lance.dataset(namespace_client=ns, table_id=table_id)
     assert dataset.version == 4 and dataset.to_table()["id"].to_pylist() == [1]
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
+
+
+def test_writes_after_a_restore_build_on_the_restored_version(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    """The dataset the bridge keeps open predates the restore; pylance rebases an append on the
+    versions it missed, but not on a restore, so a write must start from the latest version."""
+    table_id = [*db, "events"]
+    ns.create_table({"id": table_id}, ipc(pa.table({"id": [1]})))
+    ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"id": [2]})))
+    ns.restore_table({"id": table_id, "version": 1})
+    appended = ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"id": [3]})))
+    assert appended.version == 4
+    assert sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 3]
 
 
 def test_missing_versions_tables_and_bad_requests_are_typed(ns: IcebergLanceNamespace, db: list[str]) -> None:

@@ -220,8 +220,9 @@ class OpenDatasets:
         return dataset
 
     def _write_by_location(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
-        kept = self._open.get(table.place)  # its session (caches) is reused; the commit reads the latest
-        target = kept if kept is not None else table.location
+        # The kept dataset's session (caches) is reused, at the latest version: pylance rebases an
+        # append on versions it missed, but not on a restore, which conflicts with anything older.
+        target = self._latest(table) if self._open.get(table.place) is not None else table.location
         dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
         self._open.keep(table.place, dataset)
         self._written.keep(table.place, True)
