@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
-from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns import IcebergLanceNamespace, datasets
 from lance_iceberg_ns.config import Settings
 
 from .conftest import RequestCounter
@@ -244,3 +244,21 @@ def test_the_server_property_skips_the_catalog_within_the_interval(
         for _ in range(3):
             assert pa.ipc.open_file(client.query_table(request).data).read_all().num_rows == 3
         assert request_counter.count == 0
+
+
+def test_a_first_version_that_lands_as_the_table_is_opened_is_read(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create in flight elsewhere: the first open finds no version, and by the time the bridge
+    looks, the version is there. The read answers its rows (it was an internal error)."""
+    table_id = [*db, "landing"]
+    location = ns.declare_table({"id": table_id}).location
+    opened = datasets.lance_dataset
+
+    def lands_meanwhile(*args: object, **kwargs: object) -> lance.LanceDataset:
+        monkeypatch.setattr(datasets, "lance_dataset", opened)
+        lance.write_dataset(pa.table({"v": [7, 8]}), location)  # the other process's create
+        raise ValueError(f"Dataset at path {location} was not found: Not found: {location}/_versions")
+
+    monkeypatch.setattr(datasets, "lance_dataset", lands_meanwhile)
+    assert _values(ns, table_id) == [7, 8]

@@ -171,8 +171,7 @@ class OpenDatasets:
         if table.managed:
             self._prove(table)
             namespace = self._reads_through() if reading else self._writes_through
-            with _declared_only(table):
-                dataset = datasets.open_through_namespace(namespace, table.id)
+            dataset = _first_open(table, lambda: datasets.open_through_namespace(namespace, table.id))
         else:
             dataset = self._latest(table)
         self._places.keep(table.id, table)
@@ -232,8 +231,7 @@ class OpenDatasets:
         dataset = self._open.get(table.place)
         if dataset is None:
             self._prove(table)
-            with _declared_only(table):
-                dataset = datasets.lance_dataset(table.location, table.storage_options)
+            dataset = _first_open(table, lambda: datasets.lance_dataset(table.location, table.storage_options))
         else:
             try:
                 if dataset.latest_version == dataset.version:
@@ -296,17 +294,21 @@ def _missing(table: ResolvedTable) -> LanceNamespaceError:
     return datasets.missing_dataset_error(table.location, table.storage_options, f"Table {'.'.join(table.id)}")
 
 
-@contextmanager
-def _declared_only(table: ResolvedTable) -> Iterator[None]:
-    """A table declared but not written yet has no dataset: TableNotFoundError, as the reference
-    answers, rather than pylance's internal error; so has a table whose files are gone, and one
-    whose files are half gone is InvalidTableStateError."""
+def _first_open(table: ResolvedTable, opening: Callable[[], lance.LanceDataset]) -> lance.LanceDataset:
+    """The table's dataset, opened by ``opening``. A table declared but not written yet has no
+    dataset: TableNotFoundError, as the reference answers, rather than pylance's internal error;
+    so has a table whose files are gone, and one whose files are half gone is
+    InvalidTableStateError. A dataset whose first version lands as it is opened (a create in flight
+    elsewhere) is opened again; one that is there and still cannot be opened is InvalidTableStateError."""
     try:
-        yield
+        return opening()
     except (ValueError, OSError) as exc:
-        if datasets.dataset_exists(table.location, table.storage_options):
-            raise
-        raise _missing(table) from exc
+        if not datasets.dataset_exists(table.location, table.storage_options):
+            raise _missing(table) from exc
+    try:
+        return opening()
+    except (ValueError, OSError) as exc:
+        raise InvalidTableStateError(f"Table {'.'.join(table.id)}: its dataset is there but cannot be opened") from exc
 
 
 def _latest_version(dataset: lance.LanceDataset) -> int | None:
