@@ -2,14 +2,16 @@
 against a single-process pylance write/read of the same data, from one run.
 
 10 million rows (int64, float64, a short string) on local[2] by default. Each figure is the median
-wall time of ``--repeat`` full writes or full reads (a read is a count over every column, so every
-value is decoded), the paths taking turns round by round so that a slow stretch of the machine
-falls on all of them alike; every Lance write makes a table of its own. Every path is taken once
-on a small slice first, unmeasured. The first figure is the floor under
-any Python writer: Spark handing the rows to Python workers as Arrow through ``mapInArrow`` with
-nothing written, measured in the same run. Spark's Parquet writer, in the JVM, never pays it, so
-the Lance write is held to the floor (at most 1.05x) and its ratio to Parquet is shown for
-information; a JVM writer (lance-spark against ``lance-iceberg-ns serve``) is what closes the rest.
+wall time of ``--repeat`` full writes or ``--read-repeat`` full reads (a read is a count over every
+column, so every value is decoded; reads take about a second, where one slow round among three
+moved the read ratio by a third, so they take more rounds), the paths taking turns round by round
+so that a slow stretch of the machine falls on all of them alike; every Lance write makes a table
+of its own. Every path is taken once on a small slice first, unmeasured. The first figure is the
+floor under any Python writer: Spark handing the rows to Python workers as Arrow through
+``mapInArrow`` with nothing written, measured in the same run. Spark's Parquet writer, in the JVM,
+never pays it, so the Lance write is held to the floor (at most 1.05x) and its ratio to Parquet is
+shown for information; a JVM writer (lance-spark against ``lance-iceberg-ns serve``) is what closes
+the rest.
 
     .venv/bin/pip install -e ".[bench]"
     .venv/bin/python bench/spark_pipeline.py [--rows 10000000]
@@ -43,7 +45,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is their median")
+    parser.add_argument("--repeat", type=int, default=3, help="write rounds; each figure is their median")
+    parser.add_argument("--read-repeat", type=int, default=7, help="read rounds; each figure is their median")
     args = parser.parse_args()
     spark = local_spark_session("lance-iceberg-ns benchmark", config={"spark.driver.memory": "4g"})
     source = spark.range(0, args.rows, numPartitions=args.partitions).select(
@@ -97,7 +100,7 @@ def main() -> None:
                 "write: pylance, one process",
                 lambda round_=round_: lance.write_dataset(arrow_table, single_path.format(round_), mode="create"),
             )
-        for _ in range(args.repeat):
+        for _ in range(args.read_repeat):
             sample("read: Lance (catalog) -> Spark", lambda: count_all(read_lance(spark, properties, table)))
             sample("read: Parquet -> Spark", lambda: count_all(spark.read.parquet(parquet_path)))
             sample("read: pylance, one process", lambda: lance.dataset(single_path.format(0)).to_table())
@@ -107,7 +110,7 @@ def main() -> None:
     spark.stop()
     print(
         f"{args.rows:,} rows (int64, float64, short string), local[2], {args.partitions} partitions; "
-        f"seconds, median of {args.repeat}"
+        f"seconds, median of {args.repeat} writes and {args.read_repeat} reads"
     )
     for name, seconds in figures.items():
         taken = ", ".join(f"{one:.2f}" for one in samples[name])
