@@ -65,6 +65,7 @@ from pyiceberg.table.update import (
 
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.limits import MAX_VERSION
 from lance_iceberg_ns.versions import manifest_directory, manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
@@ -75,6 +76,7 @@ SIZE_KEY = "lance.manifest-size"
 ETAG_KEY = "lance.e-tag"
 NAMING_KEY = "lance.naming-scheme"
 METADATA_PREFIX = "lance.metadata."
+DECIMAL = re.compile(r"[0-9]{1,20}")  # how the bridge records a version or a size
 # Every Lance version is a catalog commit, and every commit writes a metadata file as large as the
 # history: without these, the files would pile up quadratically. Declared tables get them by default.
 METADATA_RETENTION = {
@@ -111,7 +113,23 @@ def _summary(snapshot: Snapshot | None) -> dict[str, str]:
 
 
 def _version_of(snapshot: Snapshot | None) -> int:
-    return int(_summary(snapshot).get(VERSION_KEY, 0))
+    return _summary_number(snapshot, VERSION_KEY) or 0
+
+
+def _summary_number(snapshot: Snapshot | None, key: str) -> int | None:
+    """A whole number the bridge recorded in a snapshot's summary (None when absent). Any engine
+    on the catalog may commit snapshots, so a value that is not one (``abc``, ``-3``, ``1.5``, or
+    beyond what Lance can hold) is the table's state, refused as InvalidTableStateError."""
+    text = _summary(snapshot).get(key)
+    if text is None:
+        return None
+    if not DECIMAL.fullmatch(text) or int(text) > MAX_VERSION:
+        assert snapshot is not None
+        raise InvalidTableStateError(
+            f"Snapshot {snapshot.snapshot_id} records {key}={text[:40]!r}, which is not a Lance version number or"
+            " size: an engine other than lance-iceberg-ns committed it; roll main back past it to read the table"
+        )
+    return int(text)
 
 
 def _main_snapshot(table: Table) -> Snapshot | None:
@@ -184,11 +202,11 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
     recorded = _recorded_manifest(snapshot).rsplit("/", 1)[-1]
     final_name = final_manifest_name(recorded)
     path = f"{manifest_directory(location)}/{final_name if final_name in final_names else recorded}"
-    size = summary.get(SIZE_KEY)
+    size = _summary_number(snapshot, SIZE_KEY)
     return TableVersion(
         version=_version_of(snapshot),
         manifest_path=path,
-        manifest_size=int(size) if size else None,
+        manifest_size=size or None,
         e_tag=summary.get(ETAG_KEY) or None,
         timestamp_millis=snapshot.timestamp_ms,
         metadata={k[len(METADATA_PREFIX) :]: v for k, v in summary.items() if k.startswith(METADATA_PREFIX)},

@@ -121,7 +121,7 @@ class Versions:
         if request.version is None:
             raise InvalidInputError("restore_table needs the version to restore")
         resolved = self._resolved(table, self._companions.load(table), True)  # only into data the entry owns
-        self._datasets.open(resolved, request.version).restore()
+        self._datasets.restore(resolved, request.version)
         return RestoreTableResponse()
 
     def create(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:

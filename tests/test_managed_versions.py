@@ -616,6 +616,27 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
         ns.close()
 
 
+@pytest.mark.parametrize("recorded", ["abc", "-3", "1.5", "", "99999999999999999999999"])
+def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_error(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, recorded: str
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    table = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    with table.transaction() as transaction:  # an engine's commit with a summary of its own making
+        with transaction.update_snapshot(snapshot_properties={VERSION_KEY: recorded}).fast_append():
+            pass
+    location = managed_ns.describe_table({"id": table_id}).location
+    files = _files(Path(location))
+
+    for namespace in (managed_ns, IcebergLanceNamespace(**managed_ns.properties)):
+        with pytest.raises(InvalidTableStateError, match=f"records {VERSION_KEY}=.*not a Lance version"):
+            namespace.list_table_versions({"id": table_id})
+        with pytest.raises(InvalidTableStateError):
+            namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
+    assert _files(Path(location)) == files  # refused before anything was written
+
+
 def _staged_manifests(location: str) -> list[str]:
     return sorted(name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name)
 

@@ -106,6 +106,24 @@ def test_a_version_written_elsewhere_is_seen_once_the_interval_runs_out_and_own_
         assert _values(ns, table_id) == [1, 2, 3, 4, 5]  # this bridge's own write, at once
 
 
+def test_this_bridges_own_restores_deletes_and_overwrites_are_read_at_once_within_the_interval(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    with _bridge(endpoint, lance_root, read_consistency_interval="600") as ns:
+        write_values(ns, table_id, [1, 2, 3])  # version 1
+        ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"v": [4, 5]})))
+        assert _values(ns, table_id) == [1, 2, 3, 4, 5]
+        ns.restore_table({"id": table_id, "version": 1})
+        assert _values(ns, table_id) == [1, 2, 3]
+        ns.restore_table({"id": table_id, "version": 2})
+        assert _count(ns, table_id) == 5
+        ns.delete_from_table({"id": table_id, "predicate": "v > 3"})
+        assert _values(ns, table_id) == [1, 2, 3]
+        ns.insert_into_table({"id": table_id, "mode": "overwrite"}, ipc(pa.table({"v": [9]})))
+        assert _values(ns, table_id) == [9]
+
+
 def test_a_table_renamed_and_replaced_elsewhere_is_read_as_it_was_until_the_interval_runs_out(
     endpoint: str, lance_root: Path, db: list[str]
 ) -> None:

@@ -177,6 +177,14 @@ class OpenDatasets:
         self._places.keep(table.id, table)
         return _checkout(dataset, table.id, version)
 
+    def restore(self, table: ResolvedTable, version: int | str) -> None:
+        """Make ``version`` (a number or a tag) the table's latest; the restored dataset is the one
+        kept, so that this bridge's next read sees it even within ``read_consistency_interval``."""
+        dataset = self.open(table, version)
+        dataset.restore()
+        if not table.managed:
+            self._open.keep(table.place, dataset)
+
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite); for a table
         declared but not yet written, its first version (``write_first``)."""
