@@ -42,7 +42,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import registry
-from lance_iceberg_ns.identifiers import parse_table_id
+from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.ownership import Entry
@@ -107,7 +107,7 @@ def write_lance(
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     ns = as_namespace(namespace)
-    table = list(table_id)
+    table = list(in_default_namespace(list(table_id), ns.settings.default_namespace))  # a bare name too
     declared = _declare_if_new(ns, table, mode)
     try:
         lance_ray.write_lance(

@@ -138,6 +138,16 @@ def test_the_bridges_write_creates_appends_and_overwrites(ns: IcebergLanceNamesp
     assert ns.dataset(table).count_rows() == 10
 
 
+def test_a_bare_name_is_written_in_the_default_namespace(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with IcebergLanceNamespace(**ns.properties, default_namespace=".".join(db)) as single_level:
+        write_lance(rows(0, 100), single_level, ["orders"])
+        write_lance(rows(100, 50), single_level, ["orders"], mode="append")
+        assert single_level.dataset(["orders"]).count_rows() == 150
+        with pytest.raises(TableAlreadyExistsError):
+            write_lance(rows(0, 10), single_level, ["orders"])
+    assert ns.dataset([*db, "orders"]).count_rows() == 150
+
+
 def _fail(batch: dict[str, Any]) -> dict[str, Any]:
     raise ValueError("a worker failed on purpose")
 
