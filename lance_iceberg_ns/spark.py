@@ -12,25 +12,27 @@ failed or speculative task attempts are never part of the table
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import heapq
 import inspect
+import json
 import math
 import os
 import sys
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from lance_namespace import DescribeTableRequest, ListTablesRequest
+from lance_namespace import DescribeTableRequest, ListNamespacesRequest, ListTablesRequest
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import datasets
-from lance_iceberg_ns.namespace import ID_DELIMITER, IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.planned_writes import TableWrite, WriteResult, cast_columns
 
 # A read task holds at most this many bytes of fragments: Spark's spark.sql.files.maxPartitionBytes.
@@ -198,6 +200,18 @@ class TableRead:
 
         return from_arrow_schema(self.output_schema, prefer_timestamp_ntz=False)
 
+    def nullable_as(self, declared: Any) -> TableRead:
+        """The plan answering a column as nullable where Spark's ``declared`` schema (a view's, kept
+        since registration) says so, though the table now says NOT NULL (an overwrite of Spark
+        rows, which Spark often calls NOT NULL): Spark refuses a read whose nullability differs."""
+        nullable = {field.name for field in declared.fields if field.nullable}
+        schema = self.output_schema
+        relaxed = [field.with_nullable(True) if field.name in nullable else field for field in schema]
+        if all(field.nullable == before.nullable for field, before in zip(relaxed, schema, strict=True)):
+            return self
+        output = pa.schema(relaxed, metadata=schema.metadata)
+        return dataclasses.replace(self, output_schema_bytes=output.serialize().to_pybytes())
+
     def read_task(self, task: int) -> Iterator[pa.RecordBatch]:
         """On an executor: the task's fragments, at the pinned version, projected and filtered by Lance."""
         target = self.output_schema
@@ -305,7 +319,7 @@ def register_lance_views(
     source = _lance_source(spark)
     placeholders = source and _reloads_view_tables(spark)
     for name, table_id in views.items():
-        options = {**ns.properties, "table": ID_DELIMITER.join(table_id), "delimiter": ID_DELIMITER}
+        options = {**ns.properties, "table_id": json.dumps(table_id), "existing_table": "true"}
         if placeholders:
             frame = spark.read.options(**options).table(_placeholder_table(spark, ns, name, table_id))
         elif source:
@@ -315,8 +329,10 @@ def register_lance_views(
         frame.createOrReplaceTempView(_quoted(name))
     registration = (ns.properties.get("endpoint"), tuple(parent), recursive)
     made = _REGISTERED_VIEWS.setdefault(spark, {})
+    current = {name.lower() for name in views}  # Spark's view names ignore case
     for name in [name for name, owner in made.items() if owner == registration and name not in views]:
-        spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
+        if name.lower() not in current:  # else a view of the same name in another case replaced it
+            spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
         if placeholders:
             spark.sql(f"DROP TABLE IF EXISTS {_placeholder_name(spark, name)}")
         del made[name]
@@ -370,17 +386,42 @@ def _namespace_parts(namespace_id: str | Sequence[str]) -> list[str]:
 
 
 def _lance_tables(ns: IcebergLanceNamespace, parent: list[str], recursive: bool) -> list[list[str]]:
-    """The Lance tables with data (no declared-only ones) of ``parent``, or beneath it."""
-    listing = ns.list_all_tables if recursive else ns.list_tables
-    found: list[str] = []
+    """The Lance tables with data (no declared-only ones) of ``parent``, or beneath it, each id as
+    its parts (a name may hold ``$``, which joins the ids ``list_all_tables`` answers)."""
+    if not recursive:
+        return [[*parent, name] for name in _table_names(ns, parent)]
+    pending = [parent] if parent else [[warehouse] for warehouse in ns.settings.warehouses]
+    if not pending:
+        raise InvalidInputError("Give the warehouse to register, or configure the property 'warehouses'")
+    found = []
+    while pending:
+        namespace = pending.pop()
+        if len(namespace) > 1:  # a warehouse holds namespaces, not tables
+            found += [[*namespace, name] for name in _table_names(ns, namespace)]
+        pending += [[*namespace, child] for child in _child_namespaces(ns, namespace)]
+    return found
+
+
+def _table_names(ns: IcebergLanceNamespace, namespace: list[str]) -> list[str]:
+    return _every_page(
+        lambda token: ns.list_tables(ListTablesRequest(id=namespace, include_declared=False, page_token=token))
+    )
+
+
+def _child_namespaces(ns: IcebergLanceNamespace, namespace: list[str]) -> list[str]:
+    return _every_page(lambda token: ns.list_namespaces(ListNamespacesRequest(id=namespace, page_token=token)))
+
+
+def _every_page(page: Callable[[str | None], Any]) -> list[str]:
+    """Every name of a paged listing; ``page`` answers the page after a token."""
+    names: list[str] = []
     token = None
     while True:
-        page = listing(ListTablesRequest(id=parent, include_declared=False, page_token=token))
-        found += page.tables or []
-        token = page.page_token
+        answer = page(token)
+        names += getattr(answer, "tables", None) or getattr(answer, "namespaces", None) or []
+        token = answer.page_token
         if not token:
-            break
-    return [name.split(ID_DELIMITER) for name in found] if recursive else [[*parent, name] for name in found]
+            return names
 
 
 def _view_names(parent: list[str], tables: list[list[str]]) -> dict[str, list[str]]:

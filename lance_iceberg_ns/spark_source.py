@@ -5,7 +5,8 @@
     df.write.format("lance").option("endpoint", URL).option("table", "wh.db.t").mode("append").save()
     spark.read.format("lance").option("endpoint", URL).option("table", "wh.db.t").load()
 
-Options: ``table`` (the identifier, parts joined by ``delimiter``, default ``.``), every bridge
+Options: ``table`` (the identifier, parts joined by ``delimiter``, default ``.``; or ``table_id``,
+the parts as a JSON list), ``existing_table`` (``true``: a write never creates it), every bridge
 property (``endpoint``, ``root``, ``credential``, ``storage.*``...), and ``vector_columns``
 (``name:dimension,...``) and ``max_rows_per_file`` for writes, ``columns`` (comma-separated),
 ``filter``, ``version`` and ``parallelism`` (how many tasks the cluster runs at once, which
@@ -16,6 +17,7 @@ missing table, ``overwrite`` replaces one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,8 @@ from lance_iceberg_ns.spark import TableRead
 
 _SOURCE_OPTIONS = {
     "table",
+    "table_id",
+    "existing_table",
     "delimiter",
     "vector_columns",
     "max_rows_per_file",
@@ -59,6 +63,11 @@ _SOURCE_OPTIONS = {
 
 
 def _table_id(options: Mapping[str, str]) -> list[str]:
+    if options.get("table_id"):  # the parts as a JSON list (a view's: any part may hold the delimiter)
+        parts = json.loads(options["table_id"])
+        if not isinstance(parts, list) or not all(isinstance(part, str) for part in parts):
+            raise ValueError("The option 'table_id' must be a JSON list of strings")
+        return parts
     table = options.get("table")
     if not table:
         raise ValueError("The lance data source needs the option 'table' (e.g. 'warehouse.namespace.table')")
@@ -145,7 +154,7 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
         return self._read_plan().spark_schema()
 
     def reader(self, schema: StructType) -> LanceReader:
-        return LanceReader(self._read_plan())
+        return LanceReader(self._read_plan().nullable_as(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> LanceArrowWriter:
         ns = _bridge(self.options)
@@ -154,6 +163,8 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
             ns.table_exists(TableExistsRequest(id=table_id))
             mode = "overwrite" if overwrite else "append"
         except TableNotFoundError:
+            if self.options.get("existing_table") == "true":  # a view's: its table was dropped since
+                raise
             mode = "create"
         session = SparkSession.getActiveSession()
         timezone = session.conf.get("spark.sql.session.timeZone") if session else "UTC"

@@ -513,6 +513,59 @@ def test_spark4_views_take_inserts(spark: SparkSession, properties: dict[str, st
     ]
 
 
+def test_views_of_names_holding_the_delimiter_read_their_own_table(
+    spark: SparkSession, properties: dict[str, str], warehouse: str
+) -> None:
+    """``a$b`` beside ``a.b``: ``$`` joins ids in the REST protocol, but a view names its table by parts."""
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    ns.create_namespace({"id": [warehouse, "sales"]})
+    ns.create_namespace({"id": [warehouse, "sales", "a"]})
+    write_lance(spark.sql("SELECT 1 AS v"), properties, [warehouse, "sales", "a$b"])
+    write_lance(spark.sql("SELECT 100 AS v"), properties, [warehouse, "sales", "a", "b"])
+    assert register_lance_views(spark, properties, [warehouse, "sales"]) == ["a$b"]
+    assert spark.sql("SELECT v FROM `a$b`").collect() == [(1,)]
+    assert register_lance_views(spark, properties, [warehouse, "sales"], recursive=True) == ["a$b", "a_b"]
+    assert [spark.sql(f"SELECT v FROM `{view}`").first()[0] for view in ("a$b", "a_b")] == [1, 100]
+
+
+def test_a_view_renamed_only_in_case_stays(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    write_lance(spark.range(3), properties, [*db, "Orders"])
+    assert register_lance_views(spark, ns, db) == ["Orders"]
+    ns.drop_table({"id": [*db, "Orders"]})
+    write_lance(spark.range(5), properties, [*db, "orders"])
+    assert register_lance_views(spark, ns, db) == ["orders"]
+    assert spark.sql("SELECT count(*) FROM orders").first()[0] == 5
+
+
+@needs_spark4
+def test_spark4_views_write_only_to_their_table(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
+    """An overwrite through the view keeps it readable; an insert into the view of a dropped table
+    is TableNotFound and makes no new table under the name."""
+    from lance_namespace import ListTablesRequest
+
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    write_lance(spark.sql("SELECT id AS v FROM range(3)"), properties, [*db, "t"])
+    register_lance_views(spark, ns, db)
+    spark.sql("INSERT OVERWRITE t VALUES (42)")  # Spark calls the literal NOT NULL
+    assert spark.sql("SELECT v FROM t").collect() == [(42,)]
+    spark.sql("INSERT INTO t VALUES (43)")
+    assert sorted(row.v for row in spark.sql("SELECT v FROM t").collect()) == [42, 43]
+
+    ns.drop_table({"id": [*db, "t"]})  # a soft delete: the view stays until the next registration
+    with pytest.raises(Exception, match="TableNotFound|not found"):
+        spark.sql("INSERT INTO t VALUES (5)")
+    assert ns.list_tables(ListTablesRequest(id=db, include_declared=True)).tables == []
+    ns.undrop_table([*db, "t"])
+    assert sorted(ns.dataset([*db, "t"]).to_table()["v"].to_pylist()) == [42, 43]
+
+
 def test_views_never_show_the_secrets_they_read_with(
     spark: SparkSession, properties: dict[str, str], db: list[str]
 ) -> None:
