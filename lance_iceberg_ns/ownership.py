@@ -233,6 +233,19 @@ class Claim:
                 # never made (missing, or a name too long): its parent may have been
             folder = folder.rsplit("/", 1)[0]
 
+    def undo_create(self) -> None:
+        """``undo`` after the catalog failed to make the entry (a missing namespace, say): the
+        metadata files the catalog writes before it checks go too, from the directory this claim
+        made (so nothing else can be in it)."""
+        if self.made_from is not None:
+            metadata = os.path.join(self.location, "metadata")
+            with contextlib.suppress(OSError):
+                for name in os.listdir(metadata):
+                    if ".metadata.json" in name:  # Iceberg's, compressed or not
+                        os.remove(os.path.join(metadata, name))
+                os.rmdir(metadata)
+        self.undo()
+
 
 def _first_missing_directory(location: str) -> str | None:
     if not is_local(location) or os.path.exists(location):

@@ -129,6 +129,10 @@ class Placement:
                 ownership.check_free(location, top, self._options.for_bridge())
         try:
             created = self._companions.create(table, location, properties, create_id)
+        except iceberg.NoSuchNamespaceError:  # refused, and the catalog's files are all there is
+            if claimed is not None:
+                claimed.undo_create()
+            raise
         except BaseException:
             if claimed is not None:
                 claimed.undo()

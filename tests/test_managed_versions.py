@@ -623,9 +623,11 @@ def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
     table = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    with table.transaction() as transaction:  # an engine's commit with a summary of its own making
-        with transaction.update_snapshot(snapshot_properties={VERSION_KEY: recorded}).fast_append():
-            pass
+    with (  # an engine's commit with a summary of its own making
+        table.transaction() as transaction,
+        transaction.update_snapshot(snapshot_properties={VERSION_KEY: recorded}).fast_append(),
+    ):
+        pass
     location = managed_ns.describe_table({"id": table_id}).location
     files = _files(Path(location))
 

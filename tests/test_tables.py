@@ -29,7 +29,7 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace
 
-from .helpers import create_plain_iceberg_table, other_client, write_lance
+from .helpers import create_plain_iceberg_table, ipc, other_client, write_lance
 
 
 def _tables(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
@@ -149,6 +149,17 @@ def test_list_tables_include_declared_false_skips_tables_without_data(ns: Iceber
 def test_list_tables_in_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
     with pytest.raises(NamespaceNotFoundError):
         ns.list_tables(ListTablesRequest(id=[db[0], "absent"]))
+
+
+def test_a_table_in_a_missing_namespace_leaves_no_file(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    """The catalog writes the new table's metadata before it finds the namespace missing."""
+    with pytest.raises(NamespaceNotFoundError):
+        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"]))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.create_table({"id": [db[0], "absent", "t"]}, ipc(pa.table({"v": [1]})))
+    assert [path for path in lance_root.rglob("*") if path.is_file()] == []
 
 
 @pytest.fixture
