@@ -20,7 +20,7 @@ from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, Lis
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError
 
 from lance_iceberg_ns.datasets import check_own_version
-from lance_iceberg_ns.managed import written_by_path_error
+from lance_iceberg_ns.managed import latest_gone_error, written_by_path_error
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.versions import final_manifests, manifest_directory, manifest_name
 
@@ -85,5 +85,7 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
     latest = newest[0].version if newest else 0
     storage_options = dict(described.storage_options or {})
     on_disk = final_manifests(described.location, storage_options)
-    following = itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1))
+    following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))
+    if latest and latest not in on_disk and not following and any(version > latest for version in on_disk):
+        raise latest_gone_error(".".join(table_id), latest)  # a writer by location went on, then cleaned up
     return _Found(latest, described.location, storage_options, [(version, on_disk[version]) for version in following])

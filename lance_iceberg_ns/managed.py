@@ -296,12 +296,33 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
     ``_versions/``, else None: one look, in both naming schemes (a manifest planted under the
     other scheme's name must not pass for none). With the catalog's current state, a writer by
     location committed it; with a state kept from earlier, another writer may also have committed
-    it through the catalog since."""
-    following = latest_version(table) + 1
+    it through the catalog since. The same look finds the latest version itself gone (a writer by
+    location cleaned up old versions): InvalidTableStateError naming the way out."""
+    latest_snapshot = _latest_lance_snapshot(table)
+    latest = _version_of(latest_snapshot)
+    following = latest + 1
     filesystem, root = filesystem_for(table.metadata.location, storage_options)
-    names = (manifest_name(following), manifest_name(following, v2=False))
+    names = [manifest_name(following), manifest_name(following, v2=False)]
+    if latest_snapshot is not None:  # the latest's own manifest, final in either scheme or as staged
+        recorded = _recorded_manifest(latest_snapshot).rsplit("/", 1)[-1]
+        names += [manifest_name(latest), manifest_name(latest, v2=False), *([recorded] if recorded else [])]
     found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}" for name in names])
-    return following if any(info.type == pafs.FileType.File for info in found) else None
+    there = [info.type == pafs.FileType.File for info in found]
+    if any(there[:2]):
+        return following
+    if latest and not any(there[2:]):
+        raise latest_gone_error(".".join(table.name()), latest)
+    return None
+
+
+def latest_gone_error(name: str, latest: int) -> InvalidTableStateError:
+    """The refusal of a table whose latest version, as the catalog names it, is gone from disk."""
+    return InvalidTableStateError(
+        f"Version {latest} of {name}, the latest the catalog names, is gone from the dataset's _versions/: a "
+        "writer that went by its location removed it (cleanup_old_versions on the path, say), behind the "
+        "catalog's back, and the catalog can take no version after it. To keep the dataset as it is on disk, "
+        "deregister_table and register_table its location again (it then keeps Lance's own versions)"
+    )
 
 
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:

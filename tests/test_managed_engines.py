@@ -4,6 +4,7 @@ the namespace, in process and through the server."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -247,6 +248,37 @@ def test_a_write_by_location_is_refused_by_name_at_the_next_commit_through_the_n
     assert lance.dataset(location).count_rows() == 125 and lance.dataset(location).version == 5
     managed_ns.restore_table({"id": table_id, "version": 2})  # the data written by location need not stay
     assert lance.dataset(location).count_rows() == 110 and _versions(managed_ns, table_id)[-1] == 6
+
+
+LATEST_GONE = r"Version 2 of .*the latest the catalog names, is gone.*cleanup_old_versions.*register_table"
+
+
+def test_a_cleanup_by_location_that_removed_the_catalogs_latest_version_is_refused_by_name(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "events"]
+    location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
+    _append(managed_ns, table_id, _rows(100, 10))
+    lance.write_dataset(_rows(500, 5), location, mode="append")  # by path: versions 3 and 4
+    lance.write_dataset(_rows(600, 5), location, mode="append")
+    lance.dataset(location).cleanup_old_versions(older_than=datetime.timedelta(0))  # 1 to 3 go, the catalog's 2 too
+    files = sorted(str(path) for path in Path(location).rglob("*"))
+
+    for refused in (
+        lambda: managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10))),
+        lambda: managed_ns.restore_table({"id": table_id, "version": 2}),
+        lambda: refuse_if_written_by_location(managed_ns, table_id),
+        lambda: adopt_versions_written_by_location(managed_ns, table_id),
+    ):
+        with pytest.raises(InvalidTableStateError, match=LATEST_GONE):
+            refused()
+    assert sorted(str(path) for path in Path(location).rglob("*")) == files  # refused before anything was written
+
+    # the way out the message names: the dataset as it is on disk, keeping Lance's own versions
+    managed_ns.deregister_table({"id": table_id})
+    managed_ns.register_table({"id": table_id, "location": location})
+    managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
+    assert managed_ns.count_table_rows({"id": table_id}).count == 130
 
 
 def test_a_version_written_by_location_is_a_409_through_the_server(
