@@ -296,23 +296,29 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
     ``_versions/``, else None: one look, in both naming schemes (a manifest planted under the
     other scheme's name must not pass for none). With the catalog's current state, a writer by
     location committed it; with a state kept from earlier, another writer may also have committed
-    it through the catalog since. The same look finds the latest version itself gone (a writer by
-    location cleaned up old versions): InvalidTableStateError naming the way out."""
+    it through the catalog since. The same look finds whether the latest version's own manifest is
+    still there; when it is gone (a writer by location cleaned up old versions), InvalidTableStateError
+    naming the way out."""
     latest_snapshot = _latest_lance_snapshot(table)
     latest = _version_of(latest_snapshot)
     following = latest + 1
-    filesystem, root = filesystem_for(table.metadata.location, storage_options)
-    names = [manifest_name(following), manifest_name(following, v2=False)]
-    if latest_snapshot is not None:  # the latest's own manifest, final in either scheme or as staged
-        recorded = _recorded_manifest(latest_snapshot).rsplit("/", 1)[-1]
-        names += [manifest_name(latest), manifest_name(latest, v2=False), *([recorded] if recorded else [])]
-    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}" for name in names])
-    there = [info.type == pafs.FileType.File for info in found]
+    recorded = _recorded_manifest(latest_snapshot).rsplit("/", 1)[-1] if latest_snapshot is not None else ""
+    own = [final_manifest_name(recorded)] if recorded else []
+    there = _in_versions(table, storage_options, [manifest_name(following), manifest_name(following, v2=False), *own])
     if any(there[:2]):
         return following
-    if latest and not any(there[2:]):
-        raise latest_gone_error(".".join(table.name()), latest)
+    if latest and not any(there[2:]):  # not where it was finalized: as its writer staged it, or in the other scheme?
+        others = [recorded, manifest_name(latest), manifest_name(latest, v2=False)]
+        if not any(_in_versions(table, storage_options, others)):
+            raise latest_gone_error(".".join(table.name()), latest)
     return None
+
+
+def _in_versions(table: Table, storage_options: Mapping[str, str], names: Sequence[str]) -> list[bool]:
+    """Which of ``names`` are files in the table's ``_versions/`` (one look for all)."""
+    filesystem, root = filesystem_for(table.metadata.location, storage_options)
+    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}" for name in names])
+    return [info.type == pafs.FileType.File for info in found]
 
 
 def latest_gone_error(name: str, latest: int) -> InvalidTableStateError:
