@@ -116,6 +116,15 @@ def _version_of(snapshot: Snapshot | None) -> int:
     return _summary_number(snapshot, VERSION_KEY) or 0
 
 
+def _version_or_none(snapshot: Snapshot) -> int | None:
+    """The version a snapshot off ``main`` records, if it is one: an engine's snapshot with a
+    summary of its own making there (rolled back past, or on a branch of its own) blocks nothing."""
+    try:
+        return _summary_number(snapshot, VERSION_KEY)
+    except InvalidTableStateError:
+        return None
+
+
 def _summary_number(snapshot: Snapshot | None, key: str) -> int | None:
     """A whole number the bridge recorded in a snapshot's summary (None when absent). Any engine
     on the catalog may commit snapshots, so a value that is not one (``abc``, ``-3``, ``1.5``, or
@@ -182,7 +191,7 @@ def may_be_behind(table: Table) -> bool:
 def highest_version(table: Table) -> int:
     """The highest Lance version any loaded snapshot records, on ``main`` or left off it by a
     rollback: Lance never writes a version number twice."""
-    return max((_version_of(s) for s in table.metadata.snapshots), default=0)
+    return max((_version_or_none(s) or 0 for s in table.metadata.snapshots), default=0)
 
 
 def rolled_back(table: Table) -> bool:
@@ -296,22 +305,24 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
     ``_versions/``, else None: one look, in both naming schemes (a manifest planted under the
     other scheme's name must not pass for none). With the catalog's current state, a writer by
     location committed it; with a state kept from earlier, another writer may also have committed
-    it through the catalog since. The same look finds whether the latest version's own manifest is
-    still there; when it is gone (a writer by location cleaned up old versions), InvalidTableStateError
-    naming the way out."""
-    latest_snapshot = _latest_lance_snapshot(table)
-    latest = _version_of(latest_snapshot)
-    following = latest + 1
-    recorded = _recorded_manifest(latest_snapshot).rsplit("/", 1)[-1] if latest_snapshot is not None else ""
-    own = [final_manifest_name(recorded)] if recorded else []
-    there = _in_versions(table, storage_options, [manifest_name(following), manifest_name(following, v2=False), *own])
-    if any(there[:2]):
-        return following
-    if latest and not any(there[2:]):  # not where it was finalized: as its writer staged it, or in the other scheme?
-        others = [recorded, manifest_name(latest), manifest_name(latest, v2=False)]
-        if not any(_in_versions(table, storage_options, others)):
-            raise latest_gone_error(".".join(table.name()), latest)
-    return None
+    it through the catalog since."""
+    following = latest_version(table) + 1
+    there = _in_versions(table, storage_options, [manifest_name(following), manifest_name(following, v2=False)])
+    return following if any(there) else None
+
+
+def latest_gone(table: Table, storage_options: Mapping[str, str]) -> bool:
+    """Whether the manifest of the latest version of ``table`` (as loaded) is gone from
+    ``_versions/``, in both naming schemes and as its writer staged it: a writer by location
+    cleaned up old versions. Only the catalog's current state says so; a state kept from earlier
+    may name a version that the catalog let go of since."""
+    snapshot = _latest_lance_snapshot(table)
+    if snapshot is None:
+        return False
+    latest = _version_of(snapshot)
+    recorded = _recorded_manifest(snapshot).rsplit("/", 1)[-1]
+    names = [manifest_name(latest), manifest_name(latest, v2=False), *([recorded] if recorded else [])]
+    return not any(_in_versions(table, storage_options, names))
 
 
 def _in_versions(table: Table, storage_options: Mapping[str, str], names: Sequence[str]) -> list[bool]:

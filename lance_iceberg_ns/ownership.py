@@ -216,6 +216,7 @@ class Claim:
     owner: Owner
     storage_options: Mapping[str, str]
     made_from: str | None  # the topmost directory the claim created (local file systems)
+    metadata_was_there: bool = True  # whether the location held a metadata/ directory when claimed
 
     def undo(self) -> None:
         with contextlib.suppress(OSError):
@@ -235,9 +236,9 @@ class Claim:
 
     def undo_create(self) -> None:
         """``undo`` after the catalog failed to make the entry (a missing namespace, say): the
-        metadata files the catalog writes before it checks go too, from the directory this claim
-        made (so nothing else can be in it)."""
-        if self.made_from is not None:
+        metadata files the catalog writes before it checks go too, from a ``metadata/`` directory
+        that was not there when the location was claimed (while claimed, no one else writes there)."""
+        if not self.metadata_was_there:
             metadata = os.path.join(self.location, "metadata")
             with contextlib.suppress(OSError):
                 for name in os.listdir(metadata):
@@ -262,7 +263,8 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     then nothing is left behind."""
     if is_local(location) and os.path.islink(location):
         raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
-    made = Claim(location, owner, storage_options, _first_missing_directory(location))
+    metadata_was_there = not is_local(location) or os.path.lexists(os.path.join(location, "metadata"))
+    made = Claim(location, owner, storage_options, _first_missing_directory(location), metadata_was_there)
     try:
         written = _write_marker(location, owner, storage_options, exclusive=True)
     except OSError as exc:  # a file in the way, a name too long, a loop of links

@@ -32,6 +32,7 @@ from lance_namespace import DescribeTableRequest, ListNamespacesRequest, ListTab
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import datasets
+from lance_iceberg_ns.identifiers import parse_namespace_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.planned_writes import TableWrite, WriteResult, cast_columns
 
@@ -201,13 +202,13 @@ class TableRead:
         return from_arrow_schema(self.output_schema, prefer_timestamp_ntz=False)
 
     def nullable_as(self, declared: Any) -> TableRead:
-        """The plan answering a column as nullable where Spark's ``declared`` schema (a view's, kept
-        since registration) says so, though the table now says NOT NULL (an overwrite of Spark
-        rows, which Spark often calls NOT NULL): Spark refuses a read whose nullability differs."""
-        nullable = {field.name for field in declared.fields if field.nullable}
+        """The plan answering a value as nullable wherever Spark's ``declared`` schema (a view's,
+        kept since registration) says so, though the table now says NOT NULL (an overwrite of
+        Spark rows, which Spark often calls NOT NULL, in a column, a struct or a list): Spark
+        refuses a read whose nullability differs."""
         schema = self.output_schema
-        relaxed = [field.with_nullable(True) if field.name in nullable else field for field in schema]
-        if all(field.nullable == before.nullable for field, before in zip(relaxed, schema, strict=True)):
+        relaxed = _relaxed_fields(list(schema), declared)
+        if relaxed == list(schema):
             return self
         output = pa.schema(relaxed, metadata=schema.metadata)
         return dataclasses.replace(self, output_schema_bytes=output.serialize().to_pybytes())
@@ -222,6 +223,38 @@ class TableRead:
                 raise RuntimeError(f"Fragment {fragment_id} is missing from version {self.version} of {self.location}")
             for data in fragment.to_batches(columns=self.columns, filter=self.filter, batch_size=self.batch_rows):
                 yield cast_columns(data, target)
+
+
+def _relaxed_fields(fields: list[pa.Field], declared: Any) -> list[pa.Field]:
+    """``fields`` nullable where the Spark struct type ``declared`` has a nullable field of that name."""
+    spark_fields = {field.name: field for field in declared.fields}
+    relaxed = []
+    for field in fields:
+        spark_field = spark_fields.get(field.name)
+        if spark_field is not None:
+            field = field.with_type(_relaxed_type(field.type, spark_field.dataType))
+            field = field.with_nullable(field.nullable or spark_field.nullable)
+        relaxed.append(field)
+    return relaxed
+
+
+def _relaxed_type(arrow_type: pa.DataType, spark_type: Any) -> pa.DataType:
+    """``arrow_type`` with the nullability of the values inside it relaxed as ``spark_type`` allows."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if pa.types.is_struct(arrow_type) and isinstance(spark_type, StructType):
+        return pa.struct(_relaxed_fields(list(arrow_type), spark_type))
+    if isinstance(spark_type, ArrayType) and (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
+        value = arrow_type.value_field
+        value = value.with_type(_relaxed_type(value.type, spark_type.elementType))
+        value = value.with_nullable(value.nullable or spark_type.containsNull)
+        return pa.list_(value) if pa.types.is_list(arrow_type) else pa.large_list(value)
+    if isinstance(spark_type, MapType) and pa.types.is_map(arrow_type):
+        item = arrow_type.item_field
+        item = item.with_type(_relaxed_type(item.type, spark_type.valueType))
+        item = item.with_nullable(item.nullable or spark_type.valueContainsNull)
+        return pa.map_(arrow_type.key_field, item)
+    return arrow_type
 
 
 def _fragment_bytes(fragment: Any) -> int | None:
@@ -398,8 +431,19 @@ def _lance_tables(ns: IcebergLanceNamespace, parent: list[str], recursive: bool)
         namespace = pending.pop()
         if len(namespace) > 1:  # a warehouse holds namespaces, not tables
             found += [[*namespace, name] for name in _table_names(ns, namespace)]
-        pending += [[*namespace, child] for child in _child_namespaces(ns, namespace)]
+        children = ([*namespace, child] for child in _child_namespaces(ns, namespace))
+        pending += [child for child in children if _addressable(child)]
     return found
+
+
+def _addressable(namespace_id: list[str]) -> bool:
+    """Whether the bridge can name a namespace: an Iceberg engine may make one under a name it
+    refuses (``"scratch "``), which then holds no Lance table to make a view of."""
+    try:
+        parse_namespace_id(namespace_id)
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _table_names(ns: IcebergLanceNamespace, namespace: list[str]) -> list[str]:

@@ -95,6 +95,10 @@ class Tables:
             current = self.companions.load_table(table, history=True)
             if managed.latest_version(current) < written:
                 raise managed.written_by_path(current, written)
+        elif managed.latest_gone(current, storage_options):  # asked again: another writer may have moved on since
+            current = self.companions.load_table(table, history=True)
+            if managed.latest_gone(current, storage_options):
+                raise managed.latest_gone_error(".".join(current.name()), managed.latest_version(current))
 
     # --- operations -----------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ class Versions:
     def create(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "create_table_version")
-        current = self._state.recent(table, LOADED_FOR_COMMIT_SECONDS)
+        current = kept = self._state.recent(table, LOADED_FOR_COMMIT_SECONDS)
         if (
             current is None
             or not managed.knows_latest(current)
@@ -139,6 +139,12 @@ class Versions:
             current = self._managed_table(table, history=True)
         try:
             return self._commit_version(table, current, request)
+        except iceberg.BadRequestError:
+            if current is not kept:
+                raise
+            # the kept state missed an engine's commit on another branch: main did not move, but the
+            # catalog refuses a sequence number it has already given out
+            return self._commit_version(table, self._managed_table(table, history=True), request)
         except iceberg.CommitFailedException:
             # main moved. With a new Lance version, that is pylance's conflict to retry; without one,
             # an Iceberg engine committed on top (Spark's DELETE FROM, DuckDB's INSERT), and the

@@ -638,6 +638,38 @@ def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
     assert _files(Path(location)) == files  # refused before anything was written
 
+    # the way out the message names: main rolled back past it, where it blocks nothing
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    forged = companion.current_snapshot().snapshot_id
+    companion.manage_snapshots().rollback_to_snapshot(companion.current_snapshot().parent_snapshot_id).commit()
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
+    lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert _listed(managed_ns, table_id) == [1, 2, 3] and managed_ns.count_table_rows({"id": table_id}).count == 3
+    kept = other_client(endpoint, db[0]).load_table((db[1], "events")).snapshots()
+    assert forged in {snapshot.snapshot_id for snapshot in kept}
+
+
+def test_an_engines_commit_on_another_branch_between_two_lance_commits_is_no_conflict(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    """main does not move, but the catalog has given out the next sequence number: a commit built on
+    the state kept from the last one is refused (400), and is made again on the catalog's."""
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    with (
+        companion.transaction() as transaction,
+        transaction.update_snapshot(branch="audit", snapshot_properties={VERSION_KEY: "forged"}).fast_append(),
+    ):
+        pass  # an engine's snapshot on its own branch, its summary of its own making
+    lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [4]})))
+    assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
+    assert managed_ns.count_table_rows({"id": table_id}).count == 4
+
 
 def _staged_manifests(location: str) -> list[str]:
     return sorted(name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name)

@@ -20,6 +20,8 @@ from pyspark.sql.types import LongType  # noqa: E402
 from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
 from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance  # noqa: E402
 
+from .helpers import other_client  # noqa: E402
+
 ALL_TYPES = """
 select id,
        cast(id as int) as i, cast(id as smallint) as small, cast(id * 1.5 as double) as x,
@@ -410,6 +412,13 @@ def test_recursive_views_are_named_by_their_path(
     every_warehouse = register_lance_views(spark, {**properties, "warehouses": warehouse}, "", recursive=True)
     assert every_warehouse == [f"{warehouse}_hr_people", f"{warehouse}_sales_eu_orders", f"{warehouse}_sales_orders"]
 
+    other_client(properties["endpoint"], warehouse).create_namespace("scratch ")  # a name the bridge refuses
+    assert register_lance_views(spark, properties, [warehouse], recursive=True) == [
+        "hr_people",
+        "sales_eu_orders",
+        "sales_orders",
+    ]
+
     ns.create_namespace({"id": [warehouse, "sales_eu"]})
     write_lance(spark.range(1), properties, [warehouse, "sales_eu", "orders"])
     with pytest.raises(InvalidInputError, match="sales_eu_orders"):  # two tables, one view name
@@ -546,21 +555,23 @@ def test_a_view_renamed_only_in_case_stays(spark: SparkSession, properties: dict
 def test_spark4_views_write_only_to_their_table(spark: SparkSession, properties: dict[str, str], db: list[str]) -> None:
     """An overwrite through the view keeps it readable; an insert into the view of a dropped table
     is TableNotFound and makes no new table under the name."""
+    import pyarrow as pa
     from lance_namespace import ListTablesRequest
 
     from lance_iceberg_ns.spark import register_lance_views
 
     ns = IcebergLanceNamespace(**properties)
-    write_lance(spark.sql("SELECT id AS v FROM range(3)"), properties, [*db, "t"])
+    rows = pa.table({"v": [0, 1, 2], "s": [{"a": i} for i in range(3)], "l": [[i] for i in range(3)]})  # nullable all
+    lance.write_dataset(rows, namespace_client=ns, table_id=[*db, "t"])
     register_lance_views(spark, ns, db)
-    spark.sql("INSERT OVERWRITE t VALUES (42)")  # Spark calls the literal NOT NULL
-    assert spark.sql("SELECT v FROM t").collect() == [(42,)]
-    spark.sql("INSERT INTO t VALUES (43)")
+    spark.sql("INSERT OVERWRITE t SELECT 42, named_struct('a', 42L), array(42L)")  # Spark calls all of it NOT NULL
+    assert spark.sql("SELECT v, s.a, l[0] FROM t").collect() == [(42, 42, 42)]
+    spark.sql("INSERT INTO t SELECT 43, named_struct('a', 43L), array(43L)")
     assert sorted(row.v for row in spark.sql("SELECT v FROM t").collect()) == [42, 43]
 
     ns.drop_table({"id": [*db, "t"]})  # a soft delete: the view stays until the next registration
     with pytest.raises(Exception, match="TableNotFound|not found"):
-        spark.sql("INSERT INTO t VALUES (5)")
+        spark.sql("INSERT INTO t SELECT 5, named_struct('a', 5L), array(5L)")
     assert ns.list_tables(ListTablesRequest(id=db, include_declared=True)).tables == []
     ns.undrop_table([*db, "t"])
     assert sorted(ns.dataset([*db, "t"]).to_table()["v"].to_pylist()) == [42, 43]

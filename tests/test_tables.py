@@ -159,7 +159,12 @@ def test_a_table_in_a_missing_namespace_leaves_no_file(
         ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"]))
     with pytest.raises(NamespaceNotFoundError):
         ns.create_table({"id": [db[0], "absent", "t"]}, ipc(pa.table({"v": [1]})))
+    given = lance_root / "given" / "t.lance"  # a location of the caller's, there already and empty
+    given.mkdir(parents=True)
+    with pytest.raises(NamespaceNotFoundError):
+        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"], location=str(given)))
     assert [path for path in lance_root.rglob("*") if path.is_file()] == []
+    assert ns.declare_table(DeclareTableRequest(id=[*db, "t"], location=str(given))).location == str(given)
 
 
 @pytest.fixture
