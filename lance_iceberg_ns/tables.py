@@ -152,7 +152,10 @@ class Tables:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
-            resolved = self.resolved(table, loaded or self.companions.load(table))
+            loaded = loaded or self.companions.load(table)
+            if managed.is_managed(properties):  # a snapshot that holds no Lance version is named, not lost in the open
+                managed.latest_version(self.companions.table_from_summary(table, loaded))
+            resolved = self.resolved(table, loaded)
             if vended:  # what the credentials endpoint vended reaches the files where the answer's may not
                 resolved = replace(resolved, storage_options=self.options.for_bridge(vended))
             dataset = self.datasets.open(resolved, wanted_version, reading=True)

@@ -636,6 +636,8 @@ def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_
             namespace.list_table_versions({"id": table_id})
         with pytest.raises(InvalidTableStateError):
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
+        with pytest.raises(InvalidTableStateError, match=f"records {VERSION_KEY}=.*not a Lance version"):
+            namespace.describe_table({"id": table_id, "load_detailed_metadata": True})
     assert _files(Path(location)) == files  # refused before anything was written
 
     # the way out the message names: main rolled back past it, where it blocks nothing
@@ -669,6 +671,12 @@ def test_an_engines_commit_on_another_branch_between_two_lance_commits_is_no_con
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [4]})))
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert managed_ns.count_table_rows({"id": table_id}).count == 4
+
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    with companion.transaction() as transaction, transaction.update_snapshot(branch="audit").fast_append():
+        pass  # and again, before an atomic commit
+    assert [p.version for p in write_together(managed_ns, [(table_id, pa.table({"id": [5]}), "append")])] == [5]
+    assert managed_ns.count_table_rows({"id": table_id}).count == 5
 
 
 def _staged_manifests(location: str) -> list[str]:
