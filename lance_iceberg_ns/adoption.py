@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
-from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, ListTableVersionsRequest
-from lance_namespace.errors import InvalidInputError, InvalidTableStateError
+from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, DescribeTableVersionRequest
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError, TableVersionNotFoundError
 
 from lance_iceberg_ns.datasets import check_own_version
-from lance_iceberg_ns.managed import latest_gone_error, written_by_path_error
+from lance_iceberg_ns.managed_refusals import latest_gone_error, written_by_path_error
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.versions import final_manifests, manifest_directory, manifest_name
 
@@ -81,8 +81,10 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
     described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
     if not described.managed_versioning or described.location is None:
         raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
-    newest = ns.list_table_versions(ListTableVersionsRequest(id=list(table_id), descending=True, limit=1)).versions
-    latest = newest[0].version if newest else 0
+    try:  # the catalog's latest (not the listing, which refuses a first version written by location)
+        latest = ns.describe_table_version(DescribeTableVersionRequest(id=list(table_id))).version.version
+    except TableVersionNotFoundError:
+        latest = 0
     storage_options = dict(described.storage_options or {})
     on_disk = final_manifests(described.location, storage_options)
     following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))

@@ -34,6 +34,7 @@ from lance_iceberg_ns.errors import http_status_for
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.planned_writes import WRITE_MODES, TableWrite
+from lance_iceberg_ns.versioning import refuse_across_warehouses
 
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
@@ -95,13 +96,17 @@ def stage_all(staging: StagingNamespace, writes: Sequence[tuple[Sequence[str], C
 
 def refuse_repeated(ns: IcebergLanceNamespace, table_ids: Sequence[Sequence[str]]) -> None:
     """InvalidInputError, before anything is written, for a table named twice in one commit (as
-    the bridge reads names: in NFC, a bare name in the default namespace)."""
+    the bridge reads names: in NFC, a bare name in the default namespace), or tables of several
+    warehouses."""
+    tables = [
+        parse_table_id(in_default_namespace(list(table_id), ns.settings.default_namespace)) for table_id in table_ids
+    ]
     seen: set[tuple[str, ...]] = set()
-    for table_id in table_ids:
-        named = tuple(parse_table_id(in_default_namespace(list(table_id), ns.settings.default_namespace)).parts)
-        if named in seen:
-            raise InvalidInputError(f"Table {'.'.join(named)} is written twice in one atomic commit")
-        seen.add(named)
+    for table in tables:
+        if tuple(table.parts) in seen:
+            raise InvalidInputError(f"Table {'.'.join(table.parts)} is written twice in one atomic commit")
+        seen.add(tuple(table.parts))
+    refuse_across_warehouses(tables)
 
 
 def publish(

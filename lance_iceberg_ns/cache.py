@@ -59,12 +59,17 @@ class RecentlyUsed(Generic[K, V]):
             self._entries.move_to_end(key)
             return value
 
-    def keep(self, key: K, value: V) -> None:
-        """Keep ``value`` for ``key`` (as the most recently used, its age starting now)."""
+    def now(self) -> float:
+        """The moment, on the clock entries are aged by."""
+        return self._clock()
+
+    def keep(self, key: K, value: V, as_of: float | None = None) -> None:
+        """Keep ``value`` for ``key`` (as the most recently used), its age starting now, or at
+        ``as_of`` (a moment from ``now``) when it was learnt earlier."""
         if self._ttl is not None and self._ttl <= 0:
             return
         with self._lock:
-            self._entries[key] = (self._clock(), value)
+            self._entries[key] = (self._clock() if as_of is None else as_of, value)
             self._entries.move_to_end(key)
             evicted = []
             while len(self._entries) > self._capacity:

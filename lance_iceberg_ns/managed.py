@@ -66,6 +66,7 @@ from pyiceberg.table.update import (
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 from lance_iceberg_ns.limits import MAX_VERSION
+from lance_iceberg_ns.managed_refusals import forged, rolled_back_error, written_by_path_error
 from lance_iceberg_ns.versions import manifest_directory, manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
@@ -133,11 +134,7 @@ def _summary_number(snapshot: Snapshot | None, key: str) -> int | None:
     if text is None:
         return None
     if not DECIMAL.fullmatch(text) or int(text) > MAX_VERSION:
-        assert snapshot is not None
-        raise InvalidTableStateError(
-            f"Snapshot {snapshot.snapshot_id} records {key}={text[:40]!r}, which is not a Lance version number or"
-            " size: an engine other than lance-iceberg-ns committed it; roll main back past it to read the table"
-        )
+        raise forged(snapshot, key, text, "not a Lance version number or size")
     return int(text)
 
 
@@ -223,8 +220,12 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
 
 
 def _recorded_manifest(snapshot: Snapshot) -> str:
-    """The manifest path a snapshot recorded (staged, as the writer gave it)."""
-    return _summary(snapshot).get(MANIFEST_KEY, "")
+    """The manifest path a snapshot recorded (staged, as the writer gave it), refused as ``_summary_number`` refuses."""
+    recorded = _summary(snapshot).get(MANIFEST_KEY, "")
+    name = recorded.rsplit("/", 1)[-1]
+    if not (name.endswith(".manifest") or _STAGED.match(name)):
+        raise forged(snapshot, MANIFEST_KEY, recorded, "not the path of a Lance manifest")
+    return recorded
 
 
 def _final_manifests(location: str, storage_options: Mapping[str, str], recorded: Sequence[str]) -> set[str]:
@@ -332,33 +333,9 @@ def _in_versions(table: Table, storage_options: Mapping[str, str], names: Sequen
     return [info.type == pafs.FileType.File for info in found]
 
 
-def latest_gone_error(name: str, latest: int) -> InvalidTableStateError:
-    """The refusal of a table whose latest version, as the catalog names it, is gone from disk."""
-    return InvalidTableStateError(
-        f"Version {latest} of {name}, the latest the catalog names, is gone from the dataset's _versions/: a "
-        "writer that went by its location removed it (cleanup_old_versions on the path, say), behind the "
-        "catalog's back, and the catalog can take no version after it. To keep the dataset as it is on disk, "
-        "deregister_table and register_table its location again (it then keeps Lance's own versions)"
-    )
-
-
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:
-    """The refusal of a new version while ``version`` was committed by a writer that went by the
-    table's location, behind the catalog's back."""
+    """The refusal of a new version while a writer by location committed ``version`` (behind the catalog's back)."""
     return written_by_path_error(".".join(table.name()), version, latest_version(table))
-
-
-def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
-    """The refusal of a new version of table ``name`` while the catalog names version ``latest``
-    and a writer by location committed ``version``; it names the way out."""
-    return InvalidTableStateError(
-        f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
-        f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
-        "whose versions the catalog manages takes no new version while its dataset is ahead of the catalog. "
-        "Record the versions written by location in the catalog with "
-        "lance_iceberg_ns.adoption.adopt_versions_written_by_location, then restore_table to version "
-        f"{latest} if their data should not stay; write only through the namespace from then on"
-    )
 
 
 def _finalize_abandoned(
@@ -462,17 +439,7 @@ def refuse_if_rolled_back(table: Table) -> None:
     """InvalidTableStateError when ``main`` is behind versions the table has used (``table`` loaded
     with its history): checked before a writer stages a version that could never be committed."""
     if rolled_back(table):
-        raise InvalidTableStateError(_rolled_back_message(table))
-
-
-def _rolled_back_message(table: Table) -> str:
-    latest, used = latest_version(table), highest_version(table)
-    return (
-        f"The main branch of {'.'.join(table.name())} was moved back to version {latest} (an Iceberg rollback) "
-        f"while the table has versions up to {used}, and Lance never writes a version number twice. Move main "
-        f"forward again to the snapshot of version {used} (Iceberg: manage_snapshots().set_current_snapshot, "
-        f"CALL system.set_current_snapshot), then restore_table to version {latest} if its data should be current"
-    )
+        raise rolled_back_error(".".join(table.name()), latest_version(table), highest_version(table))
 
 
 def plan_version(
@@ -493,7 +460,7 @@ def plan_version(
     parent = _main_snapshot(table)  # the new version goes on top of main, whoever committed last
     latest = latest_version(table)
     if rolled_back(table):
-        raise InvalidTableStateError(_rolled_back_message(table))
+        raise rolled_back_error(".".join(table.name()), latest_version(table), highest_version(table))
     if request.version <= latest:
         raise ConcurrentModificationError(
             f"Version {request.version} of {'.'.join(table.name())} already exists (the latest is {latest})"

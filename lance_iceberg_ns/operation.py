@@ -57,6 +57,13 @@ _NAMESPACE_REQUESTS = frozenset(
 )
 
 
+def as_operated(namespace: Any, name: str, request: Any) -> Any:
+    """``request`` as the bridge's operation ``name`` acts on it (a bare table name placed in its
+    ``default_namespace``), for the server's audit line; another namespace's as it is."""
+    settings = getattr(namespace, "settings", None)
+    return _in_default_namespace(name, request, getattr(settings, "default_namespace", None) or ())
+
+
 def _in_default_namespace(name: str, request: Any, default: tuple[str, ...]) -> Any:
     """The request with a bare table name in the ``default_namespace`` (lancedb's ``open_table``,
     DuckDB's describe and drop); ``list_tables`` at the root lists the default namespace (lancedb's

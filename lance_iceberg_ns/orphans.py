@@ -43,11 +43,17 @@ class OrphanFiles:
     skipped: list[str] = field(default_factory=list)
 
 
-def _referenced_data_files(dataset: lance.LanceDataset) -> set[str]:
-    """The data files every version of the dataset references (file names under ``data/``)."""
+def _referenced_data_files(dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str]) -> set[str]:
+    """The data files every version of the dataset references (file names under ``data/``). A
+    version the catalog does not name (``main`` rolled back past it, to be moved forward again
+    perhaps) is read by location: its files are still needed."""
     referenced: set[str] = set()
     for version in dataset.versions():
-        for fragment in dataset.checkout_version(version["version"]).get_fragments():
+        try:
+            at_version = dataset.checkout_version(version["version"])
+        except (OSError, ValueError):
+            at_version = open_dataset(location, storage_options, version["version"])
+        for fragment in at_version.get_fragments():
             referenced.update(data_file.path for data_file in fragment.metadata.files)
     return referenced
 
@@ -81,7 +87,7 @@ def find_orphan_files(
     root = root.rstrip("/")
     data = filesystem.get_file_info(pafs.FileSelector(f"{root}/{DATA_DIRECTORY}", allow_not_found=True))
     manifests = filesystem.get_file_info(pafs.FileSelector(f"{root}/{VERSIONS_DIRECTORY}", allow_not_found=True))
-    referenced = _referenced_data_files(dataset or open_dataset(location, dict(storage_options)))
+    referenced = _referenced_data_files(dataset or open_dataset(location, storage_options), location, storage_options)
     candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
     candidates += [(VERSIONS_DIRECTORY, info) for info in _leftover_manifests(manifests)]
     cutoff = time.time() - margin

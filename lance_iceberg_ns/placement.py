@@ -175,6 +175,33 @@ class Placement:
         self.prove_place(location, owner_entry(entry), self.entry_options(entry))
         return location
 
+    def prove_handed_out(self, entry: TableSummary) -> None:
+        """``prove``, before a location is handed to a client that then reads and writes by it
+        (pylance, after ``describe_table``); a place with nothing at it has nothing to protect."""
+        try:
+            self.prove(entry)
+        except PermissionDeniedError:
+            if not datasets.is_empty_directory(self.locations.confine(entry.location), self.entry_options(entry)):
+                raise
+
+    def still_proves(self, table: TableId, kept: Any) -> dict[str, str] | None:
+        """What reaches a table's files, when a state kept of it (``prove_state``) still shows its
+        location is the entry's; None once the table was dropped, purged or replaced elsewhere."""
+        try:
+            return self.prove_state(table, kept)
+        except (PermissionDeniedError, TableNotFoundError):
+            return None
+
+    def prove_state(self, table: TableId, loaded: Any) -> dict[str, str]:
+        """``prove`` for a table's state as pyiceberg loaded or committed it (a managed table's);
+        what the bridge reaches its files with. A catalog copy of the entry, or a state kept from
+        before the table was dropped or replaced elsewhere, shows nothing (PermissionDeniedError,
+        TableNotFoundError)."""
+        options = self._options.for_bridge(lance_storage_options(dict(loaded.io.properties)))
+        entry = ownership.Entry(catalog_name(table), str(loaded.metadata.table_uuid), loaded.properties.get(CREATE_ID))
+        self.prove_place(self.locations.confine(loaded.metadata.location), entry, options)
+        return options
+
     def prove_place(self, location: str, entry: ownership.Entry, options: dict[str, str]) -> None:
         """``prove`` for a place the data half opens, and for ``prove``. Raises
         PermissionDeniedError unless the marker names the entry; TableNotFoundError when the entry

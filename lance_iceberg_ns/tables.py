@@ -38,6 +38,7 @@ from lance_iceberg_ns.data import ResolvedTable, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.lifecycle import TableStatus
+from lance_iceberg_ns.managed_refusals import latest_gone_error
 from lance_iceberg_ns.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
 from lance_iceberg_ns.storage_options import StorageOptions
@@ -98,7 +99,7 @@ class Tables:
         elif managed.latest_gone(current, storage_options):  # asked again: another writer may have moved on since
             current = self.companions.load_table(table, history=True)
             if managed.latest_gone(current, storage_options):
-                raise managed.latest_gone_error(".".join(current.name()), managed.latest_version(current))
+                raise latest_gone_error(".".join(current.name()), managed.latest_version(current))
 
     # --- operations -----------------------------------------------------------------------------
 
@@ -133,11 +134,15 @@ class Tables:
             raise InvalidInputError("Give either a version or a tag, not both")
         vending = bool(request.vend_credentials or self.settings.vend_credentials)
         committed = None if vending else self.companions.managed.own_commit(table)
+        if committed is not None and self.placement.still_proves(table, committed) is None:
+            self.companions.managed.forget(table)  # dropped or replaced elsewhere since
+            committed = None
         if committed is not None:  # this process committed the table's latest version a moment ago
             location, properties, vended = committed.metadata.location, committed.properties, None
             loaded = None
         else:
             loaded = self.companions.load(table)
+            self.placement.prove_handed_out(loaded)  # a catalog copy of the entry is not handed its table's data
             location, properties = loaded.location, loaded.properties
             vended = self._vended(table, loaded) if vending else None
             if managed.is_managed(properties):  # pylance asks for the latest version next: answer from this
@@ -152,10 +157,7 @@ class Tables:
             response.table_uri = datasets.table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
-            loaded = loaded or self.companions.load(table)
-            if managed.is_managed(properties):  # a snapshot that holds no Lance version is named, not lost in the open
-                managed.latest_version(self.companions.table_from_summary(table, loaded))
-            resolved = self.resolved(table, loaded)
+            resolved = self.resolved(table, loaded or self.companions.load(table))
             if vended:  # what the credentials endpoint vended reaches the files where the answer's may not
                 resolved = replace(resolved, storage_options=self.options.for_bridge(vended))
             dataset = self.datasets.open(resolved, wanted_version, reading=True)

@@ -32,11 +32,16 @@ from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import managed, versions
 from lance_iceberg_ns.catalogs import TableSummary
-from lance_iceberg_ns.credentials import lance_storage_options
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
 from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables import Tables
+
+
+def refuse_across_warehouses(tables: list[TableId]) -> None:
+    """An atomic commit is one catalog commit, so its tables are in one warehouse (InvalidInputError)."""
+    if len({table.warehouse for table in tables}) > 1:
+        raise InvalidInputError("An atomic commit covers tables of one warehouse (one catalog)")
 
 
 class Versions:
@@ -54,12 +59,11 @@ class Versions:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "list_table_versions")
         latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
-        known = self._state.recent(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
-        files = self._files_of(known) if known is not None else {}
+        kept = self._kept(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
         # a state kept a moment ago still answers unless a version after it shows on disk: another
         # process committed since (its final manifest), or a writer went by location
-        if known is not None and managed.knows_latest(known) and managed.written_by_path_after(known, files) is None:
-            found = managed.managed_versions(known, files, self._state.finalized(table))
+        if kept is not None and managed.knows_latest(kept[0]) and managed.written_by_path_after(*kept) is None:
+            found = managed.managed_versions(*kept, self._state.finalized(table))
         else:
             found = self._all_versions(table, latest_only)
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
@@ -72,10 +76,25 @@ class Versions:
         if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             self._state.loaded(table, loaded)
-            return managed.managed_versions(loaded, self._files_of(loaded))
+            return self._recorded_versions(table, loaded)
         loaded = self._companions.load_table(table, history=True)
         earlier = self._earlier_versions(summary, managed.earliest_recorded(loaded))
-        return earlier + managed.managed_versions(loaded, self._files_of(loaded))
+        return earlier + self._recorded_versions(table, loaded)
+
+    def _recorded_versions(self, table: TableId, loaded: Any) -> list[TableVersion]:
+        """The versions the catalog records. None while a first version is on disk (the catalog
+        asked again: another process's may have just landed) is a writer's by location (lance-ray,
+        polars), or a rollback past every version: refused as such, where pylance would read it from disk."""
+        files = self._files_of(table, loaded)
+        recorded = managed.managed_versions(loaded, files)
+        if recorded or (written := managed.written_by_path_after(loaded, files)) is None:
+            return recorded
+        loaded = self._managed_table(table, history=True)
+        recorded = managed.managed_versions(loaded, self._files_of(table, loaded))
+        if not recorded:
+            managed.refuse_if_rolled_back(loaded)
+            raise managed.written_by_path(loaded, written)
+        return recorded
 
     def describe(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         table = parse_table_id(request.id)
@@ -88,7 +107,7 @@ class Versions:
             if request.version is not None and request.version < managed.earliest_recorded(loaded):
                 version = versions.one_version(self._earlier_versions(summary, request.version + 1), request.version)
             else:
-                version = managed.describe_managed_version(loaded, self._files_of(loaded), request.version)
+                version = managed.describe_managed_version(loaded, self._files_of(table, loaded), request.version)
         else:
             version = versions.describe_version(*self._open(table, summary), request.version)
         return DescribeTableVersionResponse(version=version)
@@ -108,10 +127,21 @@ class Versions:
         location = self._placement.prove(summary)
         return versions.listed_versions(location, self._placement.entry_options(summary), below)
 
-    def _files_of(self, loaded: Any) -> dict[str, str]:
-        """What the bridge reads a managed table's manifests with, once its location is confined."""
-        self._placement.confine(loaded.metadata.location)
-        return self._options.for_bridge(lance_storage_options(dict(loaded.io.properties)))
+    def _files_of(self, table: TableId, loaded: Any) -> dict[str, str]:
+        """What the bridge reads and writes a managed table's manifests with, once its location
+        has shown it is this entry's own: a catalog copy of the entry reaches none of them."""
+        return self._placement.prove_state(table, loaded)
+
+    def _kept(self, table: TableId, max_age: float) -> tuple[Any, dict[str, str]] | None:
+        """The state kept of ``table`` (``ManagedState.recent``) while its location still shows
+        it is the entry's (not once the table was dropped, purged or replaced elsewhere since),
+        with what reaches its files."""
+        kept = self._state.recent(table, max_age)
+        files = self._placement.still_proves(table, kept) if kept is not None else None
+        if files is None:
+            self._state.forget(table)
+            return None
+        return kept, files
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -127,7 +157,8 @@ class Versions:
     def create(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "create_table_version")
-        current = kept = self._state.recent(table, LOADED_FOR_COMMIT_SECONDS)
+        kept = self._kept(table, LOADED_FOR_COMMIT_SECONDS)
+        current = kept[0] if kept is not None else None
         if (
             current is None
             or not managed.knows_latest(current)
@@ -138,12 +169,10 @@ class Versions:
         if not managed.knows_predecessor(current):  # loaded with its current snapshots only: the one to let go
             current = self._managed_table(table, history=True)
         try:
-            return self._commit_version(table, current, request)
+            return self._commit_version(table, current, request, kept[1] if kept and current is kept[0] else None)
         except iceberg.BadRequestError:
-            if current is not kept:
-                raise
-            # the kept state missed an engine's commit on another branch: main did not move, but the
-            # catalog refuses a sequence number it has already given out
+            # an engine committed on another branch since ``current`` was loaded (or kept): main did
+            # not move, but the catalog refuses a sequence number it has already given out
             return self._commit_version(table, self._managed_table(table, history=True), request)
         except iceberg.CommitFailedException:
             # main moved. With a new Lance version, that is pylance's conflict to retry; without one,
@@ -154,10 +183,13 @@ class Versions:
                 raise
             return self._commit_version(table, current, request)
 
-    def _commit_version(self, table: TableId, current: Any, request: Any) -> CreateTableVersionResponse:
-        """Commit ``request``'s version on top of ``current``, the table as last loaded; its
-        manifest must be the table's own (InvalidInputError, nothing changed)."""
-        files = self._files_of(current)
+    def _commit_version(
+        self, table: TableId, current: Any, request: Any, files: dict[str, str] | None = None
+    ) -> CreateTableVersionResponse:
+        """Commit ``request``'s version on top of ``current``, the table as last loaded (``files``:
+        what reaches them, once proved); its manifest must be the table's own (InvalidInputError,
+        nothing changed)."""
+        files = files if files is not None else self._files_of(table, current)
         own = versions.own_manifest(current.metadata.location, files, request.version, request.manifest_path)
         try:
             current = self._refuse_written_by_path(table, current, files, request, own.final_exists)
@@ -214,17 +246,23 @@ class Versions:
         if not entries:
             raise InvalidInputError("batch_create_table_versions needs at least one entry")
         tables = [parse_table_id(entry.id) for entry in entries]
-        if len({table.warehouse for table in tables}) != 1:
-            raise InvalidInputError("An atomic commit covers tables of one warehouse (one catalog)")
+        refuse_across_warehouses(tables)
         if len({tuple(table.parts) for table in tables}) != len(tables):
             raise InvalidInputError("An atomic commit takes one version per table")
+        try:
+            return self._commit_together(tables, entries)
+        except iceberg.BadRequestError:  # as in ``create``: an engine's commit on another branch meanwhile
+            return self._commit_together(tables, entries)
+
+    def _commit_together(self, tables: list[TableId], entries: list[Any]) -> BatchCreateTableVersionsResponse:
+        """Commit every entry's version on top of its table as loaded now, in one catalog commit."""
         commits: list[managed.VersionCommit] = []
         places: list[tuple[str, dict[str, str]]] = []
         try:
             for table, entry in zip(tables, entries, strict=True):
                 refuse_branch(entry.branch, "batch_create_table_versions")
                 loaded = self._managed_table(table)
-                places.append((loaded.metadata.location, self._files_of(loaded)))
+                places.append((loaded.metadata.location, self._files_of(table, loaded)))
                 own = versions.own_manifest(*places[-1], entry.version, entry.manifest_path)
                 try:  # as a single commit: a version written by location behind the catalog is refused
                     loaded = self._refuse_written_by_path(table, loaded, places[-1][1], entry, own.final_exists)

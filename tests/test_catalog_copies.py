@@ -45,6 +45,7 @@ def _every_way_in(scene: Scene, table: list[str]) -> None:
     for operation, payload in (
         ("count_rows", {}),
         ("query", {"k": 10, "vector": {}}),
+        ("describe", {}),  # the location, which pylance would read and write by
         ("describe", {"load_detailed_metadata": True}),
         ("version/list", {}),
         ("version/describe", {"version": 1}),
@@ -67,6 +68,31 @@ def test_a_catalog_copy_of_an_entry_reaches_none_of_its_data(scene: Scene) -> No
         _every_way_in(scene, copy)
     assert files_under(scene.victim_location) == victim_files
     assert lance.dataset(namespace_client=scene.operator, table_id=[*scene.db, "victim"]).count_rows() == 3
+
+
+@pytest.mark.parametrize("managed", [False, True], ids=["lance-versions", "managed-versions"])
+def test_pylance_through_a_catalog_copy_neither_reads_nor_writes_the_original(
+    endpoint: str, lance_root: Path, db: list[str], managed: bool
+) -> None:
+    """pylance reads and writes by the location the namespace hands it (or commits a managed
+    version through it): a copy is handed nothing, and the original stays writable."""
+    properties = {"endpoint": endpoint, "root": str(lance_root), "table_version_management": str(managed).lower()}
+    original, copy = [*db, "original"], [*db, "copy"]
+    with IcebergLanceNamespace(**properties) as ns:
+        lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=original)
+        catalog = other_client(endpoint, db[0])
+        catalog.register_table((db[1], "copy"), catalog.load_table((db[1], "original")).metadata_location)
+        location = Path(ns.describe_table({"id": original}).location)
+        files = files_under(location)
+        with pytest.raises((PermissionDeniedError, OSError, ValueError), match="belongs to another table"):
+            lance.dataset(namespace_client=ns, table_id=copy).count_rows()
+        with pytest.raises((PermissionDeniedError, OSError, ValueError), match="belongs to another table"):
+            lance.write_dataset(pa.table({"v": [666]}), namespace_client=ns, table_id=copy, mode="append")
+        with pytest.raises(PermissionDeniedError):
+            ns.describe_table({"id": copy})
+        assert files_under(location) == files
+        lance.write_dataset(pa.table({"v": [3]}), namespace_client=ns, table_id=original, mode="append")
+        assert sorted(lance.dataset(str(location)).to_table()["v"].to_pylist()) == [1, 2, 3]
 
 
 def test_an_entry_planted_at_another_tables_location_reaches_none_of_its_data_or_metadata(scene: Scene) -> None:

@@ -433,6 +433,7 @@ def test_indices_are_listed_paged_described_and_dropped_as_the_reference_does(
 INDEX_ERRORS: dict[str, tuple[dict[str, Any], type[LanceNamespaceError]]] = {
     "already_exists": ({"column": "id", "index_type": "BTREE"}, TableIndexAlreadyExistsError),
     "unknown_column": ({"column": "nope", "index_type": "BTREE"}, TableColumnNotFoundError),
+    "unknown_column_full_text": ({"column": "nope", "index_type": "FTS"}, TableColumnNotFoundError),
     "unknown_type": ({"column": "id", "index_type": "WHAT"}, InvalidInputError),
     "vector_type_on_scalar_column": ({"column": "id", "index_type": "IVF_FLAT", "name": "x"}, InvalidInputError),
     "sub_vectors_not_dividing": (

@@ -20,8 +20,10 @@ from lance_namespace.errors import (
     InvalidInputError,
     LanceNamespaceError,
     TableAlreadyExistsError,
+    TableBranchNotFoundError,
     TableNotFoundError,
     TableSchemaValidationError,
+    TableTagNotFoundError,
     UnsupportedOperationError,
 )
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
@@ -362,6 +364,58 @@ def test_branches_on_a_table_with_lance_versions(ns: IcebergLanceNamespace, db: 
     with pytest.raises(LanceNamespaceError) as missing:
         ns.delete_table_branch(ln.DeleteTableBranchRequest(id=table_id, name="dev"))
     assert missing.value.code == 22
+
+
+@pytest.mark.parametrize(
+    ("operation", "fields", "refused"),
+    [
+        ("create_table_tag", {"tag": "t" * 201, "version": 1}, InvalidInputError),
+        ("create_table_tag", {"tag": "é" * 21, "version": 1}, InvalidInputError),  # 210 once Lance encodes it
+        ("create_table_branch", {"name": "."}, InvalidInputError),
+        ("create_table_branch", {"name": "dev/./x"}, InvalidInputError),
+        ("create_table_branch", {"name": "b" * 201}, InvalidInputError),
+        ("create_table_tag", {"tag": "ok", "version": 1, "branch": "b" * 300}, TableBranchNotFoundError),
+        ("create_table_branch", {"name": "dev", "from_branch": "b" * 300}, TableBranchNotFoundError),
+        ("delete_table_tag", {"tag": "t" * 300}, TableTagNotFoundError),
+        ("get_table_tag_version", {"tag": "t" * 300}, TableTagNotFoundError),
+        ("update_table_tag", {"tag": "t" * 300, "version": 1}, TableTagNotFoundError),
+        ("delete_table_branch", {"name": "b" * 300}, TableBranchNotFoundError),
+    ],
+)
+def test_a_tag_or_branch_name_no_file_can_carry_is_a_typed_error_and_makes_nothing(
+    ns: IcebergLanceNamespace, db: list[str], operation: str, fields: dict[str, Any], refused: type[Exception]
+) -> None:
+    """Lance keeps a ref in a file named after it: a name the file system refuses failed as an
+    internal error, after the branch's folders were made. A ref that exists is found by any name."""
+    table_id = [*db, "t"]
+    location = ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS)).location
+
+    def everything() -> list[str]:  # files and folders, empty ones too
+        return sorted(
+            os.path.join(folder, name) for folder, folders, files in os.walk(location) for name in folders + files
+        )
+
+    before = everything()
+    with pytest.raises(refused):
+        getattr(ns, operation)({"id": table_id, **fields})
+    assert everything() == before
+
+
+def test_a_tag_made_past_the_limit_by_pylance_itself_is_read_moved_and_deleted(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    location = ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS)).location
+    ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(ROWS))
+    longest = "t" * 200
+    ns.create_table_tag({"id": table_id, "tag": longest, "version": 1})
+    made_elsewhere = "t" * 205
+    lance.dataset(location).tags.create(made_elsewhere, 1)
+    assert ns.get_table_tag_version({"id": table_id, "tag": made_elsewhere}).version == 1
+    ns.update_table_tag({"id": table_id, "tag": made_elsewhere, "version": 2})
+    assert ns.get_table_tag_version({"id": table_id, "tag": made_elsewhere}).version == 2
+    ns.delete_table_tag({"id": table_id, "tag": made_elsewhere})
+    assert list(ns.list_table_tags({"id": table_id}).tags) == [longest]
 
 
 @pytest.fixture

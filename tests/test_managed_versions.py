@@ -24,9 +24,10 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns import IcebergLanceNamespace, managed, versioning
+from lance_iceberg_ns.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.atomic import write_together
-from lance_iceberg_ns.managed import VERSION_KEY
+from lance_iceberg_ns.managed import MANIFEST_KEY, VERSION_KEY
 from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import manifest_name, version_of_manifest
 
@@ -184,6 +185,44 @@ def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: 
         assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
         assert _listed(managed_ns, table_id) == [1, 2]
         assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
+
+
+def test_an_atomic_commit_across_warehouses_is_refused_before_any_table_is_declared(
+    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    elsewhere = [f"{db[0]}_b", "db"]
+    managed_ns.create_namespace({"id": elsewhere})
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=[*db, "orders"])
+    before = sorted(str(path) for path in lance_root.rglob("*"))
+    with pytest.raises(InvalidInputError, match="one warehouse"):
+        write_together(
+            managed_ns,
+            [
+                ([*db, "orders"], pa.table({"id": [2]}), "append"),
+                ([*elsewhere, "lines"], pa.table({"id": [1]}), "create"),
+            ],
+        )
+    assert managed_ns.list_tables({"id": elsewhere}).tables == []
+    assert sorted(str(path) for path in lance_root.rglob("*")) == before
+
+
+def test_orphan_removal_after_an_engine_rolled_main_back_keeps_the_versions_past_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    """Moving main forward again brings them back (the documented way out of a rollback): their
+    files are still needed."""
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    location = managed_ns.describe_table({"id": table_id}).location
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    second = companion.current_snapshot().snapshot_id
+    companion.manage_snapshots().rollback_to_snapshot(companion.current_snapshot().parent_snapshot_id).commit()
+    assert remove_orphan_files(managed_ns, table_id, older_than=0).files == []
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion.manage_snapshots().set_current_snapshot(second).commit()
+    assert managed_ns.count_table_rows({"id": table_id}).count == 2
+    assert sorted(lance.dataset(location).to_table()["id"].to_pylist()) == [1, 2]
 
 
 def test_atomic_commit_stages_its_tables_side_by_side(
@@ -677,6 +716,154 @@ def test_an_engines_commit_on_another_branch_between_two_lance_commits_is_no_con
         pass  # and again, before an atomic commit
     assert [p.version for p in write_together(managed_ns, [(table_id, pa.table({"id": [5]}), "append")])] == [5]
     assert managed_ns.count_table_rows({"id": table_id}).count == 5
+
+
+@pytest.mark.parametrize("dropped", ["soft delete", "purge"])
+def test_a_table_dropped_and_made_again_elsewhere_right_after_a_commit_here_is_the_new_one(
+    managed_ns: IcebergLanceNamespace, db: list[str], dropped: str
+) -> None:
+    """Within ``commit_cache_seconds`` of its own commit a bridge answers from what it committed,
+    but not once another process dropped the table: the name's new table is read and written,
+    and the old location is not touched (or made again)."""
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=managed_ns, table_id=table_id)
+    with IcebergLanceNamespace(**managed_ns.properties) as other:
+        old = Path(other.describe_table({"id": table_id}).location)
+        other.drop_table({"id": table_id})
+        if dropped == "purge":
+            other.purge_table(table_id)
+        lance.write_dataset(pa.table({"id": [100]}), namespace_client=other, table_id=table_id)
+    old_files = _files(old) if old.exists() else None
+
+    new = managed_ns.describe_table({"id": table_id}).location
+    assert Path(new) != old
+    assert lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist() == [100]
+    lance.write_dataset(pa.table({"id": [101]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    assert sorted(lance.dataset(new).to_table()["id"].to_pylist()) == [100, 101]
+    assert (_files(old) if old.exists() else None) == old_files
+
+
+def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_conflict(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine commits between the bridge's load of the table and its commit (each time a
+    commit is planned, here): main did not move, so the commit is made again on the catalog's
+    state, for a pylance commit and for an atomic one alike."""
+    orders, lines = [*db, "orders"], [*db, "lines"]
+    for table_id in (orders, lines):
+        lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    catalog = other_client(endpoint, db[0])
+    companion = catalog.load_table((db[1], "orders"))
+    companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
+    plan = managed.plan_version
+    engine_commits: list[int] = []
+
+    def engine_commits_on_its_branch_once(table: Any, *args: Any, **kwargs: Any) -> Any:
+        planned = plan(table, *args, **kwargs)
+        if not engine_commits and table.name()[-1] == "orders":
+            engine_commits.append(1)
+            on_branch = catalog.load_table((db[1], "orders"))
+            with on_branch.transaction() as transaction, transaction.update_snapshot(branch="audit").fast_append():
+                pass
+        return planned
+
+    monkeypatch.setattr(managed, "plan_version", engine_commits_on_its_branch_once)
+    published = write_together(
+        managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"id": [2]}), "append")]
+    )
+    assert [p.version for p in published] == [2, 2] and engine_commits == [1]
+    engine_commits.clear()
+    with IcebergLanceNamespace(**managed_ns.properties) as fresh:  # no state kept: loaded for this commit
+        lance.write_dataset(pa.table({"id": [3]}), namespace_client=fresh, table_id=orders, mode="append")
+    assert engine_commits == [1]
+    assert _listed(managed_ns, orders) == [1, 2, 3] and _listed(managed_ns, lines) == [1, 2]
+    assert managed_ns.count_table_rows({"id": orders}).count == 3
+
+
+def test_a_snapshot_recording_a_manifest_path_that_is_none_is_the_tables_state(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    table = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    forged = {VERSION_KEY: "2", MANIFEST_KEY: "_versions/"}  # a version number, and a folder for its manifest
+    with table.transaction() as transaction, transaction.update_snapshot(snapshot_properties=forged).fast_append():
+        pass
+    refused = f"records {MANIFEST_KEY}=.*not the path of a Lance manifest"
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.list_table_versions({"id": table_id})
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.describe_table_version({"id": table_id})
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.count_table_rows({"id": table_id})
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
+
+
+def test_a_declared_table_written_by_location_first_is_refused_until_its_versions_are_recorded(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """The catalog names no version, so its readers would otherwise get the version on disk that it
+    does not have (as lance-ray's write does on a namespace that manages versions)."""
+    table_id = [*db, "events"]
+    location = managed_ns.declare_table({"id": table_id}).location
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), location)
+    refused = "Version 1 of .* was written by a writer that went by its location.*drop the table"
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.list_table_versions({"id": table_id})
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.count_table_rows({"id": table_id})
+    with pytest.raises((OSError, ValueError), match="went by its location"):
+        lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows()
+    with pytest.raises(InvalidTableStateError, match=refused):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [4]})))
+    adopt_versions_written_by_location(managed_ns, table_id)
+    assert _listed(managed_ns, table_id) == [1] and managed_ns.count_table_rows({"id": table_id}).count == 3
+
+
+def test_a_first_version_another_process_commits_while_the_versions_are_listed_is_answered(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It lands between this bridge's load of the table (no version yet) and its look at the disk
+    (a version there): the catalog is asked again before anything is blamed on a writer by location."""
+    table_id = [*db, "events"]
+    managed_ns.declare_table({"id": table_id})
+    with IcebergLanceNamespace(**managed_ns.properties) as other:
+        look = versioning.Versions._files_of
+        landed: list[int] = []
+
+        def first_version_lands_meanwhile(self: Any, table: Any, loaded: Any) -> dict[str, str]:
+            if not landed:
+                landed.append(1)
+                lance.write_dataset(pa.table({"id": [1]}), namespace_client=other, table_id=table_id, mode="append")
+            return look(self, table, loaded)
+
+        monkeypatch.setattr(versioning.Versions, "_files_of", first_version_lands_meanwhile)
+        latest = managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions
+    assert [v.version for v in latest] == [1] and landed == [1]
+
+
+def test_main_rolled_back_past_every_lance_version_is_refused_as_a_rollback(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    """Not as a version written by location (whose way out, adoption, a rollback refuses)."""
+    table_id = [*db, "events"]
+    managed_ns.declare_table({"id": table_id})
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    with companion.transaction() as transaction, transaction.update_snapshot().fast_append():
+        pass  # an engine's snapshot before any Lance version
+    before_lance = other_client(endpoint, db[0]).load_table((db[1], "events")).current_snapshot().snapshot_id
+    for value in (1, 2):
+        lance.write_dataset(pa.table({"id": [value]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion.manage_snapshots().rollback_to_snapshot(before_lance).commit()
+    with IcebergLanceNamespace(**managed_ns.properties) as reader:
+        for listing in ({}, {"descending": True, "limit": 1}):
+            with pytest.raises(InvalidTableStateError, match="moved back") as refused:
+                reader.list_table_versions({"id": table_id, **listing})
+            assert "went by its location" not in str(refused.value)
+        with pytest.raises((OSError, ValueError), match="moved back"):
+            lance.dataset(namespace_client=reader, table_id=table_id).count_rows()
 
 
 def _staged_manifests(location: str) -> list[str]:

@@ -18,6 +18,7 @@ from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace, datasets
 from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.data import opening
 
 from .conftest import RequestCounter
 from .helpers import ipc, write_values
@@ -104,6 +105,43 @@ def test_a_version_written_elsewhere_is_seen_once_the_interval_runs_out_and_own_
         assert _count(ns, table_id) == 4
         ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"v": [5]})))
         assert _values(ns, table_id) == [1, 2, 3, 4, 5]  # this bridge's own write, at once
+
+
+def test_the_interval_runs_from_the_last_check_not_from_the_end_of_a_slow_read(
+    endpoint: str, lance_root: Path, db: list[str], request_counter: RequestCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that asked the catalog and then took longer than the interval leaves the next read
+    nothing to skip: its check is already older than the interval."""
+    table_id = [*db, "t"]
+    with _bridge(endpoint, lance_root, read_consistency_interval=str(INTERVAL)) as ns:
+        write_values(ns, table_id, [1, 2, 3])
+        assert _count(ns, table_id) == 3
+        time.sleep(INTERVAL)  # the next read checks again, then takes an interval to finish
+        finish = opening._outcome
+        monkeypatch.setattr(opening, "_outcome", lambda read: (time.sleep(INTERVAL), finish(read))[1])
+        assert _count(ns, table_id) == 3
+        monkeypatch.setattr(opening, "_outcome", finish)
+        request_counter.reset()
+        assert _count(ns, table_id) == 3
+        assert request_counter.count >= 1
+
+
+def test_a_bridges_own_write_to_a_name_given_a_new_table_elsewhere_is_read_at_once(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """The write asks the catalog, which names the new table: the next read goes there too, not to
+    the renamed table the name led to at the last read."""
+    table_id = [*db, "t"]
+    with (
+        _bridge(endpoint, lance_root, read_consistency_interval="600") as ns,
+        _bridge(endpoint, lance_root) as other,
+    ):
+        write_values(ns, table_id, [1, 2, 3])
+        assert _values(ns, table_id) == [1, 2, 3]
+        other.rename_table({"id": table_id, "new_table_name": "t_old"})
+        write_values(other, table_id, [7])
+        ns.insert_into_table({"id": table_id, "mode": "append"}, ipc(pa.table({"v": [8]})))
+        assert _values(ns, table_id) == [7, 8] and _count(ns, table_id) == 2
 
 
 def test_this_bridges_own_restores_deletes_and_overwrites_are_read_at_once_within_the_interval(

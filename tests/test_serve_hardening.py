@@ -250,6 +250,20 @@ def test_the_audit_line_names_the_identifier_the_operation_acted_on(
         assert lines[operation].startswith(f"{operation} ['{warehouse}', 'db', 'u'] by"), lines[operation]
 
 
+def test_the_audit_line_names_a_bare_table_name_in_the_default_namespace(
+    endpoint: str, tmp_path: Path, warehouse: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lance_iceberg_ns.audit")
+    properties = {"endpoint": endpoint, "root": str(tmp_path), "default_namespace": f"{warehouse}.db"}
+    with serve_in_background(properties=properties) as server:
+        requests.post(f"{server.uri}/v1/namespace/{warehouse}$db/create", json={}, timeout=30).raise_for_status()
+        for action in ("declare", "drop"):
+            requests.post(f"{server.uri}/v1/table/orders/{action}", json={}, timeout=30).raise_for_status()
+    lines = [record.getMessage() for record in caplog.records if record.name == "lance_iceberg_ns.audit"]
+    for operation in ("declare_table", "drop_table"):
+        assert any(line.startswith(f"{operation} ['{warehouse}', 'db', 'orders'] by") for line in lines), lines
+
+
 # --- JSON logs stay JSON ---------------------------------------------------------------------------
 
 

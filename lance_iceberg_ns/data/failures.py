@@ -52,7 +52,12 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     (re.compile(r"does not have sufficient data|file size is too small"), InvalidTableStateError),
     (re.compile(r"Index name '[^']*' already exists"), TableIndexAlreadyExistsError),
     (re.compile(r"Lance index not found|Index with name .* not found"), TableIndexNotFoundError),
-    (re.compile(r"not found in schema|CreateIndex: column '[^']*' does not exist"), TableColumnNotFoundError),
+    (
+        re.compile(
+            r"not found in schema|CreateIndex: column '[^']*' does not exist|FTS field path '[^']*' does not exist"
+        ),
+        TableColumnNotFoundError,
+    ),
     (re.compile(r"^Field '[^\n]*not found"), InvalidInputError),  # an expression's column
     # a query or change the table cannot take: the reference's InvalidInput, whatever type carries it
     (
@@ -97,3 +102,14 @@ def _translation(exc: BaseException, refs: RefKind) -> type[LanceNamespaceError]
 
 def _message(exc: BaseException) -> str:
     return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+# the bridge's own refusal of a table's state, as pylance passes it on when it opens the table
+# through the namespace: "Namespace error: Invalid table state: <ours>, src/namespace.rs:<line>:<col>"
+_STATE_REFUSED = re.compile(r"Namespace error: Invalid table state: (?P<why>.+?)(?:, src/\S+\.rs:\d+:\d+)?$", re.S)
+
+
+def state_refused(exc: BaseException) -> str | None:
+    """Why the namespace refused the table's state, when that is what made pylance's open fail."""
+    found = _STATE_REFUSED.search(_message(exc))
+    return found.group("why") if found else None

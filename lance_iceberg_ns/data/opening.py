@@ -53,6 +53,7 @@ from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.data.failures import state_refused
 from lance_iceberg_ns.ownership import Entry
 
 T = TypeVar("T")
@@ -136,25 +137,27 @@ class OpenDatasets:
             with suppress(Exception):  # any failure is looked at again with both checks, below
                 return start(kept if version is None else _checkout(kept, table_id, version))()
         if known is None or kept is None:
+            asked_at = self._confirmed.now()
             table = resolve()
-            self._confirmed.keep(table_id, table.place)
+            self._confirmed.keep(table_id, table.place, asked_at)
             return start(self.open(table, version, reading=True))()
 
-        def ask() -> tuple[ResolvedTable, int | None]:
-            return resolve(), _latest_version(kept)
+        def ask() -> tuple[ResolvedTable, int | None, float]:
+            asked_at = self._confirmed.now()  # the interval runs from the question, not from the read's end
+            return resolve(), _latest_version(kept), asked_at
 
         try:
             finish = start(kept if version is None else _checkout(kept, table_id, version))
         except Exception as exc:  # kept until the catalog says whether it read the right table
             finish = functools.partial(_raise, exc)
         if executor is None:  # the read runs on pylance's own threads meanwhile
-            current, latest = ask()
+            current, latest, asked_at = ask()
             answer, failure = _outcome(finish)
         else:
             asked = executor.submit(ask)
             answer, failure = _outcome(finish)
-            current, latest = asked.result()
-        self._confirmed.keep(table_id, current.place)
+            current, latest, asked_at = asked.result()
+        self._confirmed.keep(table_id, current.place, asked_at)
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
             return start(self.open(current, version, reading=True))()
@@ -197,7 +200,9 @@ class OpenDatasets:
 
         Lance makes a first version as an overwrite, which a concurrent first write replaces
         without a conflict: two first inserts would both be answered while one's rows are lost.
-        So first writes of a table take turns in this process, and a later one finds the version."""
+        So first writes of a table take turns in this process, and a later one finds the version.
+        The next read of the name goes where the write went, as after ``open``."""
+        self._places.keep(table.id, table)
         if self._written.get(table.place) or self._open.get(table.place) is not None:
             return None
         if datasets.dataset_exists(table.location, table.storage_options):
@@ -316,7 +321,8 @@ def _first_open(table: ResolvedTable, opening: Callable[[], lance.LanceDataset])
     try:
         return opening()
     except (ValueError, OSError) as exc:
-        raise InvalidTableStateError(f"Table {'.'.join(table.id)}: its dataset is there but cannot be opened") from exc
+        why = state_refused(exc) or "its dataset is there but cannot be opened"
+        raise InvalidTableStateError(f"Table {'.'.join(table.id)}: {why}") from exc
 
 
 def _latest_version(dataset: lance.LanceDataset) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import lance
 from lance_namespace import (
@@ -16,14 +17,47 @@ from lance_namespace import (
     ListTableBranchesResponse,
     ListTableTagsResponse,
 )
-from lance_namespace.errors import InvalidInputError, TableBranchAlreadyExistsError
+from lance_namespace.errors import (
+    InvalidInputError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
+    TableTagNotFoundError,
+)
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
-from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.data.failures import RefKind, pylance_failures
 from lance_iceberg_ns.paging import page_of
 
 DEFAULT_PAGE_SIZE = 1000
+# Lance keeps each tag and branch in a file named after it, its name percent-encoded twice (an "é" is
+# "%25C3%25A9") and written first under a longer temporary name: past about 210 characters the
+# file system refuses it, after Lance has made the branch's folders
+MAX_REF_FILE_NAME = 200
 M = TypeVar("M")
+
+
+def _new_ref(name: str, kind: RefKind) -> str:
+    """``name`` when a new tag or branch can be called so; InvalidInputError, before pylance makes
+    anything, for one too long for a file name or a branch path with a ``.`` step. (Refs that
+    exist are looked up by name, whatever it is.)"""
+    length = len(quote(quote(name, safe="-_."), safe="-_."))
+    if length > MAX_REF_FILE_NAME:
+        raise InvalidInputError(
+            f"A {kind} name takes at most {MAX_REF_FILE_NAME} characters once percent-encoded, not {length}"
+        )
+    if kind == "branch" and "." in name.split("/"):
+        raise InvalidInputError(f"Branch name {name[:40]!r}: no part of it may be '.'")
+    return name
+
+
+def _existing(dataset: lance.LanceDataset, name: str, kind: RefKind) -> str:
+    """``name`` when the dataset has that tag or branch; TableTagNotFoundError or
+    TableBranchNotFoundError, before pylance is given a name it may not take, otherwise."""
+    if kind == "tag" and name not in dataset.tags.list():
+        raise TableTagNotFoundError(f"Tag {name[:40]!r} does not exist")
+    if kind == "branch" and name not in dataset.branches.list():
+        raise TableBranchNotFoundError(f"Branch {name[:40]!r} does not exist")
+    return name
 
 
 def _page(
@@ -43,8 +77,8 @@ def _positive(version: int, operation: str) -> int:
     return version
 
 
-def _reference(version: int, branch: str | None) -> int | tuple[str, int]:
-    return (branch, version) if branch else version
+def _reference(dataset: lance.LanceDataset, version: int, branch: str | None) -> int | tuple[str, int]:
+    return (_existing(dataset, branch, "branch"), version) if branch else version
 
 
 def list_tags(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableTagsResponse:
@@ -76,21 +110,20 @@ def create_tag(dataset: lance.LanceDataset, tag: str, version: int, branch: str 
     """Name ``version`` (of ``branch``, else main) ``tag``. Raises TableTagAlreadyExistsError,
     TableVersionNotFoundError, InvalidInputError (a name Lance does not allow)."""
     with pylance_failures("create_table_tag"):
-        dataset.tags.create(tag, _reference(_positive(version, "create_table_tag"), branch))
+        dataset.tags.create(_new_ref(tag, "tag"), _reference(dataset, _positive(version, "create_table_tag"), branch))
 
 
 def update_tag(dataset: lance.LanceDataset, tag: str, version: int, branch: str | None) -> None:
     """Move ``tag`` to ``version``. Raises TableTagNotFoundError, TableVersionNotFoundError."""
     with pylance_failures("update_table_tag"):
-        if tag not in dataset.tags.list():  # checked first, as the reference does
-            raise ValueError(f"Ref not found error: tag {tag} does not exist")
-        dataset.tags.update(tag, _reference(_positive(version, "update_table_tag"), branch))
+        tag = _existing(dataset, tag, "tag")  # checked first, as the reference does
+        dataset.tags.update(tag, _reference(dataset, _positive(version, "update_table_tag"), branch))
 
 
 def delete_tag(dataset: lance.LanceDataset, tag: str) -> None:
     """Remove ``tag`` (its version stays). Raises TableTagNotFoundError."""
     with pylance_failures("delete_table_tag"):
-        dataset.tags.delete(tag)
+        dataset.tags.delete(_existing(dataset, tag, "tag"))
 
 
 def list_branches(dataset: lance.LanceDataset, page_token: str | None, limit: int | None) -> ListTableBranchesResponse:
@@ -115,8 +148,10 @@ def create_branch(dataset: lance.LanceDataset, name: str, from_branch: str | Non
     """Start branch ``name`` at ``from_version`` of ``from_branch`` (default: main's latest).
     Raises TableBranchAlreadyExistsError, TableVersionNotFoundError, InvalidInputError."""
     with pylance_failures("create_table_branch", refs="branch"):
-        if name in dataset.branches.list():  # pylance fails on a taken name with an internal error
+        if _new_ref(name, "branch") in dataset.branches.list():  # pylance fails on a taken name with an internal error
             raise TableBranchAlreadyExistsError(f"Branch {name!r} already exists")
+        if from_branch:
+            _existing(dataset, from_branch, "branch")
         if from_version is not None:
             reference: Any = (from_branch, _positive(from_version, "create_table_branch"))
         else:
@@ -127,4 +162,4 @@ def create_branch(dataset: lance.LanceDataset, name: str, from_branch: str | Non
 def delete_branch(dataset: lance.LanceDataset, name: str) -> None:
     """Remove branch ``name`` and the versions only it holds. Raises TableBranchNotFoundError."""
     with pylance_failures("delete_table_branch", refs="branch"):
-        dataset.branches.delete(name)
+        dataset.branches.delete(_existing(dataset, name, "branch"))

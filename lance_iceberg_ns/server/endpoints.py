@@ -26,6 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.limits import check_request_bounds
+from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
 from lance_iceberg_ns.server.logs import record_audited_ids
@@ -227,7 +228,9 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
             arguments["body"] = json_body(body)
         request = _build_request(route, model, arguments)
         record_audited_ids(http_request.scope, request)  # the audit line names what was acted on
-        method = getattr(resolve(http_request), route.operation)
+        namespace = resolve(http_request)
+        record_audited_ids(http_request.scope, as_operated(namespace, route.operation, request))  # a bare name placed
+        method = getattr(namespace, route.operation)
         if not getattr(method, "checks_request_bounds", False):  # the bridge's operations check them themselves
             check_request_bounds(request)  # for whichever other namespace is behind the server
         result = method(request, body) if route.arrow_body else method(request)
