@@ -52,17 +52,14 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     (re.compile(r"does not have sufficient data|file size is too small"), InvalidTableStateError),
     (re.compile(r"Index name '[^']*' already exists"), TableIndexAlreadyExistsError),
     (re.compile(r"Lance index not found|Index with name .* not found"), TableIndexNotFoundError),
-    (
-        re.compile(
-            r"not found in schema|CreateIndex: column '[^']*' does not exist|FTS field path '[^']*' does not exist"
-        ),
-        TableColumnNotFoundError,
-    ),
+    (re.compile(r"not found in schema|CreateIndex: column '[^']*' does not exist"), TableColumnNotFoundError),
     (re.compile(r"^Field '[^\n]*not found"), InvalidInputError),  # an expression's column
     # a query or change the table cannot take: the reference's InvalidInput, whatever type carries it
     (
         re.compile(
             r"InvalidInput|Invalid user input|Cannot perform full text search|SchemaError|^Ref is invalid"
+            # a full-text index or search on a column the table has not (the reference's answer to the search)
+            r"|FTS field path '[^']*' does not exist"
             r"|^Cannot drop all columns|LanceError\(Schema\)"
             # an expression that fails as it runs over the rows: a bad cast, a division by zero
             r"|Cast error|Divide by zero|Arithmetic overflow"

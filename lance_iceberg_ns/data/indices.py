@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import lance
+import pyarrow as pa
 from lance_namespace import (
     CreateTableIndexRequest,
     CreateTableIndexResponse,
@@ -19,7 +20,7 @@ from lance_namespace import (
     DropTableIndexResponse,
     ListTableIndicesResponse,
 )
-from lance_namespace.errors import InvalidInputError, TableIndexNotFoundError
+from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError, TableIndexNotFoundError
 from lance_namespace_urllib3_client.models import IndexContent
 
 from lance_iceberg_ns.data.failures import pylance_failures
@@ -92,6 +93,8 @@ def create(
     with pylance_failures("create_table_index"):
         if raw_type in SCALAR_TYPES:
             index_type: Any = SCALAR_TYPES[raw_type]  # one of pylance's literal names
+            if index_type == "INVERTED" and not _has_column(dataset.schema, request.column):
+                raise TableColumnNotFoundError(f"Column {request.column[:100]!r} not found in schema")
             options = _fields(request, TOKENIZER_FIELDS) if index_type == "INVERTED" else {}
             dataset.create_scalar_index(request.column, index_type, name=name, replace=False, **options)
         else:
@@ -99,6 +102,21 @@ def create(
             metric = _metric(request.distance_type)
             dataset.create_index(request.column, VECTOR_TYPES[raw_type], name=name, metric=metric, **options)
     return CreateTableIndexResponse(transaction_id=_transaction_id(dataset))
+
+
+def _has_column(schema: pa.Schema, path: str) -> bool:
+    """Whether ``path`` names a column, or a field of a struct column (``a.b``). pylance's own
+    answer for a full-text index on a column that is not there reads as a bad search."""
+    if path in schema.names:
+        return True
+    fields: Any = schema
+    for part in path.split("."):
+        index = fields.get_field_index(part) if fields is not None else -1
+        if index < 0:
+            return False
+        found = fields.field(index).type
+        fields = found if pa.types.is_struct(found) else None
+    return True
 
 
 def _fields(request: CreateTableIndexRequest, names: Any) -> dict[str, Any]:
