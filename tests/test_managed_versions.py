@@ -606,15 +606,21 @@ def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
         managed_ns.describe_table_version({"id": table_id, "version": 41})
 
 
-def _engine_commit(endpoint: str, table_id: list[str]) -> int:
-    """What an Iceberg engine's commit does to ``main`` (Spark's DELETE FROM, DuckDB's INSERT or
-    DELETE): a snapshot without a Lance version on top. Its snapshot id."""
+def _engine_commit(
+    endpoint: str, table_id: list[str], summary: dict[str, str] | None = None, branch: str = "main"
+) -> int:
+    """What an Iceberg engine's commit does to ``branch`` (Spark's DELETE FROM, DuckDB's INSERT or
+    DELETE on ``main``): a snapshot on top, without a Lance version, or with the ``summary`` of
+    the engine's own making. Its snapshot id."""
     table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
-    with table.transaction() as transaction, transaction.update_snapshot().fast_append():
+    with (
+        table.transaction() as transaction,
+        transaction.update_snapshot(snapshot_properties=summary or {}, branch=branch).fast_append(),
+    ):
         pass  # no data files: a snapshot all the same
-    snapshot = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).current_snapshot()
+    snapshot = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).snapshot_by_name(branch)
     assert snapshot is not None and snapshot.summary is not None
-    assert VERSION_KEY not in snapshot.summary.additional_properties
+    assert summary is not None or VERSION_KEY not in snapshot.summary.additional_properties
     return snapshot.snapshot_id
 
 
@@ -661,12 +667,7 @@ def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    table = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    with (  # an engine's commit with a summary of its own making
-        table.transaction() as transaction,
-        transaction.update_snapshot(snapshot_properties={VERSION_KEY: recorded}).fast_append(),
-    ):
-        pass
+    _engine_commit(endpoint, table_id, {VERSION_KEY: recorded})  # a summary of the engine's own making
     location = managed_ns.describe_table({"id": table_id}).location
     files = _files(Path(location))
 
@@ -700,20 +701,13 @@ def test_an_engines_commit_on_another_branch_between_two_lance_commits_is_no_con
     lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
     companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    with (
-        companion.transaction() as transaction,
-        transaction.update_snapshot(branch="audit", snapshot_properties={VERSION_KEY: "forged"}).fast_append(),
-    ):
-        pass  # an engine's snapshot on its own branch, its summary of its own making
+    _engine_commit(endpoint, table_id, {VERSION_KEY: "forged"}, branch="audit")  # its own branch and summary
     lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [4]})))
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert managed_ns.count_table_rows({"id": table_id}).count == 4
 
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    with companion.transaction() as transaction, transaction.update_snapshot(branch="audit").fast_append():
-        pass  # and again, before an atomic commit
+    _engine_commit(endpoint, table_id, branch="audit")  # and again, before an atomic commit
     assert [p.version for p in write_together(managed_ns, [(table_id, pa.table({"id": [5]}), "append")])] == [5]
     assert managed_ns.count_table_rows({"id": table_id}).count == 5
 
@@ -762,9 +756,7 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
         planned = plan(table, *args, **kwargs)
         if not engine_commits and table.name()[-1] == "orders":
             engine_commits.append(1)
-            on_branch = catalog.load_table((db[1], "orders"))
-            with on_branch.transaction() as transaction, transaction.update_snapshot(branch="audit").fast_append():
-                pass
+            _engine_commit(endpoint, orders, branch="audit")
         return planned
 
     monkeypatch.setattr(managed, "plan_version", engine_commits_on_its_branch_once)
@@ -785,10 +777,7 @@ def test_a_snapshot_recording_a_manifest_path_that_is_none_is_the_tables_state(
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    table = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    forged = {VERSION_KEY: "2", MANIFEST_KEY: "_versions/"}  # a version number, and a folder for its manifest
-    with table.transaction() as transaction, transaction.update_snapshot(snapshot_properties=forged).fast_append():
-        pass
+    _engine_commit(endpoint, table_id, {VERSION_KEY: "2", MANIFEST_KEY: "_versions/"})  # a folder for a manifest
     refused = f"records {MANIFEST_KEY}=.*not the path of a Lance manifest"
     with pytest.raises(InvalidTableStateError, match=refused):
         managed_ns.list_table_versions({"id": table_id})
@@ -849,10 +838,7 @@ def test_main_rolled_back_past_every_lance_version_is_refused_as_a_rollback(
     """Not as a version written by location (whose way out, adoption, a rollback refuses)."""
     table_id = [*db, "events"]
     managed_ns.declare_table({"id": table_id})
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
-    with companion.transaction() as transaction, transaction.update_snapshot().fast_append():
-        pass  # an engine's snapshot before any Lance version
-    before_lance = other_client(endpoint, db[0]).load_table((db[1], "events")).current_snapshot().snapshot_id
+    before_lance = _engine_commit(endpoint, table_id)  # an engine's snapshot before any Lance version
     for value in (1, 2):
         lance.write_dataset(pa.table({"id": [value]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
