@@ -177,7 +177,9 @@ class TableWrite:
         try:
             with pylance_failures(f"Writing to table {'.'.join(self.table_id)}"):
                 fragments = lance.fragment.write_fragments(
-                    pa.RecordBatchReader.from_batches(target, self._in_schema(batches, target, failures)),
+                    pa.RecordBatchReader.from_batches(
+                        target, datasets.in_write_batches(self._in_schema(batches, target, failures))
+                    ),
                     self.location,
                     schema=target,
                     mode=self._fragment_mode,

@@ -186,3 +186,20 @@ def test_read_batches_are_large_but_wide_rows_get_fewer() -> None:
     assert read_batch_rows(6_144 * 100_000, 100_000) == READ_BATCH_BYTES // 6_144  # 1536-float vectors
     assert read_batch_rows(10**12, 10) == 1024  # never tiny
     assert read_batch_rows(0, 0) == MAX_READ_BATCH_ROWS  # sizes unknown
+
+
+def test_rows_reach_lances_writer_in_batches_of_a_few_megabytes() -> None:
+    import pyarrow as pa
+
+    from lance_iceberg_ns.datasets import WRITE_BATCH_BYTES, in_write_batches, write_reader
+
+    small = pa.table({"id": pa.array(range(1_200_000), pa.int64())}).to_batches(max_chunksize=1_000)  # 8 kB each
+    joined = list(in_write_batches(small))
+    assert WRITE_BATCH_BYTES == 4 * 1024 * 1024
+    assert [batch.num_rows for batch in joined] == [525_000, 525_000, 150_000]  # 525 batches reach 4 MiB
+    assert pa.Table.from_batches(joined).column("id").to_pylist() == list(range(1_200_000))  # same rows, same order
+    big = pa.table({"id": pa.array(range(WRITE_BATCH_BYTES // 8 + 1), pa.int64())}).to_batches()
+    assert list(in_write_batches(big))[0] is big[0]  # already big enough: passed as it is
+    assert list(in_write_batches([])) == []
+    reader = write_reader(pa.Table.from_batches(small))
+    assert [batch.num_rows for batch in reader] == [batch.num_rows for batch in joined]

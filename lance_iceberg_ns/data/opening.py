@@ -227,7 +227,8 @@ class OpenDatasets:
     def _write_next(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         if not table.managed:
             return self._write_by_location(table, data, mode)
-        dataset = lance.write_dataset(data, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
+        rows = datasets.write_reader(data)
+        dataset = lance.write_dataset(rows, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
         self._written.keep(table.place, True)
         return dataset
 
@@ -235,7 +236,8 @@ class OpenDatasets:
         # The kept dataset's session (caches) is reused, at the latest version: pylance rebases an
         # append on versions it missed, but not on a restore, which conflicts with anything older.
         target = self._latest(table) if self._open.get(table.place) is not None else table.location
-        dataset = lance.write_dataset(data, target, mode=mode, storage_options=table.storage_options or None)
+        rows = datasets.write_reader(data)
+        dataset = lance.write_dataset(rows, target, mode=mode, storage_options=table.storage_options or None)
         self._open.keep(table.place, dataset)
         self._written.keep(table.place, True)
         return dataset
