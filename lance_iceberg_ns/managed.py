@@ -261,7 +261,10 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     lineage = _lineage(table)
     wanted = [s for s in lineage if version is None or _version_of(s) == version][-1:]
     if not wanted:
-        raise TableVersionNotFoundError(f"Version {version} not found for table {'.'.join(table.name())}")
+        name = ".".join(table.name())
+        raise TableVersionNotFoundError(
+            f"Version {version} not found for table {name}" if version is not None else f"Table {name} has no version yet"
+        )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)
     finals = _final_manifests(table.metadata.location, storage_options, [recorded])

@@ -388,6 +388,17 @@ def test_an_atomic_commit_writes_the_first_version_of_a_declared_table(
     assert [p.version for p in write_together(managed_ns, [([*db, "new"], pa.table({"x": [2]}), "overwrite")])] == [1]
 
 
+def test_the_latest_version_of_a_declared_table_is_not_found_by_name(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = [*db, "declared"]
+    managed_ns.declare_table({"id": declared})
+    with pytest.raises(TableVersionNotFoundError, match=r"Table .*declared has no version yet"):
+        managed_ns.describe_table_version({"id": declared})
+    with pytest.raises(TableVersionNotFoundError, match="Version 1 not found"):
+        managed_ns.describe_table_version({"id": declared, "version": 1})
+
+
 def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_nothing(
     endpoint: str, lance_root: Path, db: list[str]
 ) -> None:
