@@ -76,11 +76,18 @@ def lance_dataset(
 
 
 def in_write_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The same rows in the same order, in batches of at least ``WRITE_BATCH_BYTES`` (the last
-    may be smaller; a batch that big already passes as it is), for Lance's writer."""
+    """The same rows in the same order, for Lance's writer: small batches joined into batches of
+    ``WRITE_BATCH_BYTES`` to twice that (the last may be smaller). A batch that big passes as it
+    is, never joined, so that no joined column outgrows its offsets."""
     held: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:
+        if batch.nbytes >= WRITE_BATCH_BYTES:
+            if held:
+                yield _joined(held)
+                held, size = [], 0
+            yield batch
+            continue
         held.append(batch)
         size += batch.nbytes
         if size >= WRITE_BATCH_BYTES:

@@ -263,7 +263,9 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
     if not wanted:
         name = ".".join(table.name())
         raise TableVersionNotFoundError(
-            f"Version {version} not found for table {name}" if version is not None else f"Table {name} has no version yet"
+            f"Version {version} not found for table {name}"
+            if version is not None
+            else f"Table {name} has no version yet"
         )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)

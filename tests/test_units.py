@@ -198,8 +198,10 @@ def test_rows_reach_lances_writer_in_batches_of_a_few_megabytes() -> None:
     assert WRITE_BATCH_BYTES == 4 * 1024 * 1024
     assert [batch.num_rows for batch in joined] == [525_000, 525_000, 150_000]  # 525 batches reach 4 MiB
     assert pa.Table.from_batches(joined).column("id").to_pylist() == list(range(1_200_000))  # same rows, same order
-    big = pa.table({"id": pa.array(range(WRITE_BATCH_BYTES // 8 + 1), pa.int64())}).to_batches()
-    assert list(in_write_batches(big))[0] is big[0]  # already big enough: passed as it is
+    (big,) = pa.table({"id": pa.array(range(WRITE_BATCH_BYTES // 8 + 1), pa.int64())}).to_batches()
+    assert list(in_write_batches([big]))[0] is big  # already big enough: passed as it is
+    after_small = list(in_write_batches([*small[:3], big, *small[:2]]))  # and never joined to others
+    assert [batch.num_rows for batch in after_small] == [3_000, big.num_rows, 2_000] and after_small[1] is big
     assert list(in_write_batches([])) == []
     reader = write_reader(pa.Table.from_batches(small))
     assert [batch.num_rows for batch in reader] == [batch.num_rows for batch in joined]
