@@ -388,6 +388,20 @@ def test_an_atomic_commit_writes_the_first_version_of_a_declared_table(
     assert [p.version for p in write_together(managed_ns, [([*db, "new"], pa.table({"x": [2]}), "overwrite")])] == [1]
 
 
+def test_an_atomic_commit_of_a_table_in_small_slices_writes_few_pages(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    # Lance counts a slice as its whole buffer, and pages early: 36 pages here, were the slices not joined
+    rows = pa.table({"id": pa.array(range(1_000_000), pa.int64())})
+    sliced = pa.Table.from_batches(rows.to_batches(max_chunksize=10_000))
+    write_together(managed_ns, [([*db, "sliced"], sliced, "create")])
+    location = Path(managed_ns.describe_table({"id": [*db, "sliced"]}).location)
+    (data_file,) = (location / "data").glob("*.lance")
+    (pages,) = [len(column.pages) for column in lance.file.LanceFileReader(str(data_file)).metadata().columns]
+    assert pages <= 2
+    assert lance.dataset(str(location)).to_table().column("id").to_pylist() == list(range(1_000_000))
+
+
 def test_the_latest_version_of_a_declared_table_is_not_found_by_name(
     managed_ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
