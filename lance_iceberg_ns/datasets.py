@@ -84,17 +84,17 @@ def in_write_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     for batch in batches:
         if batch.nbytes >= WRITE_BATCH_BYTES:
             if held:
-                yield _joined(held)
+                yield from _joined(held)
                 held, size = [], 0
             yield batch
             continue
         held.append(batch)
         size += batch.nbytes
         if size >= WRITE_BATCH_BYTES:
-            yield _joined(held)
+            yield from _joined(held)
             held, size = [], 0
     if held:
-        yield _joined(held)
+        yield from _joined(held)
 
 
 def write_reader(data: pa.Table) -> pa.RecordBatchReader:
@@ -102,8 +102,15 @@ def write_reader(data: pa.Table) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(data.schema, in_write_batches(data.to_batches()))
 
 
-def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+def _joined(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """``batches`` as one, or as they are when Arrow cannot join them (dictionaries that together
+    outgrow their index type): Lance takes them as it would have."""
+    if len(batches) == 1:
+        return batches
+    try:
+        return [pa.concat_batches(batches)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return batches
 
 
 def open_dataset(
