@@ -177,6 +177,21 @@ def data_plane(text: str) -> list[Row]:
     ]
 
 
+def write_batches(text: str) -> list[Row]:
+    """Lance's CPU for rows handed to it as given and joined by the bridge, for information."""
+    rows = []
+    for given, label in (
+        ("10,000-row batches", "Spark's batches"),
+        ("10,000-row slices of a table", "table slices"),
+    ):
+        (as_given,) = _number(rf"^{given}\s+([\d.]+)", text)
+        joined_name = "10,000-row batches, joined" if given.endswith("batches") else "10,000-row slices, joined"
+        (joined,) = _number(rf"^{joined_name}\s+([\d.]+)", text)
+        (ratio,) = _number(rf"^CPU, {joined_name} / as given: ([\d.]+)x", text)
+        rows.append(_information(f"Lance write, {label} joined (CPU ratio)", f"{joined} s", f"{as_given} s", ratio))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {
     "list_tables": list_tables,
     "latency": latency,
@@ -184,6 +199,7 @@ BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {
     "spark_pipeline": spark_pipeline,
     "managed_commits": managed_commits,
     "data_plane": data_plane,
+    "write_batches": write_batches,
 }
 
 

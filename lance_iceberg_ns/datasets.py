@@ -27,9 +27,10 @@ from lance_iceberg_ns.limits import MAX_VERSION
 
 ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
 VERSIONS_DIRECTORY = "_versions"  # Lance's manifests: a dataset exists while they do
-# Lance's writer pays a fixed cost for every batch it is handed: for a few narrow columns, batches of
-# 10,000 rows (Spark's Arrow batches) cost it 1.3-1.6x the CPU of the same rows in batches of a few
-# MB, and slices of one larger batch far more (it counts the whole buffer, and starts a page each).
+# Lance's writer counts a slice of a larger batch as the whole buffer it shares, and starts a page
+# for each: 10,000-row slices of a table cost it 2.3x the CPU and 100x the pages of the same rows
+# joined (bench/write_batches.py). Batches of their own (Spark's, an IPC body's) cost it the same
+# either way; every write joins what it hands over, so that no caller's slices reach Lance.
 WRITE_BATCH_BYTES = 4 * 1024 * 1024
 
 # Lance (object_store) storage option → pyarrow S3FileSystem argument.
