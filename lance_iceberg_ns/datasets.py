@@ -29,8 +29,8 @@ ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companio
 VERSIONS_DIRECTORY = "_versions"  # Lance's manifests: a dataset exists while they do
 # Lance's writer counts a slice of a larger batch as the whole buffer it shares, and starts a page
 # for each: 10,000-row slices of a table cost it 2.3x the CPU and 100x the pages of the same rows
-# joined (bench/write_batches.py). Batches of their own (Spark's, an IPC body's) cost it the same
-# either way; every write joins what it hands over, so that no caller's slices reach Lance.
+# joined (bench/write_batches.py). Batches of their own (Spark's, an IPC body's) cost it as much or
+# up to a fifth more unjoined; every write joins what it hands over, so no caller's slices reach Lance.
 WRITE_BATCH_BYTES = 4 * 1024 * 1024
 
 # Lance (object_store) storage option → pyarrow S3FileSystem argument.
