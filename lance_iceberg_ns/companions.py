@@ -225,6 +225,7 @@ class Companions:
             location=location,
             properties={**properties, **ENGINE_PROTECTION},
         )
+        self.managed.forget(table)  # a state kept of the name is an earlier table's (dropped by an engine)
         self.types.keep((table.warehouse, table.iceberg_identifier), True)
         return created
 
@@ -279,6 +280,7 @@ class Companions:
         """Rename within a warehouse; the data stays where it is."""
         self.catalog(source.warehouse).rename_table(source.iceberg_identifier, target.iceberg_identifier)
         self.forget(source)
+        self.managed.forget(target)
         self.types.keep((target.warehouse, target.iceberg_identifier), True)
 
     def set_aside(

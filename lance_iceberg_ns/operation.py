@@ -115,7 +115,9 @@ def operation(
                 args = (first, *args[1:])  # type: ignore[assignment]
             elif takes_table_id and args:
                 args = (in_default_namespace(args[0], default), *args[1:])  # type: ignore[assignment]
-            target = _target(args[0] if args else kwargs.get("namespace_id"))
+            elif takes_table_id and "table_id" in kwargs:
+                kwargs["table_id"] = in_default_namespace(kwargs["table_id"], default)
+            target = _target(args[0] if args else kwargs.get("table_id", kwargs.get("namespace_id")))
             started = time.perf_counter()
             with translated_errors(f"{name} {target}", self.settings.redact):
                 response = method(self, *args, **kwargs)

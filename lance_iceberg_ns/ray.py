@@ -106,6 +106,8 @@ def write_lance(
 
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    if isinstance(table_id, str):  # list() would make one part of each character
+        raise InvalidInputError(f"A table identifier is a list of strings, not the string {table_id!r}")
     ns = as_namespace(namespace)
     table = list(in_default_namespace(list(table_id), ns.settings.default_namespace))  # a bare name too
     declared = _declare_if_new(ns, table, mode)
@@ -118,9 +120,9 @@ def write_lance(
             namespace_properties=ns.properties,
             **options,
         )
-    except Exception as error:
+    except BaseException as error:  # an interrupted write (Ctrl-C) leaves no declared table either
         outcome = _remove_uncommitted(ns, table, declared) if declared else "nothing was committed"
-        if isinstance(error, LanceNamespaceError):
+        if isinstance(error, LanceNamespaceError) or not isinstance(error, Exception):
             raise
         cause = _worker_cause(error)
         said = (str(cause).strip().splitlines() or [""])[0][:500].rstrip(".")

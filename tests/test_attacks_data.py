@@ -707,6 +707,8 @@ def test_decoded_size_is_read_without_decompressing_and_exact() -> None:
     for junk in (b"garbage", b"\xff\xff\xff\xff\x10\x00\x00\x00" + b"\x00" * 16, ipc_stream(rows)[:100]):
         with pytest.raises(InvalidInputError):
             ipc.read_arrow_stream(junk, "insert")
+    with pytest.raises(InvalidInputError, match="not Table"):  # rows themselves, from a caller in process
+        ipc.read_arrow_stream(rows, "insert")  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,8 @@ def test_only_bare_table_names_and_the_root_listing_are_rewritten(
         assert bridge.table_status(["orders"]).state == "soft_deleted"
         bridge.undrop_table(["orders"])
         assert bridge.describe_table({"id": ["orders"]}).location.startswith(str(lance_root))
+        assert bridge.table_status(table_id=["orders"]).state == "exists"  # by keyword too
+        assert bridge.dataset(table_id=["orders"]).count_rows() == ROWS.num_rows
 
 
 def _ipc(table: pa.Table) -> bytes:

@@ -949,3 +949,19 @@ def test_a_version_written_by_location_behind_the_catalog_is_refused_at_the_next
     with pytest.raises(InvalidTableStateError, match="went by its location"):
         managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": staged})
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1]
+
+
+def test_a_name_an_engine_dropped_is_created_anew_right_after_this_process_committed_to_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    """The state kept of the last commit (``commit_cache_seconds``) is the dropped table's: the
+    new table's create must not be answered from it (pylance then wrote at the old location)."""
+    table_id = [*db, "t"]
+    lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id, mode="append")
+    old = managed_ns.describe_table({"id": table_id}).location
+    other_client(endpoint, db[0]).drop_table((db[1], "t"))  # an Iceberg engine drops the companion
+    created = lance.write_dataset(pa.table({"id": [500]}), namespace_client=managed_ns, table_id=table_id)
+    assert created.to_table().column("id").to_pylist() == [500]
+    assert managed_ns.describe_table({"id": table_id}).location not in (None, old)
+    assert lance.dataset(old).count_rows() == 2  # the dropped table's data, untouched

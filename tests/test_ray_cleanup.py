@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lance_namespace.errors import TableNotFoundError
+from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.ray import RayWriteError, write_lance
 
 
-def _failing_job(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]) -> None:
+def _failing_job(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None], failure: BaseException | None = None
+) -> None:
     def stand_in(ds: object, table_id: list[str], mode: str, **options: Any) -> None:
         meanwhile()
-        raise RuntimeError("a Ray worker died")
+        raise failure or RuntimeError("a Ray worker died")
 
     monkeypatch.setitem(sys.modules, "lance_ray", types.SimpleNamespace(write_lance=stand_in))
 
@@ -66,3 +68,27 @@ def test_a_failed_write_leaves_alone_a_table_another_client_put_under_the_name(
         write_lance(object(), ns, table)
     assert other.describe_table({"id": table}).location == theirs["location"]
     assert Path(theirs["location"], "data", "in-flight.lance").read_bytes() == b"their uncommitted fragment"
+
+
+def test_an_interrupted_write_removes_the_table_it_declared(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the job runs: the interrupt goes on, and the table declared for it goes."""
+    table = [*db, "t"]
+    _failing_job(monkeypatch, lambda: None, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        write_lance(object(), ns, table)
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table({"id": table})
+    assert _files(lance_root) == []
+
+
+def test_a_table_id_given_as_one_string_is_refused_before_anything_is_declared(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``list("xso")`` would be the table ``o`` of the namespace ``x.s``."""
+    ns.create_namespace({"id": [db[0], "s"]})
+    _failing_job(monkeypatch, lambda: None)
+    with pytest.raises(InvalidInputError, match="list of strings"):
+        write_lance(object(), ns, f"{db[0]}so")  # type: ignore[arg-type]
+    assert ns.list_tables({"id": [db[0], "s"]}).tables == []

@@ -56,6 +56,8 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
     anything is written."""
     if not data:
         raise InvalidInputError(f"{operation} needs its rows as an Arrow IPC stream in the request body")
+    if not isinstance(data, bytes | bytearray | memoryview):  # a pyarrow Table, say, from a caller in process
+        raise InvalidInputError(f"{operation} takes its rows as Arrow IPC stream bytes, not {type(data).__name__}")
     decoded, rows = _decoded_size(data, operation)
     limit = max_data_bytes()
     if decoded > limit or rows > limit:
