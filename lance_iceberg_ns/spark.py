@@ -318,8 +318,10 @@ def _parallelism(spark: Any) -> int | None:
         return None
 
 
-# The views register_lance_views made, per Spark session: view name -> the registration that made it.
-_REGISTERED_VIEWS: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+# The views register_lance_views made, per Spark session: view name -> the registration that made
+# it, and the view's definition as made (``_temp_view``): a view the user put under the name since
+# is not dropped with the table.
+_REGISTERED_VIEWS: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[Any, ...], Any]]] = weakref.WeakKeyDictionary()
 
 
 def register_lance_views(
@@ -363,14 +365,28 @@ def register_lance_views(
     registration = (ns.properties.get("endpoint"), tuple(parent), recursive)
     made = _REGISTERED_VIEWS.setdefault(spark, {})
     current = {name.lower() for name in views}  # Spark's view names ignore case
-    for name in [name for name, owner in made.items() if owner == registration and name not in views]:
-        if name.lower() not in current:  # else a view of the same name in another case replaced it
+    for name in [name for name, (owner, _) in made.items() if owner == registration and name not in views]:
+        if name.lower() not in current and _temp_view(spark, name) == made[name][1]:  # else replaced since
             spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
         if placeholders:
             spark.sql(f"DROP TABLE IF EXISTS {_placeholder_name(spark, name)}")
         del made[name]
-    made.update(dict.fromkeys(views, registration))
+    made.update({name: (registration, _temp_view(spark, name)) for name in views})
     return sorted(views)
+
+
+def _temp_view(spark: Any, name: str) -> Any:
+    """The session's definition of the temporary view ``name`` (a JVM object, equal only to the
+    same definition), None when there is none; where it cannot be read (Spark Connect), a stand-in
+    equal to every other, so that only the name tells a view this module made."""
+    try:
+        found = spark._jsparkSession.sessionState().catalog().getRawTempView(name)
+    except Exception:  # Spark Connect: no JVM session
+        return _UNREADABLE
+    return found.get() if found.isDefined() else None
+
+
+_UNREADABLE = object()
 
 
 # Per Spark session, a token naming its placeholder tables (the session catalog is shared by the

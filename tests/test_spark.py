@@ -390,6 +390,20 @@ def test_views_of_a_dropped_table_go_at_the_next_registration(
     assert not any(spark.catalog.tableExists(_placeholder_name(spark, view)) for view in ("dropped", "renamed"))
 
 
+def test_a_view_the_user_put_under_the_name_stays_when_the_table_goes(
+    spark: SparkSession, properties: dict[str, str], db: list[str]
+) -> None:
+    from lance_iceberg_ns.spark import register_lance_views
+
+    ns = IcebergLanceNamespace(**properties)
+    write_lance(spark.range(5), properties, [*db, "orders"])
+    assert register_lance_views(spark, ns, db) == ["orders"]
+    spark.range(42).createOrReplaceTempView("orders")  # the user's own view now
+    ns.drop_table({"id": [*db, "orders"]})
+    assert register_lance_views(spark, ns, db) == []
+    assert spark.sql("SELECT count(*) FROM orders").first()[0] == 42
+
+
 def test_recursive_views_are_named_by_their_path(
     spark: SparkSession, properties: dict[str, str], warehouse: str
 ) -> None:
