@@ -81,3 +81,24 @@ def test_a_table_whose_versions_the_catalog_manages_takes_daft_writes_through_th
     lance.write_dataset(more, namespace_client=managing, table_id=table, mode="append")
     assert managing.describe_table(DescribeTableRequest(id=table, load_detailed_metadata=True)).version == 3
     assert daft_lance.read_lance(**in_process(managing, table)).count_rows() == 36
+
+
+def test_a_failed_create_leaves_the_table_declared_and_overwrite_fills_it(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """daft-lance declares the table before its query runs; the docs give the way out."""
+    table = [*db, "failed"]
+
+    @daft.func
+    def bad_row(value: int) -> int:
+        raise ValueError("a bad row")
+
+    with pytest.raises(Exception, match="a bad row"):
+        daft_lance.write_lance(
+            frame(0, 3).with_column("id", bad_row(daft.col("id"))), **in_process(ns, table)
+        ).collect()
+    assert ns.describe_table(DescribeTableRequest(id=table, check_declared=True)).is_only_declared
+    with pytest.raises(TableAlreadyExistsError):
+        daft_lance.write_lance(frame(0, 3), **in_process(ns, table)).collect()
+    daft_lance.write_lance(frame(0, 3), mode="overwrite", **in_process(ns, table)).collect()
+    assert ns.dataset(table).count_rows() == 3
