@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
+import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +58,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
+    RemoveSnapshotRefUpdate,
     RemoveSnapshotsUpdate,
     SetPropertiesUpdate,
     SetSnapshotRefUpdate,
@@ -287,23 +290,77 @@ def discard_staged(location: str, storage_options: Mapping[str, str], manifest_p
         filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
 
 
+class FinalNameTaken(Exception):
+    """A version the catalog just committed cannot take its final manifest name: a writer by
+    location committed that version number meanwhile (``finalize``)."""
+
+
 def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:
     """After the catalog committed ``version``: its manifest under its final name, the staged copy
     gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
     manifest itself: it expects the namespace to, as the reference does; otherwise a reader by
     location sees the version before, and pylance's next open through the namespace finalizes it
-    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later."""
+    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later.
+    Raises FinalNameTaken, having moved nothing, when a writer by location committed the version
+    number since the check before the commit: its manifest is never replaced."""
     name = version.manifest_path.rsplit("/", 1)[-1]
     if not _STAGED.match(name):
         return version
     filesystem, root = filesystem_for(location, storage_options)
     directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
     try:  # a rename where the store has one: a reader never sees a final manifest half written
-        filesystem.move(f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
+        moved = _move_unless_taken(filesystem, f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
     except OSError:
         return version
+    if not moved:
+        raise FinalNameTaken(final_manifest_name(name))
     final_path = f"{version.manifest_path[: -len(name)]}{final_manifest_name(name)}"
     return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
+
+
+def move_back(location: str, storage_options: Mapping[str, str], final_path: str, staged_path: str) -> None:
+    """Move a manifest ``finalize`` moved into place a moment ago back under its staged name, for a
+    commit taken back: only names of the table's own ``_versions/``."""
+    filesystem, root = filesystem_for(location, storage_options)
+    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+    staged = staged_path.rsplit("/", 1)[-1]
+    final = final_path.rsplit("/", 1)[-1]
+    if _STAGED.match(staged) and final == final_manifest_name(staged):
+        with contextlib.suppress(OSError):
+            _move_unless_taken(filesystem, f"{directory}/{final}", f"{directory}/{staged}")
+
+
+def _move_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
+    """Move ``source`` to ``target`` unless ``target`` exists (False: nothing moved). On a local
+    disk the check and the move are one step (a hard link, as Lance commits there); elsewhere a
+    look just before the move (a store without conditional writes leaves that moment open)."""
+    if filesystem.type_name == "local":
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a look, then the move
+            pass
+        else:
+            os.unlink(source)
+            return True
+    if filesystem.get_file_info(target).type != pafs.FileType.NotFound:
+        return False
+    filesystem.move(source, target)
+    return True
+
+
+def _copy_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
+    """Copy ``source`` to ``target`` unless ``target`` exists (False: nothing copied), as
+    ``_move_unless_taken`` moves: through a copy under a name of its own, moved into place."""
+    interim = f"{target}.{uuid.uuid4().hex}.copying"
+    filesystem.copy_file(source, interim)
+    try:
+        return _move_unless_taken(filesystem, interim, target)
+    finally:
+        with contextlib.suppress(OSError):
+            if filesystem.get_file_info(interim).type != pafs.FileType.NotFound:
+                filesystem.delete_file(interim)
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
@@ -356,10 +413,11 @@ def _finalize_abandoned(
     if time.time() - staged.mtime.timestamp() < after_seconds:
         return False
     try:
-        filesystem.copy_file(staged.path, f"{directory}/{final_manifest_name(recorded)}")
-    except OSError:  # its writer moved it into place meanwhile
-        return bool(_final_manifests(location, storage_options, [recorded]))
-    return True
+        if _copy_unless_taken(filesystem, staged.path, f"{directory}/{final_manifest_name(recorded)}"):
+            return True
+    except OSError:
+        pass
+    return bool(_final_manifests(location, storage_options, [recorded]))  # its writer moved it into place meanwhile
 
 
 def _superseded(table: Table, storage_options: Mapping[str, str], finalized: Collection[str]) -> list[Snapshot]:
@@ -432,6 +490,20 @@ class VersionCommit:
     def change(self) -> tuple[tuple[str, ...], tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
         """The catalog change, as ``BridgeRestCatalog.commit_changes`` takes it."""
         return self.identifier, self.requirements, self.updates
+
+    def undo_change(self) -> tuple[tuple[str, ...], tuple[TableRequirement, ...], tuple[TableUpdate, ...]]:
+        """The catalog change that takes this commit back once it landed: ``main`` back where it
+        was, the new snapshot gone, as long as ``main`` is still the new snapshot."""
+        snapshot = next(update.snapshot for update in self.updates if isinstance(update, AddSnapshotUpdate))
+        back: TableUpdate
+        if snapshot.parent_snapshot_id is None:
+            back = RemoveSnapshotRefUpdate.model_validate({"ref-name": MAIN_BRANCH})
+        else:
+            back = SetSnapshotRefUpdate.model_validate(
+                {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot.parent_snapshot_id}
+            )
+        let_go = RemoveSnapshotsUpdate.model_validate({"snapshot-ids": [snapshot.snapshot_id]})
+        return self.identifier, (_main_is(snapshot.snapshot_id),), (back, let_go)
 
     def discard(self) -> None:
         """Delete the manifest list written for a commit that did not land."""

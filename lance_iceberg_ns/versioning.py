@@ -5,6 +5,8 @@ commit, several tables' versions can move in one atomic commit, and old versions
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Any
 
 from lance_namespace import (
@@ -26,16 +28,20 @@ from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
+    LanceNamespaceError,
     UnsupportedOperationError,
 )
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import managed, versions
-from lance_iceberg_ns.catalogs import TableSummary
+from lance_iceberg_ns.catalogs import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
+from lance_iceberg_ns.managed_refusals import written_by_path_error
 from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables import Tables
+
+logger = logging.getLogger(__name__)
 
 
 def refuse_across_warehouses(tables: list[TableId]) -> None:
@@ -206,7 +212,10 @@ class Versions:
         except BaseException:
             commit.discard()
             raise
-        version = managed.finalize(current.metadata.location, files, commit.version)
+        try:
+            version = managed.finalize(current.metadata.location, files, commit.version)
+        except managed.FinalNameTaken:  # a writer by location committed the version since the check
+            raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
         moved = [managed.final_manifest_name(version.manifest_path)] if version is not commit.version else []
         self._state.committed(table, managed.committed(current, answer), [*moved, *finalized])  # the next write's
         return CreateTableVersionResponse(version=version)
@@ -278,8 +287,44 @@ class Versions:
             for commit in commits:
                 commit.discard()
             raise
-        done = [managed.finalize(*place, commit.version) for place, commit in zip(places, commits, strict=True)]
+        done: list[TableVersion] = []
+        for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
+            try:
+                done.append(managed.finalize(*place, commit.version))
+            except managed.FinalNameTaken:  # as for one version: the whole batch goes back
+                raise self._taken_back(table, entry.version, commits, places, done) from None
         return BatchCreateTableVersionsResponse(versions=done)
+
+    def _taken_back(
+        self,
+        table: TableId,
+        version: int,
+        commits: Sequence[managed.VersionCommit],
+        places: Sequence[tuple[str, dict[str, str]]],
+        finalized: Sequence[TableVersion] = (),
+    ) -> LanceNamespaceError:
+        """The refusal of versions the catalog committed while a writer by location committed
+        ``version`` of ``table`` under the final manifest name: the catalog commit is taken back
+        (its staged manifests go, those already moved into place first moved back), so that the
+        writer's version stays as it landed, and the next commit is refused until it is adopted.
+        When the catalog moved on meanwhile, nothing is taken back and the error says so."""
+        try:
+            self._companions.catalog(table.warehouse).commit_changes([commit.undo_change() for commit in commits])
+        except (iceberg.CommitFailedException, *LOST_ANSWER):
+            logger.error("Version %s of %s could not take its final manifest name nor be taken back", version, table)
+            return ConcurrentModificationError(
+                f"Version {version} of {table} was committed in the catalog while a writer by location committed "
+                "it too; the catalog has moved on since, so the catalog's version stays (its manifest under its "
+                "staged name) beside the writer's"
+            )
+        moved_into_place = [*finalized, *[None] * (len(commits) - len(finalized))]
+        for (location, files), commit, moved in zip(places, commits, moved_into_place, strict=True):
+            staged = commit.version.manifest_path
+            if moved is not None:  # moved into place a moment ago: back under its staged name, then gone
+                managed.move_back(location, files, moved.manifest_path, staged)
+            managed.discard_staged(location, files, staged)
+            commit.discard()
+        return written_by_path_error(str(table), version, version - 1)
 
     def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)

@@ -21,8 +21,9 @@ from lance_namespace.errors import (
     InvalidTableStateError,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns import IcebergLanceNamespace, managed
 from lance_iceberg_ns.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.atomic import write_together
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.versions import manifest_name
 
@@ -183,6 +184,45 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert raced == [2] and _versions(managed_ns, table_id) == [1]
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["one table", "atomic batch"])
+def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_keeps_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, batch: bool
+) -> None:
+    """The version's final manifest name is taken between the catalog's commit and the move into
+    place: the writer's manifest stays as it landed, the catalog's commit is taken back (every table
+    of a batch), and the writer's version is then refused by name until adopted."""
+    table_id, other_id = [*db, "raced"], [*db, "other"]
+    location = _create(managed_ns, table_id, [1])
+    _create(managed_ns, other_id, [10])
+    finalize = managed.finalize
+    raced: list[str] = []
+
+    def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
+        if place == location and not raced:
+            raced.append(place)
+            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+        return finalize(place, *args)
+
+    monkeypatch.setattr(managed, "finalize", racing)
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        if batch:  # the other table is finalized first: it goes back too
+            write_together(
+                managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
+            )
+        else:
+            managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(managed, "finalize", finalize)
+    assert raced and lance.dataset(location).to_table().column("v").to_pylist() == [1, 100]  # the writer's version
+    assert _versions(managed_ns, table_id) == [1] and _versions(managed_ns, other_id) == [1]
+    assert _rows(managed_ns, other_id) == [10]
+    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]  # nothing staged left
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [2]
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert sorted(_rows(managed_ns, table_id)) == [1, 2, 100]
 
 
 @pytest.mark.parametrize(
