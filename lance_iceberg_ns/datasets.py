@@ -7,6 +7,7 @@ import contextlib
 import os
 import pathlib
 import shutil
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -66,6 +67,39 @@ def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[p
         return pafs.S3FileSystem(**arguments), unquote(path)  # keys as Lance decodes the URI
     filesystem, path = pafs.FileSystem.from_uri(location)
     return filesystem, path
+
+
+def move_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
+    """Move ``source`` to ``target`` unless ``target`` exists (False: nothing moved). On a local
+    disk the check and the move are one step (a hard link, as Lance commits there); elsewhere a
+    look just before the move (a store without conditional writes leaves that moment open)."""
+    if filesystem.type_name == "local":
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a look, then the move
+            pass
+        else:
+            os.unlink(source)
+            return True
+    if filesystem.get_file_info(target).type != pafs.FileType.NotFound:
+        return False
+    filesystem.move(source, target)
+    return True
+
+
+def copy_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
+    """Copy ``source`` to ``target`` unless ``target`` exists (False: nothing copied), as
+    ``move_unless_taken`` moves: through a copy under a name of its own, moved into place."""
+    interim = f"{target}.{uuid.uuid4().hex}.copying"
+    filesystem.copy_file(source, interim)
+    try:
+        return move_unless_taken(filesystem, interim, target)
+    finally:
+        with contextlib.suppress(OSError):
+            if filesystem.get_file_info(interim).type != pafs.FileType.NotFound:
+                filesystem.delete_file(interim)
 
 
 def lance_dataset(

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
-import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,10 +64,11 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
+from lance_iceberg_ns import datasets
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 from lance_iceberg_ns.limits import MAX_VERSION
-from lance_iceberg_ns.managed_refusals import forged, rolled_back_error, written_by_path_error
+from lance_iceberg_ns.managed_refusals import FinalNameTaken, forged, rolled_back_error, written_by_path_error
 from lance_iceberg_ns.versions import manifest_directory, manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
@@ -290,11 +289,6 @@ def discard_staged(location: str, storage_options: Mapping[str, str], manifest_p
         filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
 
 
-class FinalNameTaken(Exception):
-    """A version the catalog just committed cannot take its final manifest name: a writer by
-    location committed that version number meanwhile (``finalize``)."""
-
-
 def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:
     """After the catalog committed ``version``: its manifest under its final name, the staged copy
     gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
@@ -309,7 +303,9 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
     filesystem, root = filesystem_for(location, storage_options)
     directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
     try:  # a rename where the store has one: a reader never sees a final manifest half written
-        moved = _move_unless_taken(filesystem, f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}")
+        moved = datasets.move_unless_taken(
+            filesystem, f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}"
+        )
     except OSError:
         return version
     if not moved:
@@ -327,40 +323,7 @@ def move_back(location: str, storage_options: Mapping[str, str], final_path: str
     final = final_path.rsplit("/", 1)[-1]
     if _STAGED.match(staged) and final == final_manifest_name(staged):
         with contextlib.suppress(OSError):
-            _move_unless_taken(filesystem, f"{directory}/{final}", f"{directory}/{staged}")
-
-
-def _move_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
-    """Move ``source`` to ``target`` unless ``target`` exists (False: nothing moved). On a local
-    disk the check and the move are one step (a hard link, as Lance commits there); elsewhere a
-    look just before the move (a store without conditional writes leaves that moment open)."""
-    if filesystem.type_name == "local":
-        try:
-            os.link(source, target)
-        except FileExistsError:
-            return False
-        except OSError:  # a file system without hard links: a look, then the move
-            pass
-        else:
-            os.unlink(source)
-            return True
-    if filesystem.get_file_info(target).type != pafs.FileType.NotFound:
-        return False
-    filesystem.move(source, target)
-    return True
-
-
-def _copy_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
-    """Copy ``source`` to ``target`` unless ``target`` exists (False: nothing copied), as
-    ``_move_unless_taken`` moves: through a copy under a name of its own, moved into place."""
-    interim = f"{target}.{uuid.uuid4().hex}.copying"
-    filesystem.copy_file(source, interim)
-    try:
-        return _move_unless_taken(filesystem, interim, target)
-    finally:
-        with contextlib.suppress(OSError):
-            if filesystem.get_file_info(interim).type != pafs.FileType.NotFound:
-                filesystem.delete_file(interim)
+            datasets.move_unless_taken(filesystem, f"{directory}/{final}", f"{directory}/{staged}")
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
@@ -413,7 +376,7 @@ def _finalize_abandoned(
     if time.time() - staged.mtime.timestamp() < after_seconds:
         return False
     try:
-        if _copy_unless_taken(filesystem, staged.path, f"{directory}/{final_manifest_name(recorded)}"):
+        if datasets.copy_unless_taken(filesystem, staged.path, f"{directory}/{final_manifest_name(recorded)}"):
             return True
     except OSError:
         pass

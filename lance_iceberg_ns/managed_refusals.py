@@ -9,6 +9,11 @@ from typing import Any
 from lance_namespace.errors import InvalidTableStateError
 
 
+class FinalNameTaken(Exception):
+    """A version the catalog just committed cannot take its final manifest name: a writer by
+    location committed that version number meanwhile (``finalize``)."""
+
+
 def forged(snapshot: Any, key: str, text: str, what: str) -> InvalidTableStateError:
     """A snapshot whose summary records under ``key`` a ``text`` that is not ``what`` the bridge records."""
     return InvalidTableStateError(

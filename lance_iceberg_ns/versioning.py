@@ -36,7 +36,7 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns import managed, versions
 from lance_iceberg_ns.catalogs import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
-from lance_iceberg_ns.managed_refusals import written_by_path_error
+from lance_iceberg_ns.managed_refusals import FinalNameTaken, written_by_path_error
 from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables import Tables
@@ -214,7 +214,7 @@ class Versions:
             raise
         try:
             version = managed.finalize(current.metadata.location, files, commit.version)
-        except managed.FinalNameTaken:  # a writer by location committed the version since the check
+        except FinalNameTaken:  # a writer by location committed the version since the check
             raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
         moved = [managed.final_manifest_name(version.manifest_path)] if version is not commit.version else []
         self._state.committed(table, managed.committed(current, answer), [*moved, *finalized])  # the next write's
@@ -291,7 +291,7 @@ class Versions:
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
                 done.append(managed.finalize(*place, commit.version))
-            except managed.FinalNameTaken:  # as for one version: the whole batch goes back
+            except FinalNameTaken:  # as for one version: the whole batch goes back
                 raise self._taken_back(table, entry.version, commits, places, done) from None
         return BatchCreateTableVersionsResponse(versions=done)
 
