@@ -89,6 +89,15 @@ def move_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> 
     return True
 
 
+def same_contents(filesystem: pafs.FileSystem, first: str, second: str) -> bool:
+    """Whether two small files (manifests) hold the same bytes."""
+    sizes = [info.size for info in filesystem.get_file_info([first, second])]
+    if sizes[0] is None or sizes[0] != sizes[1]:
+        return False
+    with filesystem.open_input_stream(first) as one, filesystem.open_input_stream(second) as other:
+        return bool(one.read() == other.read())
+
+
 def copy_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (False: nothing copied), as
     ``move_unless_taken`` moves: through a copy under a name of its own, moved into place."""

@@ -68,7 +68,7 @@ from lance_iceberg_ns import datasets
 from lance_iceberg_ns.companions import missing_protection
 from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
 from lance_iceberg_ns.limits import MAX_VERSION
-from lance_iceberg_ns.managed_refusals import FinalNameTaken, forged, rolled_back_error, written_by_path_error
+from lance_iceberg_ns.managed_refusals import forged, rolled_back_error, written_by_path_error
 from lance_iceberg_ns.versions import manifest_directory, manifest_name
 
 MANAGED_PROPERTY = "table_version_management"
@@ -88,7 +88,7 @@ METADATA_RETENTION = {
 }
 # A staged manifest older than this, with no final copy, was left by a writer that died.
 ABANDONED_AFTER_SECONDS = 60.0
-_STAGED = re.compile(r"^(?P<final>.+\.manifest)-[0-9a-fA-F-]+$")
+STAGED_MANIFEST = re.compile(r"^(?P<final>.+\.manifest)-[0-9a-fA-F-]+$")
 
 
 def is_managed(properties: Mapping[str, str] | None) -> bool:
@@ -99,7 +99,7 @@ def is_managed(properties: Mapping[str, str] | None) -> bool:
 def final_manifest_name(manifest_path: str) -> str:
     """The final file name of a (possibly staged) manifest path."""
     name = manifest_path.rsplit("/", 1)[-1]
-    match = _STAGED.match(name)
+    match = STAGED_MANIFEST.match(name)
     return match.group("final") if match else name
 
 
@@ -225,7 +225,7 @@ def _recorded_manifest(snapshot: Snapshot) -> str:
     """The manifest path a snapshot recorded (staged, as the writer gave it), refused as ``_summary_number`` refuses."""
     recorded = _summary(snapshot).get(MANIFEST_KEY, "")
     name = recorded.rsplit("/", 1)[-1]
-    if not (name.endswith(".manifest") or _STAGED.match(name)):
+    if not (name.endswith(".manifest") or STAGED_MANIFEST.match(name)):
         raise forged(snapshot, MANIFEST_KEY, recorded, "not the path of a Lance manifest")
     return recorded
 
@@ -282,48 +282,11 @@ def discard_staged(location: str, storage_options: Mapping[str, str], manifest_p
     """Delete the staged manifest of a version that was refused, so refused attempts leave nothing
     behind. Only a staged name, and only in the table's own ``_versions/``: the path is the caller's."""
     name = manifest_path.rsplit("/", 1)[-1]
-    if not _STAGED.match(name):
+    if not STAGED_MANIFEST.match(name):
         return
     filesystem, root = filesystem_for(location, storage_options)
     with contextlib.suppress(OSError):
         filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
-
-
-def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:
-    """After the catalog committed ``version``: its manifest under its final name, the staged copy
-    gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
-    manifest itself: it expects the namespace to, as the reference does; otherwise a reader by
-    location sees the version before, and pylance's next open through the namespace finalizes it
-    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later.
-    Raises FinalNameTaken, having moved nothing, when a writer by location committed the version
-    number since the check before the commit: its manifest is never replaced."""
-    name = version.manifest_path.rsplit("/", 1)[-1]
-    if not _STAGED.match(name):
-        return version
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    try:  # a rename where the store has one: a reader never sees a final manifest half written
-        moved = datasets.move_unless_taken(
-            filesystem, f"{directory}/{name}", f"{directory}/{final_manifest_name(name)}"
-        )
-    except OSError:
-        return version
-    if not moved:
-        raise FinalNameTaken(final_manifest_name(name))
-    final_path = f"{version.manifest_path[: -len(name)]}{final_manifest_name(name)}"
-    return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
-
-
-def move_back(location: str, storage_options: Mapping[str, str], final_path: str, staged_path: str) -> None:
-    """Move a manifest ``finalize`` moved into place a moment ago back under its staged name, for a
-    commit taken back: only names of the table's own ``_versions/``."""
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    staged = staged_path.rsplit("/", 1)[-1]
-    final = final_path.rsplit("/", 1)[-1]
-    if _STAGED.match(staged) and final == final_manifest_name(staged):
-        with contextlib.suppress(OSError):
-            datasets.move_unless_taken(filesystem, f"{directory}/{final}", f"{directory}/{staged}")
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
@@ -468,11 +431,17 @@ class VersionCommit:
         let_go = RemoveSnapshotsUpdate.model_validate({"snapshot-ids": [snapshot.snapshot_id]})
         return self.identifier, (_main_is(snapshot.snapshot_id),), (back, let_go)
 
-    def discard(self) -> None:
-        """Delete the manifest list written for a commit that did not land."""
-        if self.written_manifest_list is not None:
+    def discard(self, taken_back: bool = False) -> None:
+        """Delete the manifest list written for a commit that did not land, or (``taken_back``) the
+        one it held once landed: a list taken over from the version it let go, which went with it."""
+        held = self.written_manifest_list
+        if taken_back:
+            held = next(
+                update.snapshot for update in self.updates if isinstance(update, AddSnapshotUpdate)
+            ).manifest_list
+        if held is not None:
             with contextlib.suppress(OSError):
-                self.io.delete(self.written_manifest_list)
+                self.io.delete(held)
 
 
 def refuse_if_rolled_back(table: Table) -> None:

@@ -27,7 +27,8 @@ from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 
 DATA_DIRECTORY = "data"
-_COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest#\d+$")
+# a copy under way: pylance's ("<n>.manifest#<k>"), or the bridge's (``datasets.copy_unless_taken``)
+_COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest(#\d+|\.[0-9a-f]{32}\.copying)$")
 DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
 
 

@@ -26,6 +26,7 @@ from lance_namespace import (
 )
 from lance_namespace.errors import (
     ConcurrentModificationError,
+    InternalError,
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
@@ -33,7 +34,7 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns import managed, versions
+from lance_iceberg_ns import finalizing, managed, versions
 from lance_iceberg_ns.catalogs import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
 from lance_iceberg_ns.managed_refusals import FinalNameTaken, written_by_path_error
@@ -213,7 +214,7 @@ class Versions:
             commit.discard()
             raise
         try:
-            version = managed.finalize(current.metadata.location, files, commit.version)
+            version = finalizing.finalize(current.metadata.location, files, commit.version)
         except FinalNameTaken:  # a writer by location committed the version since the check
             raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
         moved = [managed.final_manifest_name(version.manifest_path)] if version is not commit.version else []
@@ -287,11 +288,14 @@ class Versions:
             for commit in commits:
                 commit.discard()
             raise
+        for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
+            if not finalizing.final_name_free(*place, commit.version):  # nothing moved yet: all go back
+                raise self._taken_back(table, entry.version, commits, places)
         done: list[TableVersion] = []
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
-                done.append(managed.finalize(*place, commit.version))
-            except FinalNameTaken:  # as for one version: the whole batch goes back
+                done.append(finalizing.finalize(*place, commit.version))
+            except FinalNameTaken:  # taken since the look: as for one version, the whole batch goes back
                 raise self._taken_back(table, entry.version, commits, places, done) from None
         return BatchCreateTableVersionsResponse(versions=done)
 
@@ -310,20 +314,24 @@ class Versions:
         When the catalog moved on meanwhile, nothing is taken back and the error says so."""
         try:
             self._companions.catalog(table.warehouse).commit_changes([commit.undo_change() for commit in commits])
-        except (iceberg.CommitFailedException, *LOST_ANSWER):
-            logger.error("Version %s of %s could not take its final manifest name nor be taken back", version, table)
-            return ConcurrentModificationError(
+        except (iceberg.CommitFailedException, *LOST_ANSWER):  # the catalog moved on: the versions stay
+            logger.error(
+                "Version %s of %s was committed in the catalog while a writer by location committed it too, and "
+                "could not be taken back (the catalog moved on): its manifest stays under its staged name",
+                version,
+                table,
+            )
+            return InternalError(
                 f"Version {version} of {table} was committed in the catalog while a writer by location committed "
-                "it too; the catalog has moved on since, so the catalog's version stays (its manifest under its "
-                "staged name) beside the writer's"
+                "it too, and the catalog has moved on since: check the table's versions before writing again"
             )
         moved_into_place = [*finalized, *[None] * (len(commits) - len(finalized))]
         for (location, files), commit, moved in zip(places, commits, moved_into_place, strict=True):
             staged = commit.version.manifest_path
             if moved is not None:  # moved into place a moment ago: back under its staged name, then gone
-                managed.move_back(location, files, moved.manifest_path, staged)
+                finalizing.move_back(location, files, moved.manifest_path, staged)
             managed.discard_staged(location, files, staged)
-            commit.discard()
+            commit.discard(taken_back=True)
         return written_by_path_error(str(table), version, version - 1)
 
     def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:

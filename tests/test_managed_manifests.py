@@ -21,13 +21,13 @@ from lance_namespace.errors import (
     InvalidTableStateError,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace, managed
+from lance_iceberg_ns import IcebergLanceNamespace, finalizing
 from lance_iceberg_ns.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.atomic import write_together
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.versions import manifest_name
 
-from .helpers import ipc, stage_manifest
+from .helpers import ipc, other_client, stage_manifest
 
 WRITTEN_BY_LOCATION = "written by a writer that went by its location"
 
@@ -188,15 +188,16 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
 
 @pytest.mark.parametrize("batch", [False, True], ids=["one table", "atomic batch"])
 def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_keeps_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, batch: bool
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, batch: bool
 ) -> None:
     """The version's final manifest name is taken between the catalog's commit and the move into
     place: the writer's manifest stays as it landed, the catalog's commit is taken back (every table
     of a batch), and the writer's version is then refused by name until adopted."""
     table_id, other_id = [*db, "raced"], [*db, "other"]
     location = _create(managed_ns, table_id, [1])
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # the raced version takes over v1's list
     _create(managed_ns, other_id, [10])
-    finalize = managed.finalize
+    finalize = finalizing.finalize
     raced: list[str] = []
 
     def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
@@ -205,7 +206,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
             lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
         return finalize(place, *args)
 
-    monkeypatch.setattr(managed, "finalize", racing)
+    monkeypatch.setattr(finalizing, "finalize", racing)
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         if batch:  # the other table is finalized first: it goes back too
             write_together(
@@ -213,16 +214,43 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
             )
         else:
             managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    monkeypatch.setattr(managed, "finalize", finalize)
-    assert raced and lance.dataset(location).to_table().column("v").to_pylist() == [1, 100]  # the writer's version
-    assert _versions(managed_ns, table_id) == [1] and _versions(managed_ns, other_id) == [1]
+    monkeypatch.setattr(finalizing, "finalize", finalize)
+    assert raced and sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
+    assert _versions(managed_ns, table_id) == [1, 2] and _versions(managed_ns, other_id) == [1]
     assert _rows(managed_ns, other_id) == [10]
     assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]  # nothing staged left
+    companion = other_client(endpoint, db[0]).load_table((db[1], "raced"))  # as an Iceberg engine sees it
+    held = {os.path.basename(snapshot.manifest_list) for snapshot in companion.snapshots()}
+    assert companion.current_snapshot().summary["lance.version"] == "2"
+    assert {name for name in os.listdir(f"{location}/metadata") if name.startswith("snap-")} == held
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    assert adopt_versions_written_by_location(managed_ns, table_id) == [2]
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    assert sorted(_rows(managed_ns, table_id)) == [1, 2, 100]
+    assert _rows(managed_ns, table_id) == [1, 2, 3, 100]
+
+
+def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_commit_as_it_is(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pylance, opening the table through the namespace between the catalog's commit and the move
+    into place, copies the staged manifest to its final name itself: the same manifest, no race."""
+    table_id = [*db, "read"]
+    location = _create(managed_ns, table_id, [1])
+    finalize = finalizing.finalize
+
+    def read_first(place: str, storage_options: Any, version: Any) -> Any:
+        staged = os.path.join(location, "_versions", version.manifest_path.rsplit("/", 1)[-1])
+        shutil.copy(staged, staged.rsplit("-", 5)[0])  # the final name: the staged one without its UUID
+        return finalize(place, storage_options, version)
+
+    monkeypatch.setattr(finalizing, "finalize", read_first)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(finalizing, "finalize", finalize)
+    assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
+    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    assert _rows(managed_ns, table_id) == [1, 2, 3]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns import IcebergLanceNamespace, managed
+from lance_iceberg_ns import IcebergLanceNamespace, finalizing, managed
 from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.versions import manifest_name
 
@@ -97,7 +97,7 @@ def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_versio
     table_id = [*db, "t"]
     _append(managed_ns, table_id, 1)
     with monkeypatch.context() as writer_dies:  # version 2's writer dies between the catalog commit and the copy
-        writer_dies.setattr(managed, "finalize", lambda location, options, version: version)
+        writer_dies.setattr(finalizing, "finalize", lambda location, options, version: version)
         _append(managed_ns, table_id, 2)
     location = managed_ns.describe_table({"id": table_id}).location
     with monkeypatch.context() as store_refuses:  # and the store refuses the copy to its final name for now

@@ -4,6 +4,7 @@ Iceberg, concurrent writers (threads and processes), atomic multi-table commits.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -90,6 +91,10 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     assert lance.dataset(location).version == 3
     assert find_orphan_files(location, {}, older_than=0, dry_run=True).files == []
     assert remove_orphan_files(managed_ns, table_id, older_than=0).files == []
+    final = next(name for name in os.listdir(f"{location}/_versions") if name.endswith(".manifest"))
+    copying = f"_versions/{final}.{'0' * 32}.copying"  # a finalizing copy its process never finished
+    shutil.copy(f"{location}/_versions/{final}", f"{location}/{copying}")
+    assert remove_orphan_files(managed_ns, table_id, older_than=0).files == [copying]
     for version, rows in ((1, 2), (2, 3), (3, 1)):
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=version).count_rows() == rows
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
