@@ -1,4 +1,4 @@
-"""A committed version's staged manifest moved into place, and back for a commit taken back.
+"""A committed version's staged manifest moved into place.
 
 pylance's namespace-backed commit stages a manifest (``_versions/<n>.manifest-<uuid>``) and leaves
 it to the namespace to give it its final name once the catalog has committed it, as the reference
@@ -8,7 +8,6 @@ same version number in the moment between, and its manifest is never replaced.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 
 import pyarrow.fs as pafs
@@ -61,15 +60,3 @@ def final_name_free(location: str, storage_options: Mapping[str, str], version: 
         )
     except OSError:
         return True  # finalize finds out
-
-
-def move_back(location: str, storage_options: Mapping[str, str], final_path: str, staged_path: str) -> None:
-    """Move a manifest ``finalize`` moved into place a moment ago back under its staged name, for a
-    commit taken back: only names of the table's own ``_versions/``."""
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    staged = staged_path.rsplit("/", 1)[-1]
-    final = final_path.rsplit("/", 1)[-1]
-    if STAGED_MANIFEST.match(staged) and final == final_manifest_name(staged):
-        with contextlib.suppress(OSError):
-            datasets.move_unless_taken(filesystem, f"{directory}/{final}", f"{directory}/{staged}")

@@ -45,6 +45,17 @@ from lance_iceberg_ns.tables import Tables
 logger = logging.getLogger(__name__)
 
 
+def _diverged(table: TableId, version: int, why: str) -> InternalError:
+    """The answer to a commit the catalog took while a writer by location committed the same
+    version of ``table``, when it cannot be taken back (``why``): everything stays, the catalog's
+    manifest under its staged name, and the caller keeps its files (a 5xx: the commit landed)."""
+    logger.error("Version %s of %s was committed by a writer by location too, and stays: %s", version, table, why)
+    return InternalError(
+        f"Version {version} of {table} was committed in the catalog while a writer by location committed it "
+        f"too, and {why}: check the table's versions before writing again"
+    )
+
+
 def refuse_across_warehouses(tables: list[TableId]) -> None:
     """An atomic commit is one catalog commit, so its tables are in one warehouse (InvalidInputError)."""
     if len({table.warehouse for table in tables}) > 1:
@@ -295,8 +306,8 @@ class Versions:
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
                 done.append(finalizing.finalize(*place, commit.version))
-            except FinalNameTaken:  # taken since the look: as for one version, the whole batch goes back
-                raise self._taken_back(table, entry.version, commits, places, done) from None
+            except FinalNameTaken:  # taken since the look, with versions of the batch already in place
+                raise _diverged(table, entry.version, "versions of its atomic batch were already in place") from None
         return BatchCreateTableVersionsResponse(versions=done)
 
     def _taken_back(
@@ -305,32 +316,18 @@ class Versions:
         version: int,
         commits: Sequence[managed.VersionCommit],
         places: Sequence[tuple[str, dict[str, str]]],
-        finalized: Sequence[TableVersion] = (),
     ) -> LanceNamespaceError:
-        """The refusal of versions the catalog committed while a writer by location committed
-        ``version`` of ``table`` under the final manifest name: the catalog commit is taken back
-        (its staged manifests go, those already moved into place first moved back), so that the
-        writer's version stays as it landed, and the next commit is refused until it is adopted.
-        When the catalog moved on meanwhile, nothing is taken back and the error says so."""
+        """The refusal of versions the catalog committed, none moved into place yet, while a writer
+        by location committed ``version`` of ``table`` under the final manifest name: the catalog
+        commit is taken back and the staged manifests go, so that the writer's version stays as it
+        landed, and the next commit is refused until it is adopted. When the catalog moved on
+        meanwhile, nothing is taken back (``_diverged``)."""
         try:
             self._companions.catalog(table.warehouse).commit_changes([commit.undo_change() for commit in commits])
-        except (iceberg.CommitFailedException, *LOST_ANSWER):  # the catalog moved on: the versions stay
-            logger.error(
-                "Version %s of %s was committed in the catalog while a writer by location committed it too, and "
-                "could not be taken back (the catalog moved on): its manifest stays under its staged name",
-                version,
-                table,
-            )
-            return InternalError(
-                f"Version {version} of {table} was committed in the catalog while a writer by location committed "
-                "it too, and the catalog has moved on since: check the table's versions before writing again"
-            )
-        moved_into_place = [*finalized, *[None] * (len(commits) - len(finalized))]
-        for (location, files), commit, moved in zip(places, commits, moved_into_place, strict=True):
-            staged = commit.version.manifest_path
-            if moved is not None:  # moved into place a moment ago: back under its staged name, then gone
-                finalizing.move_back(location, files, moved.manifest_path, staged)
-            managed.discard_staged(location, files, staged)
+        except (iceberg.CommitFailedException, *LOST_ANSWER):
+            return _diverged(table, version, "the catalog moved on since")
+        for (location, files), commit in zip(places, commits, strict=True):
+            managed.discard_staged(location, files, commit.version.manifest_path)
             commit.discard(taken_back=True)
         return written_by_path_error(str(table), version, version - 1)
 

@@ -17,6 +17,7 @@ import pytest
 import requests
 from lance_namespace.errors import (
     ConcurrentModificationError,
+    InternalError,
     InvalidInputError,
     InvalidTableStateError,
 )
@@ -197,24 +198,25 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     location = _create(managed_ns, table_id, [1])
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # the raced version takes over v1's list
     _create(managed_ns, other_id, [10])
-    finalize = finalizing.finalize
+    step = "final_name_free" if batch else "finalize"  # a batch looks at every name before it moves one
+    original = getattr(finalizing, step)
     raced: list[str] = []
 
     def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
         if place == location and not raced:
             raced.append(place)
             lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
-        return finalize(place, *args)
+        return original(place, *args)
 
-    monkeypatch.setattr(finalizing, "finalize", racing)
+    monkeypatch.setattr(finalizing, step, racing)
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
-        if batch:  # the other table is finalized first: it goes back too
+        if batch:  # the other table goes back too
             write_together(
                 managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
             )
         else:
             managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    monkeypatch.setattr(finalizing, "finalize", finalize)
+    monkeypatch.setattr(finalizing, step, original)
     assert raced and sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
     assert _versions(managed_ns, table_id) == [1, 2] and _versions(managed_ns, other_id) == [1]
     assert _rows(managed_ns, other_id) == [10]
@@ -228,6 +230,32 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert _rows(managed_ns, table_id) == [1, 2, 3, 100]
+
+
+def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_every_version(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taken after the batch's look, with the first table's version in place (where writers may
+    already build on it): nothing goes back or is deleted, and the error is a 5xx (the commit landed)."""
+    table_id, other_id = [*db, "raced"], [*db, "other"]
+    location = _create(managed_ns, table_id, [1])
+    _create(managed_ns, other_id, [10])
+    finalize = finalizing.finalize
+
+    def racing(place: str, *args: Any) -> Any:
+        if place == location:
+            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+        return finalize(place, *args)
+
+    monkeypatch.setattr(finalizing, "finalize", racing)
+    with pytest.raises(InternalError, match="writer by location committed it too"):
+        write_together(
+            managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
+        )
+    monkeypatch.setattr(finalizing, "finalize", finalize)
+    assert _rows(managed_ns, other_id) == [10, 11] and _versions(managed_ns, other_id) == [1, 2]
+    assert sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
+    assert _versions(managed_ns, table_id) == [1, 2]  # and the catalog's, its manifest staged
 
 
 def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_commit_as_it_is(
