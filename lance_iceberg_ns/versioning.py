@@ -306,7 +306,9 @@ class Versions:
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
                 done.append(finalizing.finalize(*place, commit.version))
-            except FinalNameTaken:  # taken since the look, with versions of the batch already in place
+            except FinalNameTaken:  # taken since the look: all go back unless some are in place already
+                if not done:
+                    raise self._taken_back(table, entry.version, commits, places) from None
                 raise _diverged(table, entry.version, "versions of its atomic batch were already in place") from None
         return BatchCreateTableVersionsResponse(versions=done)
 

@@ -187,9 +187,18 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
     assert raced == [2] and _versions(managed_ns, table_id) == [1]
 
 
-@pytest.mark.parametrize("batch", [False, True], ids=["one table", "atomic batch"])
+@pytest.mark.parametrize(
+    ("batch", "step"),
+    [(False, "finalize"), (True, "final_name_free"), (True, "finalize")],
+    ids=["one table", "atomic batch, before its look", "atomic batch, its first table after its look"],
+)
 def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_keeps_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, batch: bool
+    managed_ns: IcebergLanceNamespace,
+    db: list[str],
+    endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: bool,
+    step: str,
 ) -> None:
     """The version's final manifest name is taken between the catalog's commit and the move into
     place: the writer's manifest stays as it landed, the catalog's commit is taken back (every table
@@ -198,7 +207,6 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     location = _create(managed_ns, table_id, [1])
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # the raced version takes over v1's list
     _create(managed_ns, other_id, [10])
-    step = "final_name_free" if batch else "finalize"  # a batch looks at every name before it moves one
     original = getattr(finalizing, step)
     raced: list[str] = []
 
@@ -212,7 +220,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         if batch:  # the other table goes back too
             write_together(
-                managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
+                managed_ns, [(table_id, pa.table({"v": [2]}), "append"), (other_id, pa.table({"v": [11]}), "append")]
             )
         else:
             managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
