@@ -4,6 +4,11 @@ Only the wiring lives here, so that what a server serves and how it is guarded a
 place: one endpoint per entry of ``routes.ROUTES`` (``endpoints``), the spec's error body for
 every failure (``responses``), the credentials and body caps checked first (``guard``), and
 around them the health checks (``health``), metrics, request IDs and audit log (``observability``).
+
+The app is a bare Starlette app: every endpoint reads its own request, so FastAPI's request
+machinery and the layers it adds around every call (its body limit, telemetry and exit stack)
+would only cost time on each query. FastAPI still writes ``/openapi.json``, from routes that
+document each operation's request model (``endpoints._documented``).
 """
 
 from __future__ import annotations
@@ -11,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
 from fastapi.openapi.utils import get_openapi
 from lance_namespace import LanceNamespace
+from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
@@ -26,6 +32,9 @@ from lance_iceberg_ns.server.logs import forget_secrets_in_logs
 from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
 from lance_iceberg_ns.server.responses import _install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
+
+TITLE = "Lance REST Namespace"
+DESCRIPTION = "Lance tables, stored in an Iceberg REST catalog"
 
 
 def create_app(
@@ -38,7 +47,7 @@ def create_app(
     max_data_body_bytes: int = DEFAULT_MAX_DATA_BODY_BYTES,
     share_static_credentials: bool = False,
     data_threads: int = DEFAULT_DATA_THREADS,
-) -> FastAPI:
+) -> Starlette:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
 
@@ -60,18 +69,10 @@ def create_app(
     probe = _catalog_probe(namespace, properties, forward_bearer_token)
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
-    app = FastAPI(
-        title="Lance REST Namespace",
-        description="Lance tables, stored in an Iceberg REST catalog",
-        version="1.0.0",
-        docs_url=None,
-        redoc_url=None,
-    )
+    app = Starlette()
     documented = APIRouter()
     for route in ROUTES:
-        served = Route(route.path, _endpoint(route, resolve, threads), methods=[route.method], include_in_schema=False)
-        served.methods = {route.method}  # Starlette would answer HEAD beside GET; the spec's routes answer one method
-        app.router.routes.append(served)
+        app.router.routes.append(_served(route.path, _endpoint(route, resolve, threads), route.method))
         documented.add_api_route(
             route.path,
             _documented(route),
@@ -84,8 +85,8 @@ def create_app(
     metrics: Callable[[Request], Response] = metrics_endpoint
     if forward_bearer_token and not auth_tokens and properties is not None:  # no token of its own to ask for
         metrics = forwarded_token_metrics_endpoint(str(properties["endpoint"]))
-    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
-    app.openapi = lambda: _openapi(app, documented)  # type: ignore[method-assign]
+    app.router.routes.append(_served("/metrics", metrics, "GET"))
+    app.router.routes.append(_served("/openapi.json", _openapi_endpoint(documented), "GET"))
     _install_error_handlers(app)
     app.add_middleware(
         GuardMiddleware,
@@ -98,14 +99,24 @@ def create_app(
     return app
 
 
-def _openapi(app: FastAPI, documented: APIRouter) -> dict[str, Any]:
+def _served(path: str, endpoint: Callable[[Request], Any], method: str) -> Route:
+    served = Route(path, endpoint, methods=[method], include_in_schema=False)
+    served.methods = {method}  # Starlette would answer HEAD beside GET; each route answers one method
+    return served
+
+
+def _openapi_endpoint(documented: APIRouter) -> Callable[[Request], Response]:
     """``/openapi.json``: every route with its request model, from the documenting routes (the
-    served ones read their bodies themselves)."""
-    if app.openapi_schema is None:
-        app.openapi_schema = get_openapi(
-            title=app.title, version=app.version, description=app.description, routes=documented.routes
-        )
-    return app.openapi_schema
+    served ones read their bodies themselves); written once, on first request."""
+    document: list[dict[str, Any]] = []
+
+    def openapi(request: Request) -> Response:
+        if not document:
+            written = get_openapi(title=TITLE, version="1.0.0", description=DESCRIPTION, routes=documented.routes)
+            document.append(written)
+        return JSONResponse(document[0])
+
+    return openapi
 
 
 def _for_clients(

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
 
@@ -54,7 +54,7 @@ class AppFactory:
 
     settings: ServeSettings
 
-    def __call__(self) -> FastAPI:
+    def __call__(self) -> Starlette:
         from lance_iceberg_ns.server.app import create_app
 
         return create_app(**self.settings.app_options())
@@ -72,7 +72,7 @@ class DeadlineProtocolFactory:
         return read_deadline_protocol(self.read_timeout, self.max_head_bytes)(**arguments)
 
 
-def create_app_from_env() -> FastAPI:
+def create_app_from_env() -> Starlette:
     """The app configured as ``lance-iceberg-ns serve`` would be from the environment alone
     (``LANCE_ICEBERG_*`` for the bridge, ``LANCE_ICEBERG_NS_*`` for the server, including
     ``LANCE_ICEBERG_NS_CONFIG_FILE``); the bridge's and the audit log's lines go to stderr in

@@ -15,16 +15,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
 from lance_namespace import QueryTableResponse
 from lance_namespace.errors import ErrorCode, LanceNamespaceError, from_error_code
 from pydantic import BaseModel
+from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
@@ -86,33 +85,33 @@ def _validation_summary(errors: Sequence[Any]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(LanceNamespaceError)
-    async def namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
-        code = int(getattr(exc, "code", ErrorCode.INTERNAL))
-        return await answer_error(str(exc), code, request.url.path, getattr(exc, "http_status", None))  # 413: limits
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_input(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return await answer_error(_validation_summary(exc.errors()), ErrorCode.INVALID_INPUT, request.url.path)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code in (404, 405):  # no such operation at this path or with this method
-            message = f"No route for {request.method} {request.url.path}"
-            return await answer_error(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
-        return await answer_error(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
-
-    @app.exception_handler(ClientDisconnect)
-    async def gone(request: Request, exc: ClientDisconnect) -> Response:
-        return Response(status_code=400)  # nobody to answer: the client left, or was cut off (guard.py)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("Unexpected failure in %s %s", request.method, request.url.path)
-        return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
-
+def _install_error_handlers(app: Starlette) -> None:
+    app.add_exception_handler(LanceNamespaceError, _namespace_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ClientDisconnect, _gone)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(_EveryFailureAnswered)
+
+
+async def _namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
+    code = int(getattr(exc, "code", ErrorCode.INTERNAL))
+    return await answer_error(str(exc), code, request.url.path, getattr(exc, "http_status", None))  # 413: limits
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code in (404, 405):  # no such operation at this path or with this method
+        message = f"No route for {request.method} {request.url.path}"
+        return await answer_error(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+    return await answer_error(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+
+
+async def _gone(request: Request, exc: ClientDisconnect) -> Response:
+    return Response(status_code=400)  # nobody to answer: the client left, or was cut off (guard.py)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("Unexpected failure in %s %s", request.method, request.url.path)
+    return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
 
 
 class _EveryFailureAnswered:
