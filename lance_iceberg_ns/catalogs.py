@@ -124,6 +124,9 @@ class BridgeRestCatalog(RestCatalog):
         self._first_auth: tuple[str, Any, Any] | None = None  # (auth properties, adapter, manager)
         # the last loadTable answer per (table, refs only), with its ETag: (etag, summary)
         self._known_tables: RecentlyUsed[tuple[tuple[str, ...], bool], tuple[str, TableSummary]] = RecentlyUsed(1024)
+        # what a request to a URL is sent with, worked out once: (adapter, pool, path); see _route
+        self._routes: RecentlyUsed[tuple[str, Any, Any], tuple[Any, Any, str]] = RecentlyUsed(1024)
+        self._table_urls: RecentlyUsed[tuple[str, ...], str] = RecentlyUsed(1024)  # loadTable's, by identifier
         super().__init__(name, **properties)
 
     def close(self) -> None:
@@ -170,25 +173,21 @@ class BridgeRestCatalog(RestCatalog):
         cookie, or another adapter (SigV4 signing) is in play.
         """
         session = internals.session(self)
-        adapter = session.get_adapter(url)
         auth = session.auth
-        if not isinstance(adapter, _TransportAdapter) or not isinstance(auth, AuthManagerAdapter):
+        if not isinstance(auth, AuthManagerAdapter) or session.proxies or len(session.cookies):
             return None
-        if session.proxies or len(session.cookies):
-            return None
-        request = requests.PreparedRequest()
-        # requests' own quoting (the namespace separator is \x1f), without its full URL checks
-        request.url = requests.utils.requote_uri(f"{url}?{urlencode(params)}" if params else url)
         headers = {**session.headers, **(extra_headers or {})}
         if authorization := auth.auth_manager.auth_header():
             headers["Authorization"] = authorization
-        host, pool_kwargs = adapter.build_connection_pool_key_attributes(request, session.verify, session.cert)
         try:
-            pool = adapter.poolmanager.connection_from_host(**host, pool_kwargs=pool_kwargs)
+            route = self._route(session, f"{url}?{urlencode(params)}" if params else url)
+            if route is None:
+                return None
+            adapter, pool, path = route
             with round_trips.round_trip(method) as trip:
                 response = pool.urlopen(
                     method,
-                    request.path_url,
+                    path,
                     body=body,
                     headers=headers,
                     retries=adapter.max_retries,
@@ -210,6 +209,26 @@ class BridgeRestCatalog(RestCatalog):
             internals.raise_error_answer(exc, errors)
         return None
 
+    def _route(self, session: requests.Session, url: str) -> tuple[Any, Any, str] | None:
+        """The adapter, connection pool and path a request to ``url`` goes through, as requests
+        would pick them; None when the adapter is not ours. Worked out once per URL and TLS
+        settings (quoting the URL and finding its pool cost as much as the request itself on a
+        fast catalog), and again whenever the session's adapter or the pool changed (a closed
+        pool, one the pool manager let go)."""
+        key = (url, session.verify, session.cert)
+        known = self._routes.get(key)
+        adapter = session.get_adapter(url)
+        if known is not None and known[0] is adapter and known[1].pool is not None:
+            return known
+        if not isinstance(adapter, _TransportAdapter):
+            return None
+        request = requests.PreparedRequest()
+        request.url = requests.utils.requote_uri(url)  # requests' own quoting (the namespace separator is \x1f)
+        host, pool_kwargs = adapter.build_connection_pool_key_attributes(request, session.verify, session.cert)
+        route = (adapter, adapter.poolmanager.connection_from_host(**host, pool_kwargs=pool_kwargs), request.path_url)
+        self._routes.keep(key, route)
+        return route
+
     def load_table_summary(self, identifier: tuple[str, ...], refs_only: bool = False) -> TableSummary:
         """``loadTable``, keeping only the location and properties.
 
@@ -224,8 +243,11 @@ class BridgeRestCatalog(RestCatalog):
         answers an unchanged table with a bodiless 304 instead of reading and sending its
         metadata again. Answers that carry vended credentials are not kept (they expire).
         """
-        internals.check_endpoint(self, Capability.V1_LOAD_TABLE)
-        url = self.url(Endpoints.load_table, prefixed=True, **internals.identifier_path(self, identifier))
+        url = self._table_urls.get(tuple(identifier))
+        if url is None:
+            internals.check_endpoint(self, Capability.V1_LOAD_TABLE)
+            url = self.url(Endpoints.load_table, prefixed=True, **internals.identifier_path(self, identifier))
+            self._table_urls.keep(tuple(identifier), url)
         params = {"snapshots": "refs"} if refs_only else {}
         key = (tuple(identifier), refs_only)
         known = self._known_tables.get(key)

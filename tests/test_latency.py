@@ -155,3 +155,29 @@ def test_an_unchanged_table_is_loaded_conditionally_and_a_changed_one_in_full(
     ns.declare_table(DeclareTableRequest(id=table_id))  # the same name, another table
     again = ns.describe_table(DescribeTableRequest(id=table_id))
     assert statuses[-1] == 200 and again.location != first.location
+
+
+def test_a_request_goes_through_the_pool_and_adapter_the_session_has_now(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """The pool and path of a catalog URL are worked out once: a pool closed since (the pool
+    manager cleared, the bridge's connections given back) is replaced, and an adapter mounted
+    since (another transport, SigV4 signing) takes the request from then on."""
+    table_id = [*db, "t"]
+    ns.declare_table(DeclareTableRequest(id=table_id))
+    catalog = ns.catalog(db[0])
+    first = ns.describe_table(DescribeTableRequest(id=table_id))
+    session = catalog._session
+    adapter = session.get_adapter(catalog.uri)
+    adapter.poolmanager.clear()  # every pool closed
+    assert ns.describe_table(DescribeTableRequest(id=table_id)) == first
+    sent: list[str] = []
+
+    class Recording(requests.adapters.HTTPAdapter):
+        def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+            sent.append(str(request.url))
+            return super().send(request, **kwargs)
+
+    session.mount(catalog.uri, Recording())
+    assert ns.describe_table(DescribeTableRequest(id=table_id)) == first
+    assert any("/tables/t?" in url for url in sent)

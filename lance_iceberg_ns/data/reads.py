@@ -8,7 +8,6 @@ error, these answer InvalidInput (``data.failures``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
-from lance_iceberg_ns.limits import check_query_window
+from lance_iceberg_ns.limits import all_within, check_query_window
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -105,9 +104,9 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def _fits_float32(value: float) -> bool:
+def _fit_float32(values: list[float]) -> bool:
     """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
-    return math.isfinite(value) and abs(value) <= _FLOAT32_MAX
+    return bool(all_within(values, -_FLOAT32_MAX, _FLOAT32_MAX))
 
 
 def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:
@@ -122,7 +121,7 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
         return None
     if not all(vectors):
         raise InvalidInputError("Every query vector needs at least one value")
-    if not all(_fits_float32(value) for values in vectors for value in values):
+    if not all(map(_fit_float32, vectors)):
         raise InvalidInputError("Query vectors must hold finite 32-bit floats (no NaN, infinity or beyond ±3.4e38)")
     if len(vectors) == 1:  # one: no batch, as the reference answers it
         return pa.array(vectors[0], pa.float32())
