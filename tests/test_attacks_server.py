@@ -551,3 +551,53 @@ def test_the_server_checks_the_bounds_for_a_namespace_that_does_not() -> None:
         answered = requests.get(listing, params={"limit": 10}, timeout=30)
     assert (refused.status_code, answered.status_code) == (400, 200)
     assert [request.limit for request in backend.listed] == [10]
+
+
+class RaisesStopIteration(LanceNamespace):
+    """A backend whose operations raise StopIteration (a ``next()`` on an empty iterator)."""
+
+    def namespace_id(self) -> str:
+        return "RaisesStopIteration"
+
+    def namespace_exists(self, request: Any) -> None:  # type: ignore[override]
+        next(iter([]))
+
+    def count_table_rows(self, request: Any) -> int:  # type: ignore[override]
+        return int(next(iter([])))
+
+
+def test_an_operation_that_raises_stop_iteration_is_answered_with_the_error_body() -> None:
+    """A StopIteration cannot cross into an event loop's future: it is answered as any other
+    failure (500, the spec's body), never left without an answer."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    with serve_in_background(RaisesStopIteration()) as running:
+        answers = [
+            requests.post(f"{running.uri}/v1/namespace/a/exists", json={}, timeout=10),
+            requests.post(f"{running.uri}/v1/table/a$b/count_rows", json={}, timeout=10),
+        ]
+    assert [(answer.status_code, answer.json()["code"]) for answer in answers] == [(500, 18), (500, 18)]
+
+
+def test_a_process_serving_in_the_background_exits_while_a_request_still_runs(tmp_path: Path) -> None:
+    """A notebook or test session that stops its server while a query still runs (a catalog that
+    hangs) can exit: the worker threads never hold up the interpreter's exit."""
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import threading, time, requests\n"
+        "from lance_namespace import LanceNamespace\n"
+        "from lance_iceberg_ns.server import serve_in_background\n"
+        "class Slow(LanceNamespace):\n"
+        "    def namespace_id(self): return 'slow'\n"
+        "    def count_table_rows(self, request):\n"
+        "        print('running', flush=True); time.sleep(120); return 1\n"
+        "server = serve_in_background(Slow())\n"
+        "threading.Thread(target=requests.post, args=(server.uri + '/v1/table/a$b/count_rows',),\n"
+        "                 kwargs={'json': {}}, daemon=True).start()\n"
+        "time.sleep(1)\n"
+        "server.stop(timeout=2)\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100)
+    assert done.stdout.strip() == "running"  # the request was running when the server stopped
+    assert time.monotonic() - started < 60, done.stderr

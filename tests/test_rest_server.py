@@ -270,6 +270,20 @@ def test_openapi_document_lists_every_route(server: RunningServer) -> None:
     assert "post" in document["paths"]["/v1/namespace/{id}/create"]
     assert "get" in document["paths"]["/v1/namespace/{id}/table/list"]
     assert len(document["paths"]) >= 50
+    assert "servers" not in document
+    assert requests.head(f"{server.uri}/openapi.json").status_code == 200
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_openapi_document_names_the_path_a_proxy_mounts_the_server_under(endpoint: str, lance_root: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from lance_iceberg_ns.server import create_app
+
+    app = create_app(properties={"endpoint": endpoint, "root": str(lance_root)})
+    document = TestClient(app, root_path="/lance/").get("/openapi.json").json()
+    assert document["servers"] == [{"url": "/lance"}]
+    assert "/v1/table/{id}/describe" in document["paths"]
 
 
 def test_invalid_identifier_through_the_server_is_invalid_input(server: RunningServer, warehouse: str) -> None:

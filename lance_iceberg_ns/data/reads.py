@@ -8,6 +8,7 @@ error, these answer InvalidInput (``data.failures``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,10 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 def _fit_float32(values: list[float]) -> bool:
     """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
-    return bool(all_within(values, -_FLOAT32_MAX, _FLOAT32_MAX))
+    within = all_within(values, -_FLOAT32_MAX, _FLOAT32_MAX)
+    if within is None:  # not all plain ints and floats: numpy scalars, say, from a caller in process
+        return all(math.isfinite(value) and abs(value) <= _FLOAT32_MAX for value in values)
+    return within
 
 
 def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:

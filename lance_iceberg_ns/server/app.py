@@ -86,7 +86,7 @@ def create_app(
     if forward_bearer_token and not auth_tokens and properties is not None:  # no token of its own to ask for
         metrics = forwarded_token_metrics_endpoint(str(properties["endpoint"]))
     app.router.routes.append(_served("/metrics", metrics, "GET"))
-    app.router.routes.append(_served("/openapi.json", _openapi_endpoint(documented), "GET"))
+    app.router.routes.append(Route("/openapi.json", _openapi_endpoint(documented), include_in_schema=False))
     _install_error_handlers(app)
     app.add_middleware(
         GuardMiddleware,
@@ -106,15 +106,18 @@ def _served(path: str, endpoint: Callable[[Request], Any], method: str) -> Route
 
 
 def _openapi_endpoint(documented: APIRouter) -> Callable[[Request], Response]:
-    """``/openapi.json``: every route with its request model, from the documenting routes (the
-    served ones read their bodies themselves); written once, on first request."""
+    """``/openapi.json`` (GET and HEAD): every route with its request model, from the documenting
+    routes (the served ones read their bodies themselves); written once, on first request. Behind
+    a proxy that mounts the app under a path (``root_path``), the document names that path as its
+    server, as FastAPI's own would."""
     document: list[dict[str, Any]] = []
 
     def openapi(request: Request) -> Response:
         if not document:
             written = get_openapi(title=TITLE, version="1.0.0", description=DESCRIPTION, routes=documented.routes)
             document.append(written)
-        return JSONResponse(document[0])
+        root_path = request.scope.get("root_path", "").rstrip("/")
+        return JSONResponse({**document[0], "servers": [{"url": root_path}]} if root_path else document[0])
 
     return openapi
 
