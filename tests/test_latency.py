@@ -7,6 +7,8 @@ measured by bench/latency.py against the reference, not here."""
 
 from __future__ import annotations
 
+import http.client
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -181,3 +183,34 @@ def test_a_request_goes_through_the_pool_and_adapter_the_session_has_now(
     session.mount(catalog.uri, Recording())
     assert ns.describe_table(DescribeTableRequest(id=table_id)) == first
     assert any("/tables/t?" in url for url in sent)
+
+
+def test_the_local_catalog_keeps_connections_open_past_two_hundred_idle_ones(tmp_path: Path) -> None:
+    """The JDK's server closed every connection past 200 idle ones after its answer: in a long
+    test session (bridges pool up to 64 connections each) a write sent on one as it closed was
+    reset. The local catalog keeps thousands open."""
+    with local_catalog(tmp_path / "catalog") as catalog:
+        _keeps_connections_open(catalog.endpoint)
+
+
+def _keeps_connections_open(endpoint: str) -> None:
+    host, port = endpoint.split("//", 1)[1].rsplit(":", 1)
+
+    def answered(connection: http.client.HTTPConnection) -> None:
+        connection.request("GET", "/v1/config?warehouse=idle")
+        connection.getresponse().read()
+
+    held = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in range(260)]
+    try:
+        for connection in held:
+            answered(connection)
+        time.sleep(0.5)  # the server closes a connection, if it does, once the answer is out
+        closed = []
+        for connection in held[-10:]:
+            assert connection.sock is not None
+            readable, _, _ = select.select([connection.sock], [], [], 0)
+            closed.append(bool(readable) and connection.sock.recv(1) == b"")
+        assert not any(closed)
+    finally:
+        for connection in held:
+            connection.close()

@@ -115,6 +115,10 @@ def start_local_catalog(
     command = [
         "java",
         "-Dsun.net.httpserver.nodelay=true",  # without it every response waits ~40 ms for Nagle
+        # The JDK's server keeps at most 200 idle keep-alive connections by default and closes every
+        # connection past that after its answer; a client that sends on one as it closes gets a reset
+        # (a write is never sent again). Each bridge pools up to 64; idle ones still close after 30 s.
+        "-Dsun.net.httpserver.maxIdleConnections=4096",
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
