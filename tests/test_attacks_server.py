@@ -214,6 +214,28 @@ def test_a_head_too_large_is_refused_at_once(served: Served) -> None:
     assert answer.startswith(b"HTTP/1.1 431 ") and waited < READ_TIMEOUT
 
 
+@pytest.mark.parametrize("slashes", ["/", "//"])
+def test_a_path_with_trailing_slashes_is_served_as_the_route_never_redirected(served: Served, slashes: str) -> None:
+    """As the reference server does; Starlette's redirect would name the client's own Host."""
+    evil = {"Host": "evil.example"}
+    described = requests.post(
+        f"{served.uri}/v1/table/{served.namespace}$t/describe{slashes}", json={}, headers=evil, allow_redirects=False
+    )
+    assert described.status_code == 200, described.text
+    assert described.json()["location"].endswith(".lance")
+    counted = requests.post(
+        f"{served.uri}/v1/table/{served.namespace}$t/count_rows{slashes}", json={}, allow_redirects=False
+    )
+    assert counted.status_code == 200 and counted.json() == 10
+    missing = requests.post(
+        f"{served.uri}/v1/table/{served.namespace}$nope/describe{slashes}", json={}, headers=evil, allow_redirects=False
+    )
+    assert missing.status_code == 404 and missing.json()["code"] == 4
+    unknown = requests.get(f"{served.uri}/v1/nothing/here{slashes}", headers=evil, allow_redirects=False)
+    assert unknown.status_code == 404 and "location" not in unknown.headers
+    assert all("evil.example" not in answer.text for answer in (described, missing, unknown))
+
+
 def test_a_request_sent_slowly_within_the_timeout_is_answered(served: Served) -> None:
     body = json.dumps({"id": [served.namespace.split("$")[0]]}).encode()
     connection = _connect(served)

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
 from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
@@ -70,6 +71,7 @@ def create_app(
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
     app = Starlette()
+    app.router.redirect_slashes = False  # a redirect would be built from the client's Host header
     documented = APIRouter()
     for route in ROUTES:
         app.router.routes.append(_served(route.path, _endpoint(route, resolve, threads), route.method))
@@ -96,7 +98,26 @@ def create_app(
     )
     app.add_middleware(HealthRoutes, probe=probe)  # outside the guard: probes carry no token
     app.add_middleware(RequestContext, auth_tokens=list(auth_tokens), forward_bearer_token=forward_bearer_token)
+    app.add_middleware(WithoutTrailingSlashes)
     return app
+
+
+class WithoutTrailingSlashes:
+    """A path with trailing slashes is served as the path without them, as the reference server
+    does (``/v1/table/t/describe/`` is ``describe``). Never redirected: Starlette would build
+    the new URL from the client's own ``Host`` header, which makes a redirect anywhere."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if len(path) > 1 and path.endswith("/") and scope["type"] == "http":
+            raw_path = scope.get("raw_path")
+            scope = {**scope, "path": path.rstrip("/") or "/"}
+            if raw_path:
+                scope["raw_path"] = raw_path.rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
 
 
 def _served(path: str, endpoint: Callable[[Request], Any], method: str) -> Route:
