@@ -485,6 +485,10 @@ def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
         properties["auth"] = {"type": "oauth2", "oauth2": oauth2}  # type: ignore[assignment]
     elif settings.scope:
         properties["scope"] = settings.scope
+    if not any(key in properties for key in ("token", "credential", "auth")):
+        # Without this pyiceberg sends "Authorization: Bearer None", which a catalog that needs no
+        # authentication may refuse (401): with nothing to authenticate with, send no header.
+        properties["auth"] = {"type": "noop"}  # type: ignore[assignment]
     return properties
 
 

@@ -70,6 +70,7 @@ class OAuthRecordingStub(StubServer):
         stub = self
         self.token_requests: list[tuple[str, str]] = []  # (client id, secret) of each token request
         self.authorizations: list[str | None] = []
+        self.config_authorizations: list[str | None] = []  # of each /v1/config request
 
         class Handler(JsonHandler):
             def do_POST(self) -> None:
@@ -84,6 +85,7 @@ class OAuthRecordingStub(StubServer):
 
             def do_GET(self) -> None:
                 if self.path.startswith("/v1/config"):
+                    stub.config_authorizations.append(self.headers.get("Authorization"))
                     self.send_json(200, CONFIG_ANSWER)
                 else:
                     stub.authorizations.append(self.headers.get("Authorization"))

@@ -186,6 +186,23 @@ def test_oauth2_credential_is_exchanged_for_a_token_used_on_every_request(tmp_pa
     assert stub.authorizations and set(stub.authorizations) == {"Bearer issued-token-123"}
 
 
+def test_with_no_token_or_credential_no_authorization_header_is_sent(tmp_path: Path) -> None:
+    """pyiceberg alone sends "Authorization: Bearer None", which a catalog needing no
+    authentication may refuse with a 401."""
+    stub = OAuthRecordingStub()
+    try:
+        with IcebergLanceNamespace(endpoint=stub.endpoint, root=str(tmp_path)) as ns:
+            assert ns.list_namespaces(ListNamespacesRequest(id=["wh"])).namespaces == ["sales"]
+            ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+        with IcebergLanceNamespace(endpoint=stub.endpoint, root=str(tmp_path), auth_token="tok-9") as ns:
+            ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
+    finally:
+        stub.close()
+    assert stub.config_authorizations == [None, "Bearer tok-9"]
+    assert stub.authorizations == [None, None, "Bearer tok-9"]
+    assert stub.token_requests == []
+
+
 def test_callers_see_only_static_storage_options_known_to_be_safe(
     endpoint: str, lance_root: Path, db: list[str]
 ) -> None:
