@@ -8,7 +8,11 @@ this bridge at once; a reader never gets data that was not its table's at the la
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import lance.namespace
@@ -32,6 +36,13 @@ def _bridge(endpoint: str, lance_root: Path, **properties: str) -> IcebergLanceN
 
 def _count(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
     return ns.count_table_rows({"id": table_id}).count
+
+
+def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
 
 
 def _values(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
@@ -318,3 +329,98 @@ def test_a_first_version_that_lands_as_the_table_is_opened_is_read(
 
     monkeypatch.setattr(datasets, "lance_dataset", lands_meanwhile)
     assert _values(ns, table_id) == [7, 8]
+
+
+# --- strong reads that arrive together share the catalog's answer ---------------------------------
+
+
+def test_a_read_takes_only_an_answer_to_a_question_asked_after_it_arrived() -> None:
+    answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
+    asked: list[int] = []
+    release = threading.Event()
+
+    def slow() -> int:
+        asked.append(len(asked) + 1)
+        number = asked[-1]
+        assert release.wait(10)
+        return number
+
+    def refuse() -> int:
+        raise AssertionError("asked again, though an answer asked late enough was there")
+
+    arrived = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(answers.ask, "t", arrived, slow)
+        _until(lambda: len(asked) == 1)
+        joined = pool.submit(answers.ask, "t", arrived, refuse)  # arrived before that question was asked
+        time.sleep(0.01)
+        own = pool.submit(answers.ask, "t", time.monotonic(), slow)  # arrived after it was asked
+        _until(lambda: len(asked) == 2)
+        release.set()
+        assert first.result()[0] == joined.result()[0] == 1
+        assert own.result()[0] == 2 and own.result()[1] > first.result()[1]
+    assert answers.ask("t", arrived, refuse) == own.result()  # the last answer, asked after it arrived
+    assert answers.ask("t", time.monotonic(), lambda: 3)[0] == 3  # one who arrives now asks
+
+
+def test_a_failed_question_fails_the_reads_waiting_for_it_and_is_not_kept() -> None:
+    answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
+    release, started = threading.Event(), threading.Event()
+
+    def gone() -> int:
+        started.set()
+        assert release.wait(10)
+        raise TableNotFoundError("Table t does not exist")
+
+    arrived = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(answers.ask, "t", arrived, gone)
+        assert started.wait(10)
+        joined = pool.submit(answers.ask, "t", arrived, lambda: 0)
+        time.sleep(0.01)
+        release.set()
+        for read in (first, joined):
+            with pytest.raises(TableNotFoundError):
+                read.result()
+    assert answers.ask("t", arrived, lambda: 5)[0] == 5
+
+
+def test_under_load_a_read_through_the_server_sees_a_change_made_elsewhere_before_it(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """Clients keep querying a table through the server, so that catalog questions are always out
+    and answers shared; each time the table is replaced elsewhere, a query sent after that
+    finished reads the new table, never an answer asked before it."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    table_id = [*db, "busy"]
+    properties = {"endpoint": endpoint, "root": str(lance_root)}
+    with _bridge(endpoint, lance_root) as elsewhere, serve_in_background(properties=properties) as served:
+        write_values(elsewhere, table_id, [0])
+        request = {"id": table_id, "k": 100, "vector": {}, "columns": {"column_names": ["v"]}}
+
+        def rows(client: lance.namespace.RestNamespace) -> list[int]:
+            return pa.ipc.open_file(client.query_table(request).data).read_all().column("v").to_pylist()
+
+        stop = threading.Event()
+
+        def keep_querying() -> int:
+            client, calls = lance.namespace.RestNamespace(uri=served.uri), 0
+            while not stop.is_set():
+                with contextlib.suppress(Exception):  # the table is briefly gone between the drop and the create
+                    rows(client)
+                calls += 1
+            return calls
+
+        reader = lance.namespace.RestNamespace(uri=served.uri)
+        with ThreadPoolExecutor(6) as pool:
+            busy = [pool.submit(keep_querying) for _ in range(6)]
+            try:
+                time.sleep(0.3)
+                for round_ in range(1, 9):
+                    elsewhere.drop_table({"id": table_id})
+                    write_values(elsewhere, table_id, [round_] * round_)
+                    assert rows(reader) == [round_] * round_
+            finally:
+                stop.set()
+            assert all(calls.result() > 0 for calls in busy)

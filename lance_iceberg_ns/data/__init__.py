@@ -8,9 +8,15 @@ hands the dataset and the request to the module that owns the operation.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from lance_iceberg_ns.ownership import Entry
+
+# When the request a read serves arrived (``time.monotonic()``). The server sets it before the
+# request waits for a data thread; unset, a read arrives as it starts. The catalog's answer to a
+# question asked since then is as fresh as the read's own question would be (``data.opening``).
+request_arrived: ContextVar[float | None] = ContextVar("lance_iceberg_ns_request_arrived", default=None)
 
 
 @dataclass(frozen=True)

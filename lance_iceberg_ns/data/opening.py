@@ -14,6 +14,11 @@ longer of the two rather than their sum. A dataset is kept for a place: a locati
 catalog's id of the table there, since an explicit location can be used again by a new table after
 a hard drop.
 
+Reads of a table that arrive together share those checks (``SharedAnswers``): a read takes the
+answer to a question asked after it arrived (through ``serve``, when its request came in, before it
+waited for a thread), which tells it as much as its own question would. Reads one after another
+each ask; under load most reads find such an answer, and the catalog is asked far less often.
+
 With ``read_consistency_interval`` (lancedb's name and meaning: seconds) a read may skip both checks
 for that long after a read of the same table id that made them: it runs on the dataset kept for the
 place the catalog named then, at the version seen then (or the version it asks for), and makes no
@@ -40,10 +45,11 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager, suppress
-from typing import NoReturn, Protocol, TypeVar
+from typing import Generic, NoReturn, Protocol, TypeVar
 
 import lance
 import pyarrow as pa
@@ -52,10 +58,11 @@ from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, 
 
 from lance_iceberg_ns import datasets
 from lance_iceberg_ns.cache import RecentlyUsed
-from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.data import ResolvedTable, request_arrived
 from lance_iceberg_ns.data.failures import state_refused
 from lance_iceberg_ns.ownership import Entry
 
+K = TypeVar("K")
 T = TypeVar("T")
 
 
@@ -88,6 +95,68 @@ class _Turns:
 _FIRST_WRITES = _Turns()
 
 
+class _Question(Generic[T]):
+    """A question to the catalog, when it was asked, and its answer (or failure) once given."""
+
+    def __init__(self, asked_at: float) -> None:
+        self.asked_at = asked_at
+        self.given = threading.Event()
+        self.answer: T | None = None
+        self.failure: BaseException | None = None
+
+    def result(self) -> T:
+        self.given.wait()
+        if self.failure is not None:
+            raise self.failure
+        return self.answer  # type: ignore[return-value]  # set whenever failure is not
+
+
+class SharedAnswers(Generic[K, T]):
+    """The catalog's answers about a table, shared by the reads that arrive together.
+
+    A read may take the answer to any question asked after it arrived: that answer describes the
+    catalog as it was at a moment during the read, as the read's own question would. So a read
+    takes the last answer when it was asked late enough, else waits for a question out that was,
+    else asks. Reads one after another each ask; reads that queue behind others for a thread
+    mostly find an answer asked while they waited."""
+
+    def __init__(self, capacity: int) -> None:
+        self._lock = threading.Lock()
+        self._last: RecentlyUsed[K, tuple[float, T]] = RecentlyUsed(capacity)  # (asked at, answer)
+        self._out: dict[K, list[_Question[T]]] = {}
+
+    def ask(self, key: K, arrived: float, asking: Callable[[], T]) -> tuple[T, float]:
+        """An answer to ``asking()`` asked at ``arrived`` or later (``time.monotonic()``), and when."""
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and last[0] >= arrived:
+                return last[1], last[0]
+            question = next((out for out in self._out.get(key, ()) if out.asked_at >= arrived), None)
+            asks = question is None
+            if question is None:
+                question = _Question(time.monotonic())
+                self._out.setdefault(key, []).append(question)
+        if asks:
+            try:
+                question.answer = asking()
+            except BaseException as exc:  # the reads waiting for it get the failure too
+                question.failure = exc
+            finally:
+                self._answered(key, question)
+        return question.result(), question.asked_at
+
+    def _answered(self, key: K, question: _Question[T]) -> None:
+        with self._lock:
+            out = self._out[key]
+            out.remove(question)
+            if not out:
+                del self._out[key]
+            last = self._last.get(key)
+            if question.failure is None and (last is None or last[0] < question.asked_at):
+                self._last.keep(key, (question.asked_at, question.answer))  # type: ignore[arg-type]
+        question.given.set()
+
+
 class Consistency(Protocol):
     """How fresh reads must be (the bridge's ``Settings``)."""
 
@@ -114,6 +183,9 @@ class OpenDatasets:
         self._interval = consistency.read_consistency_interval if consistency else None  # 0 or None: always ask
         self._confirmed: RecentlyUsed[tuple[str, ...], tuple[str, Entry]] = RecentlyUsed(capacity)  # by a read
         self._written: RecentlyUsed[tuple[str, Entry], bool] = RecentlyUsed(capacity)  # places with a version
+        # the catalog's answer and the latest version, by table id and the place read from
+        self._answers: SharedAnswers[tuple[tuple[str, ...], tuple[str, Entry]], tuple[ResolvedTable, int | None]]
+        self._answers = SharedAnswers(capacity)
 
     def read(
         self,
@@ -142,21 +214,22 @@ class OpenDatasets:
             self._confirmed.keep(table_id, table.place, asked_at)
             return start(self.open(table, version, reading=True))()
 
-        def ask() -> tuple[ResolvedTable, int | None, float]:
-            asked_at = self._confirmed.now()  # the interval runs from the question, not from the read's end
-            return resolve(), _latest_version(kept), asked_at
+        arrived = request_arrived.get() or time.monotonic()
+
+        def ask() -> tuple[tuple[ResolvedTable, int | None], float]:  # shared by reads that arrive together
+            return self._answers.ask((table_id, known.place), arrived, lambda: (resolve(), _latest_version(kept)))
 
         try:
             finish = start(kept if version is None else _checkout(kept, table_id, version))
         except Exception as exc:  # kept until the catalog says whether it read the right table
             finish = functools.partial(_raise, exc)
         if executor is None:  # the read runs on pylance's own threads meanwhile
-            current, latest, asked_at = ask()
+            (current, latest), asked_at = ask()
             answer, failure = _outcome(finish)
         else:
             asked = executor.submit(ask)
             answer, failure = _outcome(finish)
-            current, latest, asked_at = asked.result()
+            (current, latest), asked_at = asked.result()
         self._confirmed.keep(table_id, current.place, asked_at)
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Union, get_args, get_origin
 from urllib.parse import unquote, unquote_plus
@@ -25,6 +26,7 @@ from lance_namespace.errors import InvalidInputError, UnauthenticatedError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.data import request_arrived
 from lance_iceberg_ns.limits import check_request_bounds
 from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
@@ -240,6 +242,7 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
 
     async def endpoint(http_request: Request) -> Response:
         threads.check_room(route)
+        request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
         body = await http_request.body() if route.json_body or route.arrow_body else b""
         return await threads.run(route, answer, http_request, body)
 
