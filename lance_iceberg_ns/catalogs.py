@@ -27,7 +27,7 @@ import requests
 import urllib3
 from pyiceberg import exceptions as iceberg
 from pyiceberg.catalog.rest import PAGE_SIZE, PREFIX, Capability, Endpoint, Endpoints, RestCatalog, TableResponse
-from pyiceberg.catalog.rest.auth import AuthManagerAdapter, OAuth2AuthManager
+from pyiceberg.catalog.rest.auth import AuthManagerAdapter, NoopAuthManager, OAuth2AuthManager
 from pyiceberg.exceptions import NoSuchTableError
 from requests import HTTPError
 from requests.adapters import HTTPAdapter
@@ -135,6 +135,12 @@ class BridgeRestCatalog(RestCatalog):
 
     def _create_session(self) -> requests.Session:  # pyiceberg's hook (see pyiceberg_internals)
         session = internals.base_session(self)
+        if not any(self.properties.get(key) for key in ("token", "credential", "auth")):
+            # With nothing to authenticate with, pyiceberg sends "Authorization: Bearer None", which a
+            # catalog that needs no authentication may refuse (401). Decided here, on the properties
+            # as the catalog's /v1/config left them: it may hand out a token.
+            internals.set_auth_manager(self, NoopAuthManager())
+            session.auth = AuthManagerAdapter(internals.auth_manager(self))
         auth_properties = repr(sorted((k, v) for k, v in self.properties.items() if k in _AUTH_PROPERTIES))
         if self._first_auth is None:
             self._first_auth = (auth_properties, session.auth, internals.auth_manager(self))
@@ -485,10 +491,6 @@ def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
         properties["auth"] = {"type": "oauth2", "oauth2": oauth2}  # type: ignore[assignment]
     elif settings.scope:
         properties["scope"] = settings.scope
-    if not any(key in properties for key in ("token", "credential", "auth")):
-        # Without this pyiceberg sends "Authorization: Bearer None", which a catalog that needs no
-        # authentication may refuse (401): with nothing to authenticate with, send no header.
-        properties["auth"] = {"type": "noop"}  # type: ignore[assignment]
     return properties
 
 

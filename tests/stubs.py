@@ -7,6 +7,7 @@ import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs
 
 CONFIG_ANSWER = {"defaults": {"prefix": "p"}, "overrides": {}}
@@ -66,11 +67,12 @@ class OAuthRecordingStub(StubServer):
     """A fake catalog with an OAuth2 token endpoint: it issues a token for the client-credentials
     grant and records the Authorization header of every catalog request."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
         stub = self
         self.token_requests: list[tuple[str, str]] = []  # (client id, secret) of each token request
         self.authorizations: list[str | None] = []
         self.config_authorizations: list[str | None] = []  # of each /v1/config request
+        config_answer = config or CONFIG_ANSWER  # what /v1/config answers (a token among its overrides, say)
 
         class Handler(JsonHandler):
             def do_POST(self) -> None:
@@ -86,7 +88,7 @@ class OAuthRecordingStub(StubServer):
             def do_GET(self) -> None:
                 if self.path.startswith("/v1/config"):
                     stub.config_authorizations.append(self.headers.get("Authorization"))
-                    self.send_json(200, CONFIG_ANSWER)
+                    self.send_json(200, config_answer)
                 else:
                     stub.authorizations.append(self.headers.get("Authorization"))
                     self.send_json(200, {"namespaces": [["sales"]]})

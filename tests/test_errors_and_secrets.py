@@ -203,6 +203,21 @@ def test_with_no_token_or_credential_no_authorization_header_is_sent(tmp_path: P
     assert stub.token_requests == []
 
 
+@pytest.mark.parametrize("given_as", ["defaults", "overrides"])
+def test_a_token_the_catalogs_config_hands_out_is_sent(tmp_path: Path, given_as: str) -> None:
+    """The catalog's /v1/config may give the client its token: no header is only for a bridge
+    that has nothing to authenticate with once the config is read."""
+    config = {"defaults": {"prefix": "p"}, "overrides": {}}
+    config[given_as]["token"] = "cfg-token-3e"
+    stub = OAuthRecordingStub(config)
+    try:
+        with IcebergLanceNamespace(endpoint=stub.endpoint, root=str(tmp_path)) as ns:
+            assert ns.list_namespaces(ListNamespacesRequest(id=["wh"])).namespaces == ["sales"]
+    finally:
+        stub.close()
+    assert stub.authorizations == ["Bearer cfg-token-3e"]
+
+
 def test_callers_see_only_static_storage_options_known_to_be_safe(
     endpoint: str, lance_root: Path, db: list[str]
 ) -> None:

@@ -385,6 +385,107 @@ def test_a_failed_question_fails_the_reads_waiting_for_it_and_is_not_kept() -> N
     assert answers.ask("t", arrived, lambda: 5)[0] == 5
 
 
+def test_a_read_whose_question_is_slow_asks_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One question stuck on a lost connection holds up no other read for long."""
+    monkeypatch.setattr(opening, "WAIT_FOR_ANOTHERS_QUESTION_SECONDS", 0.05)
+    answers: opening.SharedAnswers[str, str] = opening.SharedAnswers(8)
+    stuck, release = threading.Event(), threading.Event()
+
+    def hangs() -> str:
+        stuck.set()
+        assert release.wait(10)
+        return "late"
+
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(answers.ask, "t", time.monotonic(), hangs)
+        assert stuck.wait(10)
+        started = time.monotonic()
+        assert answers.ask("t", started - 1, lambda: "own")[0] == "own"
+        assert time.monotonic() - started < 5
+        release.set()
+        assert first.result()[0] == "late"
+
+
+def test_each_waiting_read_raises_its_own_copy_of_a_shared_failure() -> None:
+    answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
+    release, started = threading.Event(), threading.Event()
+
+    def gone() -> int:
+        started.set()
+        assert release.wait(10)
+        raise TableNotFoundError("Table t does not exist")
+
+    arrived = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(answers.ask, "t", arrived, gone)
+        assert started.wait(10)
+        waiting = [pool.submit(answers.ask, "t", arrived, lambda: 0) for _ in range(2)]
+        time.sleep(0.05)
+        release.set()
+        failures = [read.exception() for read in (first, *waiting)]
+    assert all(isinstance(failure, TableNotFoundError) for failure in failures)
+    assert len({id(failure) for failure in failures}) == 3
+    assert all(failure.__cause__ is failures[0] for failure in failures[1:])
+
+
+def test_a_read_waiting_on_a_question_whose_asker_was_interrupted_asks_anew() -> None:
+    answers: opening.SharedAnswers[str, str] = opening.SharedAnswers(8)
+    asked, interrupt = threading.Event(), threading.Event()
+
+    def interrupted() -> str:
+        asked.set()
+        assert interrupt.wait(10)
+        raise KeyboardInterrupt
+
+    def asker() -> str:
+        with contextlib.suppress(KeyboardInterrupt):
+            return answers.ask("t", time.monotonic(), interrupted)[0]
+        return "interrupted"
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(asker)
+        assert asked.wait(10)
+        waiting = pool.submit(answers.ask, "t", time.monotonic() - 1, lambda: "own")
+        time.sleep(0.05)
+        interrupt.set()
+        assert first.result() == "interrupted"
+        assert waiting.result()[0] == "own"
+
+
+def test_a_request_served_in_its_callers_own_task_leaves_no_arrival_behind(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    """An app awaited in the caller's task (as httpx's ASGI transport does) must not leave the
+    caller's later reads taking answers asked before they began."""
+    import asyncio
+
+    from lance_iceberg_ns.data import request_arrived
+    from lance_iceberg_ns.server import create_app
+
+    with _bridge(endpoint, lance_root) as ns:
+        write_values(ns, [*db, "t"], [1])
+        app = create_app(ns)
+        path = f"/v1/table/{'$'.join([*db, 't'])}/count_rows"
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"x"), (b"content-type", b"application/json")],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2)}  # fmt: skip
+        sent: list[dict[str, object]] = []
+
+        async def in_the_callers_task() -> float | None:
+            async def receive() -> dict[str, object]:
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+
+            async def send(message: dict[str, object]) -> None:
+                sent.append(message)
+
+            await app(scope, receive, send)
+            return request_arrived.get()
+
+        assert asyncio.run(in_the_callers_task()) is None
+        assert sent[0]["status"] == 200
+
+
 def test_under_load_a_read_through_the_server_sees_a_change_made_elsewhere_before_it(
     endpoint: str, lance_root: Path, db: list[str]
 ) -> None:

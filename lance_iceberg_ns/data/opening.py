@@ -43,6 +43,7 @@ since.
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 import time
@@ -95,20 +96,20 @@ class _Turns:
 _FIRST_WRITES = _Turns()
 
 
+# How long a read waits for another read's question before it asks itself: far longer than the
+# catalog takes to answer, so that one question stuck on a lost connection holds up no other read.
+WAIT_FOR_ANOTHERS_QUESTION_SECONDS = 0.5
+
+
 class _Question(Generic[T]):
-    """A question to the catalog, when it was asked, and its answer (or failure) once given."""
+    """A question to the catalog, when it was asked, and its answer or failure once given."""
 
     def __init__(self, asked_at: float) -> None:
         self.asked_at = asked_at
         self.given = threading.Event()
+        self.answered = False
         self.answer: T | None = None
-        self.failure: BaseException | None = None
-
-    def result(self) -> T:
-        self.given.wait()
-        if self.failure is not None:
-            raise self.failure
-        return self.answer  # type: ignore[return-value]  # set whenever failure is not
+        self.failure: Exception | None = None
 
 
 class SharedAnswers(Generic[K, T]):
@@ -118,7 +119,9 @@ class SharedAnswers(Generic[K, T]):
     catalog as it was at a moment during the read, as the read's own question would. So a read
     takes the last answer when it was asked late enough, else waits for a question out that was,
     else asks. Reads one after another each ask; reads that queue behind others for a thread
-    mostly find an answer asked while they waited."""
+    mostly find an answer asked while they waited. A failure reaches the reads waiting for that
+    question (each raises a copy of its own), and is never kept; a read whose question is slow
+    (``WAIT_FOR_ANOTHERS_QUESTION_SECONDS``) or whose asker gave up asks anew."""
 
     def __init__(self, capacity: int) -> None:
         self._lock = threading.Lock()
@@ -126,24 +129,33 @@ class SharedAnswers(Generic[K, T]):
         self._out: dict[K, list[_Question[T]]] = {}
 
     def ask(self, key: K, arrived: float, asking: Callable[[], T]) -> tuple[T, float]:
-        """An answer to ``asking()`` asked at ``arrived`` or later (``time.monotonic()``), and when."""
-        with self._lock:
-            last = self._last.get(key)
-            if last is not None and last[0] >= arrived:
-                return last[1], last[0]
-            question = next((out for out in self._out.get(key, ()) if out.asked_at >= arrived), None)
-            asks = question is None
-            if question is None:
-                question = _Question(time.monotonic())
-                self._out.setdefault(key, []).append(question)
-        if asks:
-            try:
-                question.answer = asking()
-            except BaseException as exc:  # the reads waiting for it get the failure too
-                question.failure = exc
-            finally:
-                self._answered(key, question)
-        return question.result(), question.asked_at
+        """An answer to ``asking()`` asked after ``arrived`` (``time.monotonic()``), and when."""
+        while True:
+            with self._lock:
+                last = self._last.get(key)
+                if last is not None and last[0] > arrived:
+                    return last[1], last[0]
+                question = next((out for out in self._out.get(key, ()) if out.asked_at > arrived), None)
+                if question is None:
+                    question = _Question(time.monotonic())
+                    self._out.setdefault(key, []).append(question)
+                    break  # this read asks
+            if question.given.wait(WAIT_FOR_ANOTHERS_QUESTION_SECONDS) and question.answered:
+                if question.failure is not None:
+                    raise _own_copy(question.failure) from question.failure
+                return question.answer, question.asked_at  # type: ignore[return-value]  # answered
+            arrived = time.monotonic()  # slow, or its asker gave up: ask anew
+        answered = False
+        try:
+            question.answer = asking()
+            answered = True
+        except Exception as exc:
+            question.failure, answered = exc, True
+            raise
+        finally:  # an interrupt (no Exception) leaves it unanswered: the reads waiting for it ask anew
+            question.answered = answered
+            self._answered(key, question)
+        return question.answer, question.asked_at  # type: ignore[return-value]  # answered
 
     def _answered(self, key: K, question: _Question[T]) -> None:
         with self._lock:
@@ -152,9 +164,18 @@ class SharedAnswers(Generic[K, T]):
             if not out:
                 del self._out[key]
             last = self._last.get(key)
-            if question.failure is None and (last is None or last[0] < question.asked_at):
+            if question.answered and question.failure is None and (last is None or last[0] < question.asked_at):
                 self._last.keep(key, (question.asked_at, question.answer))  # type: ignore[arg-type]
         question.given.set()
+
+
+def _own_copy(failure: Exception) -> Exception:
+    """The failure for one more read to raise: each raise adds to an exception's traceback, and the
+    reads that share a failure raise it on threads of their own."""
+    try:
+        return copy.copy(failure)
+    except Exception:  # an exception that cannot be made again from its arguments
+        return failure
 
 
 class Consistency(Protocol):

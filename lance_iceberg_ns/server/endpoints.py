@@ -242,9 +242,12 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
 
     async def endpoint(http_request: Request) -> Response:
         threads.check_room(route)
-        request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
-        body = await http_request.body() if route.json_body or route.arrow_body else b""
-        return await threads.run(route, answer, http_request, body)
+        arrived = request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
+        try:
+            body = await http_request.body() if route.json_body or route.arrow_body else b""
+            return await threads.run(route, answer, http_request, body)
+        finally:  # the app may run in its caller's own task (httpx's ASGI transport): leave no stale moment
+            request_arrived.reset(arrived)
 
     endpoint.__name__ = route.operation
     return endpoint
