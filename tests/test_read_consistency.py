@@ -363,28 +363,6 @@ def test_a_read_takes_only_an_answer_to_a_question_asked_after_it_arrived() -> N
     assert answers.ask("t", time.monotonic(), lambda: 3)[0] == 3  # one who arrives now asks
 
 
-def test_a_failed_question_fails_the_reads_waiting_for_it_and_is_not_kept() -> None:
-    answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
-    release, started = threading.Event(), threading.Event()
-
-    def gone() -> int:
-        started.set()
-        assert release.wait(10)
-        raise TableNotFoundError("Table t does not exist")
-
-    arrived = time.monotonic()
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(answers.ask, "t", arrived, gone)
-        assert started.wait(10)
-        joined = pool.submit(answers.ask, "t", arrived, lambda: 0)
-        time.sleep(0.01)
-        release.set()
-        for read in (first, joined):
-            with pytest.raises(TableNotFoundError):
-                read.result()
-    assert answers.ask("t", arrived, lambda: 5)[0] == 5
-
-
 def test_a_read_whose_question_is_slow_asks_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     """One question stuck on a lost connection holds up no other read for long."""
     monkeypatch.setattr(opening, "WAIT_FOR_ANOTHERS_QUESTION_SECONDS", 0.05)
@@ -406,7 +384,7 @@ def test_a_read_whose_question_is_slow_asks_anew(monkeypatch: pytest.MonkeyPatch
         assert first.result()[0] == "late"
 
 
-def test_each_waiting_read_raises_its_own_copy_of_a_shared_failure() -> None:
+def test_a_failed_question_fails_the_reads_waiting_for_it_each_with_a_copy_and_is_not_kept() -> None:
     answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
     release, started = threading.Event(), threading.Event()
 
@@ -426,6 +404,7 @@ def test_each_waiting_read_raises_its_own_copy_of_a_shared_failure() -> None:
     assert all(isinstance(failure, TableNotFoundError) for failure in failures)
     assert len({id(failure) for failure in failures}) == 3
     assert all(failure.__cause__ is failures[0] for failure in failures[1:])
+    assert answers.ask("t", arrived, lambda: 5)[0] == 5
 
 
 def test_a_read_waiting_on_a_question_whose_asker_was_interrupted_asks_anew() -> None:
