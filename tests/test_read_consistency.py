@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import lance.namespace
 import pyarrow as pa
@@ -363,43 +364,52 @@ def test_a_read_takes_only_an_answer_to_a_question_asked_after_it_arrived() -> N
     assert answers.ask("t", time.monotonic(), lambda: 3)[0] == 3  # one who arrives now asks
 
 
+class _HeldQuestion:
+    """A catalog question that says when it is asked and answers only once let go: ``outcome``
+    gives its answer or raises."""
+
+    def __init__(self, outcome: Callable[[], Any]) -> None:
+        self.asked, self.released = threading.Event(), threading.Event()
+        self._outcome = outcome
+
+    def __call__(self) -> Any:
+        self.asked.set()
+        assert self.released.wait(10)
+        return self._outcome()
+
+
+def _raise(failure: BaseException) -> Callable[[], Any]:
+    def raising() -> Any:
+        raise failure
+
+    return raising
+
+
 def test_a_read_whose_question_is_slow_asks_anew(monkeypatch: pytest.MonkeyPatch) -> None:
     """One question stuck on a lost connection holds up no other read for long."""
     monkeypatch.setattr(opening, "WAIT_FOR_ANOTHERS_QUESTION_SECONDS", 0.05)
     answers: opening.SharedAnswers[str, str] = opening.SharedAnswers(8)
-    stuck, release = threading.Event(), threading.Event()
-
-    def hangs() -> str:
-        stuck.set()
-        assert release.wait(10)
-        return "late"
-
+    hangs = _HeldQuestion(lambda: "late")
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(answers.ask, "t", time.monotonic(), hangs)
-        assert stuck.wait(10)
+        assert hangs.asked.wait(10)
         started = time.monotonic()
         assert answers.ask("t", started - 1, lambda: "own")[0] == "own"
         assert time.monotonic() - started < 5
-        release.set()
+        hangs.released.set()
         assert first.result()[0] == "late"
 
 
 def test_a_failed_question_fails_the_reads_waiting_for_it_each_with_a_copy_and_is_not_kept() -> None:
     answers: opening.SharedAnswers[str, int] = opening.SharedAnswers(8)
-    release, started = threading.Event(), threading.Event()
-
-    def gone() -> int:
-        started.set()
-        assert release.wait(10)
-        raise TableNotFoundError("Table t does not exist")
-
+    gone = _HeldQuestion(_raise(TableNotFoundError("Table t does not exist")))
     arrived = time.monotonic()
     with ThreadPoolExecutor(3) as pool:
         first = pool.submit(answers.ask, "t", arrived, gone)
-        assert started.wait(10)
+        assert gone.asked.wait(10)
         waiting = [pool.submit(answers.ask, "t", arrived, lambda: 0) for _ in range(2)]
         time.sleep(0.05)
-        release.set()
+        gone.released.set()
         failures = [read.exception() for read in (first, *waiting)]
     assert all(isinstance(failure, TableNotFoundError) for failure in failures)
     assert len({id(failure) for failure in failures}) == 3
@@ -409,12 +419,7 @@ def test_a_failed_question_fails_the_reads_waiting_for_it_each_with_a_copy_and_i
 
 def test_a_read_waiting_on_a_question_whose_asker_was_interrupted_asks_anew() -> None:
     answers: opening.SharedAnswers[str, str] = opening.SharedAnswers(8)
-    asked, interrupt = threading.Event(), threading.Event()
-
-    def interrupted() -> str:
-        asked.set()
-        assert interrupt.wait(10)
-        raise KeyboardInterrupt
+    interrupted = _HeldQuestion(_raise(KeyboardInterrupt()))
 
     def asker() -> str:
         with contextlib.suppress(KeyboardInterrupt):
@@ -423,10 +428,10 @@ def test_a_read_waiting_on_a_question_whose_asker_was_interrupted_asks_anew() ->
 
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(asker)
-        assert asked.wait(10)
+        assert interrupted.asked.wait(10)
         waiting = pool.submit(answers.ask, "t", time.monotonic() - 1, lambda: "own")
         time.sleep(0.05)
-        interrupt.set()
+        interrupted.released.set()
         assert first.result() == "interrupted"
         assert waiting.result()[0] == "own"
 
