@@ -14,6 +14,7 @@ import lance.namespace
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import requests
 from lance_namespace import (
@@ -305,6 +306,25 @@ def test_multi_vector_is_a_batch_search_with_a_query_index(
     assert answer.equals(expected)
     assert answer.column("query_index").to_pylist() == [0, 0, 0, 1, 1, 1]
     assert answer.column("id").to_pylist()[::3] == [3, 200]
+
+
+def test_integer_query_vectors_are_searched_at_their_float32_values_as_the_reference_does(
+    indexed: tuple[Side, Side], server: RunningServer
+) -> None:
+    """JSON integers in a query vector, one float32 cannot hold exactly (2**24 + 1) or one past
+    int64 (2**64) among them, are searched at their nearest float32, as the reference answers;
+    in process and through the server, alone and in a batch (whose first query is the same search)."""
+    ours, reference = indexed
+    remote = Side(lance.namespace.RestNamespace(uri=server.uri), ours.table_id)
+    fields = {"k": 4, "vector_column": "vec", "columns": {"column_names": ["id"]}}
+    for first in (2**24 + 1, 2**63, 2**64, -(2**64), 3):
+        vector = [first, *range(1, DIM)]
+        alone = reference.query(**fields, vector={"single_vector": vector})
+        batch = ours.query(**fields, vector={"multi_vector": [vector, Q]})
+        assert ours.query(**fields, vector={"single_vector": vector}).equals(alone), first
+        assert remote.query(**fields, vector={"single_vector": vector}).equals(alone), first
+        assert remote.query(**fields, vector={"multi_vector": [vector, Q]}).equals(batch), first
+        assert batch.filter(pc.equal(batch["query_index"], 0)).drop_columns(["query_index"]).equals(alone), first
 
 
 ERRORS: dict[str, tuple[dict[str, Any], type[LanceNamespaceError]]] = {

@@ -128,8 +128,18 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
     if not all(map(_fit_float32, vectors)):
         raise InvalidInputError("Query vectors must hold finite 32-bit floats (no NaN, infinity or beyond ±3.4e38)")
     if len(vectors) == 1:  # one: no batch, as the reference answers it
-        return pa.array(vectors[0], pa.float32())
-    return vectors
+        return _float32_array(vectors[0])
+    return vectors  # pylance takes each vector as _float32_array does
+
+
+def _float32_array(values: list[float]) -> pa.Array:
+    """The values as pylance searches with them: float32, a JSON integer at its nearest float32 as
+    the reference takes it (Arrow refuses an int that float32 cannot hold exactly, 2**24 + 1, or
+    one past int64)."""
+    try:
+        return pa.array(values, pa.float32())
+    except (pa.ArrowInvalid, OverflowError):
+        return pa.array(np.asarray(values, dtype=np.float64).astype(np.float32))
 
 
 def _nearest(request: QueryTableRequest) -> dict[str, Any] | None:
