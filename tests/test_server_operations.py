@@ -439,37 +439,45 @@ def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.T
     return thread
 
 
-def test_sigterm_lets_a_request_in_flight_finish_within_the_graceful_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_lets_a_request_in_flight_finish_within_the_graceful_timeout(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     catalog = ScriptedCatalog(delay=3.0)
     try:
         extra = ["--graceful-timeout", "20"]
         with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
             outcome: dict[str, Any] = {}
             asking = _slow_request(served, outcome)
-            served.process.send_signal(signal.SIGTERM)
+            served.process.send_signal(stop)
             code = served.process.wait(timeout=30)
             asking.join(10)
             output = served.stderr()
     finally:
         catalog.close()
     assert outcome.get("status") == 200, outcome  # answered before the process left
-    assert code in (0, -signal.SIGTERM)  # uvicorn stops, then lets the signal end the process, as asked
+    # uvicorn stops, then lets the signal end the process, as asked (Ctrl-C: "interrupted", exit 130)
+    assert code in ((0, -stop) if stop == signal.SIGTERM else (130,))
     assert "Finished server process" in output and "Traceback" not in output
 
 
-def test_sigterm_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: Path, stop: signal.Signals) -> None:
     catalog = ScriptedCatalog(delay=40.0)
     try:
         extra = ["--graceful-timeout", "1"]
         with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
             _slow_request(served, {})
             stopping = time.monotonic()
-            served.process.send_signal(signal.SIGTERM)
-            served.process.wait(timeout=30)
+            served.process.send_signal(stop)
+            code = served.process.wait(timeout=30)
             took = time.monotonic() - stopping
+            output = served.stderr()
     finally:
         catalog.close()
     assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
+    if stop == signal.SIGINT:
+        assert code == 130 and output.rstrip().endswith("interrupted"), output
 
 
 # --- the Docker image and the compose service ----------------------------------------------------

@@ -67,6 +67,9 @@ class CliState:
     as_json: bool = False
     debug: bool = False
     delimiter: str = "."
+    # threads that must not hold the process once the command has failed (requests a server's
+    # graceful stop cut off): the process leaves without waiting for them
+    abandoned_threads: bool = False
 
     def resolved(self) -> dict[str, str]:
         """The bridge properties from every source; an unknown key is a usage error."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import click
 
@@ -66,7 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         as_json = state.as_json or "--json" in arguments
         click.echo(failure.as_json() if as_json else failure.line(), err=True)
+        if state.abandoned_threads:
+            _leave_now(failure.exit_code)
         return failure.exit_code
+
+
+def _leave_now(exit_code: int) -> NoReturn:
+    """End the process without waiting for its threads: Python waits for every one at exit (SIGTERM,
+    by default, does not)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
 
 
 def _failure(exc: BaseException, debug: bool) -> Failure:

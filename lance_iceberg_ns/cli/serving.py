@@ -311,7 +311,11 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
         if workers > 1:
             Multiprocess(config, sockets=[listening]).run()
         else:
-            uvicorn.Server(config).run(sockets=[listening])
+            try:
+                uvicorn.Server(config).run(sockets=[listening])
+            except KeyboardInterrupt:  # uvicorn raises the Ctrl-C it stopped on again, once stopped
+                state.abandoned_threads = True  # requests --graceful-timeout cut off may still run
+                raise
     finally:
         if metrics_directory:
             shutil.rmtree(metrics_directory, ignore_errors=True)
