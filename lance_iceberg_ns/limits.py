@@ -46,7 +46,9 @@ MAX_PARTITIONS = 65_536
 # length up front: 2^30 aborted the process). The largest embedding models give 4,096 to 8,192.
 MAX_VECTOR_DIMENSION = 65_536
 MAX_QUERY_VECTORS = 1_024  # vectors of one batch search (multi_vector): each is a search of k rows of its own
-FLOAT32_MAX = 3.4028234663852886e38  # vector values, distances and boosts are float32 in pylance: beyond is infinity
+# Vector values, distances and boosts are float32 in pylance: the largest number that rounds to a
+# finite one (3.4028235e38, float32's largest as it prints, among them); beyond is infinity.
+FLOAT32_MAX = 3.4028235677973362e38
 
 # --- building indices ---------------------------------------------------------------------------
 MAX_SUB_VECTORS = MAX_VECTOR_DIMENSION  # a PQ sub-vector has at least one dimension

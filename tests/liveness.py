@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import requests
 
@@ -60,8 +60,10 @@ def served_in_subprocess(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     stderr_dir: str | None = None,
+    popen_options: Mapping[str, Any] | None = None,
 ) -> Iterator[ServedProcess]:
-    """Serve the catalog at ``endpoint`` with ``root`` from a child process; stopped on exit."""
+    """Serve the catalog at ``endpoint`` with ``root`` from a child process; stopped on exit.
+    ``popen_options`` go to ``subprocess.Popen`` (``stderr`` there replaces the file)."""
     port = _free_port()
     arguments = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
     arguments += ["--port", str(port), *extra_args]
@@ -69,9 +71,8 @@ def served_in_subprocess(
         arguments += ["-p", f"{key}={value}"]
     stderr_path = os.path.join(stderr_dir or root, f"serve-{port}.stderr")
     with open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(
-            arguments, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, **(env or {})}
-        )
+        options: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": stderr, **(popen_options or {})}
+        process = subprocess.Popen(arguments, env={**os.environ, **(env or {})}, **options)
     served = ServedProcess(f"http://127.0.0.1:{port}", process, warehouse, stderr_path)
     try:
         deadline = time.monotonic() + 60

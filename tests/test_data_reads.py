@@ -311,15 +311,17 @@ def test_multi_vector_is_a_batch_search_with_a_query_index(
 def test_integer_query_vectors_are_searched_at_their_float32_values_as_the_reference_does(
     indexed: tuple[Side, Side], server: RunningServer
 ) -> None:
-    """JSON integers in a query vector, one float32 cannot hold exactly (2**24 + 1) or one past
-    int64 (2**64) among them, are searched at their nearest float32, as the reference answers;
-    in process and through the server, alone and in a batch (whose first query is the same search)."""
+    """JSON integers in a query vector, one float32 cannot hold exactly (2**24 + 1) or ones past
+    int64 (2**63, -2**63 - 1) among them, are searched at their nearest float32, as the reference
+    answers; so is float32's largest value as it prints (3.4028235e38, a little past it in float64).
+    In process and through the server, alone and in a batch (whose first query is the same search)."""
     ours, reference = indexed
     remote = Side(lance.namespace.RestNamespace(uri=server.uri), ours.table_id)
     fields = {"k": 4, "vector_column": "vec", "columns": {"column_names": ["id"]}}
-    for first in (2**24 + 1, 2**63, 2**64, -(2**64), 3):
+    for first in (2**24 + 1, 2**63, -(2**63) - 1, 3.4028235e38, 3):
         vector = [first, *range(1, DIM)]
         alone = reference.query(**fields, vector={"single_vector": vector})
+        assert alone.num_rows == (4 if isinstance(first, int) else 0), first  # 3.4e38 squared: no finite distance
         batch = ours.query(**fields, vector={"multi_vector": [vector, Q]})
         assert ours.query(**fields, vector={"single_vector": vector}).equals(alone), first
         assert remote.query(**fields, vector={"single_vector": vector}).equals(alone), first
@@ -652,7 +654,7 @@ def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> No
 
     request = QueryTableRequest(id=["wh", "db", "t"], vector={"single_vector": [0.5, 0.25]}, k=1)
     vector: list[Any] = request.vector.single_vector  # type: ignore[union-attr,assignment]
-    for values in ([np.float32(0.25), np.float32(0.5)], [np.float64(0.25), 1], [True, 0.5]):
+    for values in ([np.float32(0.25), np.float32(0.5)], [np.float64(0.25), 1], [True, 0.5], [np.uint64(2**64 - 1), 0]):
         vector[:] = values  # edited in place, past the model's validation
         assert _query_vector(request).to_pylist() == [float(value) for value in values]  # type: ignore[union-attr]
     for values in ([np.float32("nan")], [np.float64(1e39)], [np.float64("-inf"), 1.0]):

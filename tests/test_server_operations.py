@@ -480,6 +480,33 @@ def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: 
         assert code == 130 and output.rstrip().endswith("interrupted"), output
 
 
+@pytest.mark.parametrize("case", ["stderr_reader_gone", "sigint_ignored_at_start"])
+def test_ctrl_c_leaves_at_once_though_stderr_is_gone_or_sigint_was_ignored(tmp_path: Path, case: str) -> None:
+    """``serve 2>&1 | tee log`` (Ctrl-C ends tee too: the interrupted line has nowhere to go), and a
+    server started with SIGINT ignored (``serve &`` from a script; uvicorn still stops on it): the
+    process leaves once stopped, though a request it cut off still waits on the catalog."""
+    catalog = ScriptedCatalog(delay=40.0)
+    options: dict[str, Any] = {"stderr": subprocess.PIPE} if case == "stderr_reader_gone" else {}
+    if case == "sigint_ignored_at_start":
+        options["preexec_fn"] = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        extra = ["--graceful-timeout", "1"]
+        with served_in_subprocess(
+            catalog.endpoint, str(tmp_path), "wh", extra_args=extra, popen_options=options
+        ) as served:
+            _slow_request(served, {})
+            if served.process.stderr is not None:
+                served.process.stderr.close()
+            stopping = time.monotonic()
+            served.process.send_signal(signal.SIGINT)
+            code = served.process.wait(timeout=30)
+            took = time.monotonic() - stopping
+    finally:
+        catalog.close()
+    assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
+    assert code == (130 if case == "stderr_reader_gone" else 0)
+
+
 # --- the Docker image and the compose service ----------------------------------------------------
 
 

@@ -8,6 +8,7 @@ message and the traceback. Ctrl-C is ``interrupted``, exit 130.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -55,6 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if "--debug" in arguments:
         logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+    exit_code = _run(state, arguments)
+    if state.abandoned_threads:
+        _leave_now(exit_code)
+    return exit_code
+
+
+def _run(state: CliState, arguments: list[str]) -> int:
     try:
         cli.main(arguments, prog_name="lance-iceberg-ns", standalone_mode=False, obj=state)
         return 0
@@ -67,24 +75,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if state.debug and failure.kind not in ("Interrupted", "Usage"):
             traceback.print_exc()
         as_json = state.as_json or "--json" in arguments
-        click.echo(failure.as_json() if as_json else failure.line(), err=True)
-        if state.abandoned_threads:
-            _leave_now(failure.exit_code)
+        with contextlib.suppress(OSError):  # stderr gone (a pipe whose reader was interrupted too): the code says it
+            click.echo(failure.as_json() if as_json else failure.line(), err=True)
         return failure.exit_code
 
 
 def _leave_now(exit_code: int) -> NoReturn:
     """End the process without waiting for its threads: Python waits for every one at exit (SIGTERM,
     by default, does not)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     os._exit(exit_code)
 
 
 def _failure(exc: BaseException, debug: bool) -> Failure:
     from lance_namespace.errors import LanceNamespaceError
 
-    if isinstance(exc, KeyboardInterrupt) or isinstance(exc.__cause__, KeyboardInterrupt):
+    if any(isinstance(reason, KeyboardInterrupt) for reason in (exc, exc.__cause__, exc.__context__)):
         return Failure("Interrupted", "interrupted", EXIT_INTERRUPTED)  # click turns Ctrl-C into Abort
     if isinstance(exc, click.exceptions.Abort):
         return Failure("Aborted", "aborted", EXIT_UNEXPECTED)

@@ -313,9 +313,8 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
         else:
             try:
                 uvicorn.Server(config).run(sockets=[listening])
-            except KeyboardInterrupt:  # uvicorn raises the Ctrl-C it stopped on again, once stopped
-                state.abandoned_threads = True  # requests --graceful-timeout cut off may still run
-                raise
+            finally:  # stopped (after Ctrl-C, uvicorn raises it again): requests it cut off may still run
+                state.abandoned_threads = True
     finally:
         if metrics_directory:
             shutil.rmtree(metrics_directory, ignore_errors=True)

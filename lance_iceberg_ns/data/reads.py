@@ -22,7 +22,7 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
-from lance_iceberg_ns.limits import all_within, check_query_window
+from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -102,14 +102,11 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
     return dataset.scanner(**{key: value for key, value in options.items() if value is not None})
 
 
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
 def _fit_float32(values: list[float]) -> bool:
     """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
-    within = all_within(values, -_FLOAT32_MAX, _FLOAT32_MAX)
+    within = all_within(values, -FLOAT32_MAX, FLOAT32_MAX)
     if within is None:  # not all plain ints and floats: numpy scalars, say, from a caller in process
-        return all(math.isfinite(value) and abs(value) <= _FLOAT32_MAX for value in values)
+        return all(math.isfinite(value) and abs(value) <= FLOAT32_MAX for value in values)
     return within
 
 
@@ -133,13 +130,10 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
 
 
 def _float32_array(values: list[float]) -> pa.Array:
-    """The values as pylance searches with them: float32, a JSON integer at its nearest float32 as
-    the reference takes it (Arrow refuses an int that float32 cannot hold exactly, 2**24 + 1, or
-    one past int64)."""
-    try:
-        return pa.array(values, pa.float32())
-    except (pa.ArrowInvalid, OverflowError):
-        return pa.array(np.asarray(values, dtype=np.float64).astype(np.float32))
+    """The values as pylance takes a query vector: through float64 to float32, so that an integer
+    is searched at its nearest float32, as the reference searches it (Arrow's own conversion
+    refuses 2**24 + 1 and ints past int64, and wraps a numpy uint64 past 2**63 around)."""
+    return pa.array(np.asarray(values, dtype=np.float64).astype(np.float32))
 
 
 def _nearest(request: QueryTableRequest) -> dict[str, Any] | None:
