@@ -430,6 +430,7 @@ def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.T
         try:
             answer = requests.post(f"{served.uri}/v1/namespace/wh$slow/exists", json={}, timeout=60)
             outcome["status"] = answer.status_code
+            outcome["body"] = answer.json() if answer.status_code != 200 else None
         except requests.RequestException as exc:
             outcome["error"] = exc
 
@@ -467,15 +468,21 @@ def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: 
     try:
         extra = ["--graceful-timeout", "1"]
         with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
-            _slow_request(served, {})
+            outcome: dict[str, Any] = {}
+            asking = _slow_request(served, outcome)
             stopping = time.monotonic()
             served.process.send_signal(stop)
             code = served.process.wait(timeout=30)
             took = time.monotonic() - stopping
+            asking.join(10)
             output = served.stderr()
     finally:
         catalog.close()
     assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
+    # the client cut off hears so, in the spec's error body; the log says so in one line
+    assert outcome.get("status") == 500 and outcome["body"]["code"] == 18, outcome
+    assert "whether it took effect is unknown" in outcome["body"]["error"], outcome
+    assert "Cut off by the server's stop" in output and "Traceback" not in output, output
     if stop == signal.SIGINT:
         assert code == 130 and output.rstrip().endswith("interrupted"), output
 

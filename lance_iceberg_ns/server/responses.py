@@ -117,7 +117,8 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 class _EveryFailureAnswered:
     """What no exception handler takes (they take Exception): a BaseException such as a Rust panic
     in pylance (pyo3's PanicException) still answers the spec's error body, unless the answer has
-    begun; a panic is the input's doing (InvalidInput), anything else Internal."""
+    begun; a panic is the input's doing (InvalidInput), anything else Internal; so does a request
+    the server's graceful stop cut off (Internal: its outcome is unknown)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -132,7 +133,15 @@ class _EveryFailureAnswered:
 
         try:
             await self.app(scope, receive, sending)
-        except (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError):
+        except asyncio.CancelledError:
+            if started or scope["type"] != "http":
+                raise
+            # uvicorn cancels what outlasts --graceful-timeout, and ends the process at once:
+            # whatever the request was doing may or may not have happened
+            logger.warning("Cut off by the server's stop (--graceful-timeout): %s", scope.get("path", ""))
+            message = "The server stopped before the request finished: whether it took effect is unknown"
+            await error_response(message, ErrorCode.INTERNAL, scope.get("path", ""))(scope, receive, send)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:
             if started or scope["type"] != "http":
