@@ -14,7 +14,10 @@ thread of its own, query one server at a time for 5 seconds in all, the servers 
 rounds (as the sequential calls do): p50, p99 and queries per second.
 A fourth path is our server started with ``-p read_consistency_interval=1`` (reads may skip the
 catalog for a second; the opt-in, not the default): shown for information, next to the target
-figures, which are those of the default, strongly consistent server. The insert appends 100,000 rows.
+figures, which are those of the default, strongly consistent server. A fifth, also for
+information, is the floor under any Python server: ``bare_server.py``, the same search on a
+worker thread behind Starlette and uvicorn, with no catalog and none of the bridge's code.
+The insert appends 100,000 rows.
 Lance logs a deprecation warning on every vector search that names its columns (``_distance`` is
 still added to them, as both servers answer); this process sets ``LANCE_LOG`` to silence that one
 module's warnings and keep every other warning and error (an explicit ``LANCE_LOG`` wins).
@@ -35,6 +38,8 @@ os.environ.setdefault("LANCE_LOG", "warn,lance::dataset::scanner=error")
 import argparse
 import io
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -47,6 +52,7 @@ import lance
 import lance.namespace
 import numpy as np
 import pyarrow as pa
+import requests
 from lance_namespace import (
     CreateNamespaceRequest,
     CreateTableIndexRequest,
@@ -55,7 +61,7 @@ from lance_namespace import (
     InsertIntoTableRequest,
     QueryTableRequest,
 )
-from rest_server import interleaved_latency, start_server, throughput
+from rest_server import free_port, interleaved_latency, start_server, throughput
 
 from lance_iceberg_ns.testing import local_catalog
 
@@ -64,6 +70,7 @@ TABLE = ["bench_wh", "db", "vectors"]
 ROWS_PER_BODY = 3_000
 OURS, REFERENCE, LOCAL = "our REST server", 'pylance RestAdapter("dir")', "pylance, dataset kept open"
 OURS_INTERVAL = "ours, read_consistency_interval 1 s"
+BARE = "bare server: the search alone"
 CLIENTS = 16
 # targets: the default (strongly consistent) server against pylance's own server and pylance itself
 TARGET_VS_DIRECTORY, TARGET_VS_LOCAL, TARGET_CONCURRENT, TARGET_INSERT = 0.5, 2.0, 1.5, 1.2
@@ -174,6 +181,24 @@ def concurrent_in_turns(
     return summaries
 
 
+def start_bare_server(location: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``bare_server.py`` in a process of its own, serving the dataset at ``location``."""
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "bare_server:app", "--port", str(port), "--log-level", "warning"]
+    environment = {**os.environ, "BARE_DATASET": location}
+    process = subprocess.Popen(command, cwd=Path(__file__).parent, env=environment, stdout=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            requests.get(uri, timeout=2)
+            return process, uri
+        except requests.ConnectionError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the bare server did not start") from None
+            time.sleep(0.1)
+
+
 def timed(call: Callable[[], Any]) -> float:
     started = time.perf_counter()
     call()
@@ -203,16 +228,20 @@ def main() -> None:
         root = str(Path(work) / "lance")
         process, uri = start_server(catalog.endpoint, root)
         bounded, bounded_uri = start_server(catalog.endpoint, root, "-p", "read_consistency_interval=1")
+        started = [process, bounded]
         try:
             ours = lance.namespace.RestNamespace(uri=uri)
             prepare(ours, data)
             searched = ours.describe_table(DescribeTableRequest(id=TABLE, load_detailed_metadata=True))
             dataset = lance.dataset(searched.location, version=searched.version)  # the rows the servers search
+            bare, bare_uri = start_bare_server(searched.location)
+            started.append(bare)
             paths = {
                 REFERENCE: searches(reference),
                 OURS: searches(ours),
                 LOCAL: local_searches(dataset),
                 OURS_INTERVAL: searches(lance.namespace.RestNamespace(uri=bounded_uri)),
+                BARE: searches(lance.namespace.RestNamespace(uri=bare_uri)),
             }
             queries = interleaved_latency(paths, args.calls, rounds=max(1, args.calls // 30), warmup=args.warmup)
             for name, search in paths.items():
@@ -222,7 +251,7 @@ def main() -> None:
             inserts[REFERENCE] = timed(lambda: insert(reference, more))
             inserts[OURS] = timed(lambda: insert(ours, more))
         finally:
-            for server in (process, bounded):
+            for server in started:
                 server.terminate()
                 server.wait(timeout=30)
 
@@ -239,6 +268,9 @@ def main() -> None:
     bounded_p50 = queries[OURS_INTERVAL]["p50"]
     print(f"read_consistency_interval=1 p50 vs the directory server: {bounded_p50 / directory_p50:.2f}x (info)")
     print(f"read_consistency_interval=1 p50 vs pylance kept open: {bounded_p50 / local_p50:.2f}x (info)")
+    bare_p50 = queries[BARE]["p50"]
+    print(f"bare server p50 vs pylance kept open: {bare_p50 / local_p50:.2f}x (info: the floor under a Python server)")
+    print(f"our server p50 vs the bare server: {ours_p50 / bare_p50:.2f}x (info)")
     print(f"query_table, {args.clients} concurrent clients for {args.seconds:g} s each (ms), {os.cpu_count()} cores")
     print(f"{'path':<40}{'p50':>8}{'p99':>8}{'mean':>8}{'q/s':>8}")
     for name, figures in together.items():

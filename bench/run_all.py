@@ -115,11 +115,14 @@ def spark_pipeline(text: str) -> list[Row]:
     (parquet,) = _number(r"^write: Spark -> Parquet\s+([\d.]+)", text)
     (ratio,) = _number(r"^Lance write / Python hand-off floor:\s+([\d.]+)", text)
     (parquet_ratio,) = _number(r"^Lance write / Parquet write:\s+([\d.]+)", text)
+    (bare,) = _number(r"^write: Spark -> bare fragments\s+([\d.]+)", text)
+    (bare_ratio,) = _number(r"^bare pylance fragments / hand-off floor:\s+([\d.]+)", text)
     (read,) = _number(r"^read: Lance \(catalog\) -> Spark\s+([\d.]+)", text)
     (parquet_read,) = _number(r"^read: Parquet -> Spark\s+([\d.]+)", text)
     (read_ratio,) = _number(r"^Lance read / Parquet read:\s+([\d.]+)", text)
     return [
         _at_most("Spark write, Lance vs Arrow hand-off floor", f"{ours} s", f"{floor} s", ratio, 1.05),
+        _information("Spark write, bare pylance fragments vs floor", f"{bare} s", f"{floor} s", bare_ratio),
         _information("Spark write, Lance vs Parquet (time ratio)", f"{ours} s", f"{parquet} s", parquet_ratio),
         _at_most("Spark read, Lance vs Parquet (time ratio)", f"{read} s", f"{parquet_read} s", read_ratio, 1.5),
     ]
@@ -143,6 +146,9 @@ def data_plane(text: str) -> list[Row]:
     (vs_local,) = _number(r"query p50 vs pylance kept open: ([\d.]+)x", text)
     (bounded_vs_directory,) = _number(r"read_consistency_interval=1 p50 vs the directory server: ([\d.]+)x", text)
     (bounded_vs_local,) = _number(r"read_consistency_interval=1 p50 vs pylance kept open: ([\d.]+)x", text)
+    (bare,) = _number(r"^bare server: the search alone\s+([\d.]+)", text)
+    (bare_vs_local,) = _number(r"bare server p50 vs pylance kept open: ([\d.]+)x", text)
+    (ours_vs_bare,) = _number(r"our server p50 vs the bare server: ([\d.]+)x", text)
     many = r"\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+([\d.]+)"  # p50, p99, (mean), q/s
     clients, _, directory_p99, directory_rate = _number(rf'^(\d+) clients, pylance RestAdapter\("dir"\){many}', text)
     _, ours_p99, ours_rate = _number(rf"^\d+ clients, our REST server{many}", text)
@@ -157,6 +163,8 @@ def data_plane(text: str) -> list[Row]:
         _at_most("query_table p50 vs pylance kept open", f"{ours} ms", f"{kept_open} ms", vs_local, 2.0),
         _information(f"{interval} vs directory", f"{bounded} ms", f"{directory} ms", bounded_vs_directory),
         _information(f"{interval} vs kept open", f"{bounded} ms", f"{kept_open} ms", bounded_vs_local),
+        _information("query_table p50, a bare server vs kept open", f"{bare} ms", f"{kept_open} ms", bare_vs_local),
+        _information("query_table p50, ours vs a bare server", f"{ours} ms", f"{bare} ms", ours_vs_bare),
         _at_least(
             f"{clients} clients: query q/s vs the directory server",
             f"{ours_rate} q/s",
