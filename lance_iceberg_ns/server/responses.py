@@ -11,6 +11,7 @@ bodies, missing or ambiguous credentials and anything unexpected alike. Every bo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -140,7 +141,8 @@ class _EveryFailureAnswered:
             # whatever the request was doing may or may not have happened
             logger.warning("Cut off by the server's stop (--graceful-timeout): %s", scope.get("path", ""))
             message = "The server stopped before the request finished: whether it took effect is unknown"
-            await error_response(message, ErrorCode.INTERNAL, scope.get("path", ""))(scope, receive, send)
+            with contextlib.suppress(Exception):  # the connection may be gone by now: nobody to tell
+                await error_response(message, ErrorCode.INTERNAL, scope.get("path", ""))(scope, receive, send)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:
