@@ -487,6 +487,83 @@ def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: 
         assert code == 130 and output.rstrip().endswith("interrupted"), output
 
 
+def test_ctrl_c_twice_forces_the_stop_quietly(tmp_path: Path) -> None:
+    """The second Ctrl-C during a graceful stop forces it (uvicorn's "CTRL+C to force quit"): the
+    request in flight is cut off with the spec's error body, and the log has no traceback."""
+    catalog = ScriptedCatalog(delay=40.0)
+    try:
+        extra = ["--graceful-timeout", "20"]
+        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
+            outcome: dict[str, Any] = {}
+            asking = _slow_request(served, outcome)
+            served.process.send_signal(signal.SIGINT)
+            time.sleep(1.0)  # the graceful stop is waiting for the request
+            served.process.send_signal(signal.SIGINT)
+            code = served.process.wait(timeout=30)
+            asking.join(10)
+            output = served.stderr()
+    finally:
+        catalog.close()
+    assert outcome.get("status") == 500 and outcome["body"]["code"] == 18, outcome
+    assert code == 130 and output.rstrip().endswith("interrupted"), output
+    assert "Cut off by the server's stop" in output and "Traceback" not in output, output
+
+
+def test_the_shutdown_step_waits_for_cut_off_answers_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's shutdown step waits for the requests being answered, but no longer than its
+    bound, and a forced stop's cancel of the step ends it quietly."""
+    import asyncio
+
+    from lance_iceberg_ns.server import responses
+
+    monkeypatch.setattr(responses, "CUT_OFF_ANSWERS_SECONDS", 0.2)
+
+    async def never_called(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the lifespan is the middleware's own")
+
+    async def shutdown(answering: int, finished_after: float | None) -> list[str]:
+        middleware = responses._EveryFailureAnswered(never_called)
+        middleware._in_flight = answering
+        steps = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        sent: list[str] = []
+
+        async def receive() -> dict[str, str]:
+            return next(steps)
+
+        async def send(message: dict[str, str]) -> None:
+            sent.append(message["type"])
+
+        async def answered() -> None:
+            assert finished_after is not None
+            await asyncio.sleep(finished_after)
+            sent.append("answered")
+            middleware._in_flight = 0
+
+        if finished_after is not None:
+            asyncio.get_running_loop().create_task(answered())
+        await asyncio.wait_for(middleware(dict(type="lifespan"), receive, send), 5)
+        return sent
+
+    complete = ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert asyncio.run(shutdown(0, None)) == complete
+    assert asyncio.run(shutdown(1, 0.05)) == [complete[0], "answered", complete[1]]  # waits for it
+    assert asyncio.run(shutdown(1, None)) == complete  # one that never finishes: not past the bound
+
+    async def forced() -> None:
+        async def waiting() -> dict[str, str]:
+            await asyncio.sleep(60)
+            return {}
+
+        task = asyncio.get_running_loop().create_task(
+            responses._EveryFailureAnswered(never_called)(dict(type="lifespan"), waiting, lambda m: None)  # type: ignore[arg-type]
+        )
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await task  # returns: no failure to log
+
+    asyncio.run(forced())
+
+
 @pytest.mark.parametrize("case", ["stderr_reader_gone", "sigint_ignored_at_start"])
 def test_ctrl_c_leaves_at_once_though_stderr_is_gone_or_sigint_was_ignored(tmp_path: Path, case: str) -> None:
     """``serve 2>&1 | tee log`` (Ctrl-C ends tee too: the interrupted line has nowhere to go), and a

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,16 +116,51 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
 
 
+# How long the server's shutdown step waits for the requests its graceful stop cut off to answer
+CUT_OFF_ANSWERS_SECONDS = 2.0
+
+
 class _EveryFailureAnswered:
     """What no exception handler takes (they take Exception): a BaseException such as a Rust panic
     in pylance (pyo3's PanicException) still answers the spec's error body, unless the answer has
     begun; a panic is the input's doing (InvalidInput), anything else Internal; so does a request
-    the server's graceful stop cut off (Internal: its outcome is unknown)."""
+    the server's graceful stop cut off (Internal: its outcome is unknown), before the server's
+    shutdown step ends (``_lifespan``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._in_flight = 0  # requests being answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] != "http":
+            await self.app(scope, receive, send)
+        else:
+            self._in_flight += 1
+            try:
+                await self._answered(scope, receive, send)
+            finally:
+                self._in_flight -= 1
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """uvicorn's startup and shutdown steps. Nothing starts; the shutdown step follows the
+        graceful stop, and lets the requests it cut off send their answers before the process ends
+        (for up to ``CUT_OFF_ANSWERS_SECONDS``). A forced stop (Ctrl-C twice) skips that step and
+        cancels this task, which is no failure to log."""
+        with contextlib.suppress(asyncio.CancelledError):
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    deadline = time.monotonic() + CUT_OFF_ANSWERS_SECONDS
+                    while self._in_flight and time.monotonic() < deadline:
+                        await asyncio.sleep(0.01)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    async def _answered(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def sending(message: Message) -> None:
@@ -135,7 +171,7 @@ class _EveryFailureAnswered:
         try:
             await self.app(scope, receive, sending)
         except asyncio.CancelledError:
-            if started or scope["type"] != "http":
+            if started:
                 raise
             # uvicorn cancels what outlasts --graceful-timeout, and ends the process at once:
             # whatever the request was doing may or may not have happened
@@ -146,7 +182,7 @@ class _EveryFailureAnswered:
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:
-            if started or scope["type"] != "http":
+            if started:
                 raise
             logger.error("Unexpected failure in %s", scope.get("path", ""), exc_info=exc)
             panic = is_panic(exc)
