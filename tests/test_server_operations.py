@@ -509,59 +509,124 @@ def test_ctrl_c_twice_forces_the_stop_quietly(tmp_path: Path) -> None:
     assert "Cut off by the server's stop" in output and "Traceback" not in output, output
 
 
+def _stopping_app(lifespan_events: list[str]) -> Any:
+    """The server's error middleware on an app with a lifespan of its own and a route that never
+    finishes, for a stop driven by hand: uvicorn's messages, as its graceful stop sends them."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from lance_iceberg_ns.server.responses import _EveryFailureAnswered
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        lifespan_events.append("startup")
+        yield
+        lifespan_events.append("shutdown")
+
+    async def forever(request: Any) -> Any:
+        await asyncio.sleep(600)
+
+    return _EveryFailureAnswered(Starlette(routes=[Route("/slow", forever)], lifespan=lifespan))
+
+
 def test_the_shutdown_step_waits_for_cut_off_answers_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server's shutdown step waits for the requests being answered, but no longer than its
-    bound, and a forced stop's cancel of the step ends it quietly."""
+    """The app's shutdown runs once the requests cut off have sent their answers, or once their
+    time to do so (``CUT_OFF_ANSWERS_SECONDS``) is up; the app's own lifespan still runs; a forced
+    stop's cancel of the lifespan is no failure."""
     import asyncio
 
     from lance_iceberg_ns.server import responses
 
-    monkeypatch.setattr(responses, "CUT_OFF_ANSWERS_SECONDS", 0.2)
+    monkeypatch.setattr(responses, "CUT_OFF_ANSWERS_SECONDS", 0.3)
+    http_scope = {"type": "http", "method": "GET", "path": "/slow", "raw_path": b"/slow", "headers": [],
+                  "query_string": b"", "http_version": "1.1", "scheme": "http", "root_path": "",
+                  "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2)}  # fmt: skip
 
-    async def never_called(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("the lifespan is the middleware's own")
+    async def stop(send_takes: float) -> tuple[list[str], list[str]]:
+        lifespan_events: list[str] = []
+        app, order, steps = _stopping_app(lifespan_events), [], asyncio.Queue()  # type: ignore[var-annotated]
 
-    async def shutdown(answering: int, finished_after: float | None) -> list[str]:
-        middleware = responses._EveryFailureAnswered(never_called)
-        middleware._in_flight = answering
-        steps = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        async def answer_sent(message: dict[str, Any]) -> None:
+            await asyncio.sleep(send_takes)  # a client slow to take the answer
+            order.append(message["type"])
+
+        async def request_body() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def lifespan_sent(message: dict[str, Any]) -> None:
+            order.append(message["type"])
+
+        lifespan = asyncio.ensure_future(app({"type": "lifespan"}, steps.get, lifespan_sent))
+        await steps.put({"type": "lifespan.startup"})
+        request = asyncio.ensure_future(app(dict(http_scope), request_body, answer_sent))
+        await asyncio.sleep(0.05)
+        request.cancel()  # the graceful timeout is up
+        await steps.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(lifespan, 5)
+        await asyncio.wait_for(request, 5)  # the request's task ends too
+        return order, lifespan_events
+
+    order, lifespan_events = asyncio.run(stop(send_takes=0.05))
+    assert order == ["lifespan.startup.complete", "http.response.start", "http.response.body",
+                     "lifespan.shutdown.complete"], order  # fmt: skip
+    assert lifespan_events == ["startup", "shutdown"]
+    order, _ = asyncio.run(stop(send_takes=60))  # a client that never takes it: not past the bound
+    assert order == ["lifespan.startup.complete", "lifespan.shutdown.complete"], order
+
+    async def forced() -> list[str]:
         sent: list[str] = []
 
-        async def receive() -> dict[str, str]:
-            return next(steps)
-
-        async def send(message: dict[str, str]) -> None:
-            sent.append(message["type"])
-
-        async def answered() -> None:
-            assert finished_after is not None
-            await asyncio.sleep(finished_after)
-            sent.append("answered")
-            middleware._in_flight = 0
-
-        if finished_after is not None:
-            asyncio.get_running_loop().create_task(answered())
-        await asyncio.wait_for(middleware(dict(type="lifespan"), receive, send), 5)
-        return sent
-
-    complete = ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    assert asyncio.run(shutdown(0, None)) == complete
-    assert asyncio.run(shutdown(1, 0.05)) == [complete[0], "answered", complete[1]]  # waits for it
-    assert asyncio.run(shutdown(1, None)) == complete  # one that never finishes: not past the bound
-
-    async def forced() -> None:
-        async def waiting() -> dict[str, str]:
-            await asyncio.sleep(60)
+        async def never() -> dict[str, Any]:
+            await asyncio.sleep(600)
             return {}
 
-        task = asyncio.get_running_loop().create_task(
-            responses._EveryFailureAnswered(never_called)(dict(type="lifespan"), waiting, lambda m: None)  # type: ignore[arg-type]
-        )
-        await asyncio.sleep(0.01)
-        task.cancel()
-        await task  # returns: no failure to log
+        async def lifespan_sent(message: dict[str, Any]) -> None:
+            sent.append(message["type"])
 
-    asyncio.run(forced())
+        started = asyncio.Event()
+
+        async def first_startup() -> dict[str, Any]:
+            if started.is_set():
+                return await never()
+            started.set()
+            return {"type": "lifespan.startup"}
+
+        lifespan = asyncio.ensure_future(_stopping_app([])({"type": "lifespan"}, first_startup, lifespan_sent))
+        await asyncio.sleep(0.05)
+        lifespan.cancel()  # Ctrl-C twice: uvicorn skips the shutdown step, and Python cancels the task
+        await lifespan  # ends quietly
+        return sent
+
+    assert asyncio.run(forced()) == ["lifespan.startup.complete"]  # no "shutdown.failed" traceback
+
+
+def test_a_client_that_does_not_read_its_answers_does_not_hold_up_ctrl_c(tmp_path: Path) -> None:
+    """A client pipelines requests and never reads: the answers fill the connection, and the cut-off
+    answer of its last request cannot be sent. Ctrl-C still ends the server (it waited on that
+    client until the client closed)."""
+    catalog = ScriptedCatalog(delay=40.0)
+    try:
+        extra = ["--graceful-timeout", "1"]
+        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
+            port = int(served.uri.rsplit(":", 1)[1])
+            with socket.socket() as client:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+                client.connect(("127.0.0.1", port))
+                client.sendall(
+                    b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n" * 14
+                    + b"POST /v1/namespace/wh$slow/exists HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+                )
+                time.sleep(1.5)  # the answers have filled the connection; the last request waits on the catalog
+                served.process.send_signal(signal.SIGINT)
+                code = served.process.wait(timeout=30)
+            output = served.stderr()
+    finally:
+        catalog.close()
+    assert code == 130 and output.rstrip().endswith("interrupted"), output
+    assert "Traceback" not in output, output
 
 
 @pytest.mark.parametrize("case", ["stderr_reader_gone", "sigint_ignored_at_start"])

@@ -116,7 +116,8 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response("Internal error", ErrorCode.INTERNAL, request.url.path)
 
 
-# How long the server's shutdown step waits for the requests its graceful stop cut off to answer
+# How long a request the server's graceful stop cut off has to send its answer, and so how long
+# the server's shutdown step waits for such answers
 CUT_OFF_ANSWERS_SECONDS = 2.0
 
 
@@ -133,7 +134,7 @@ class _EveryFailureAnswered:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await self._lifespan(scope, receive, send)
         elif scope["type"] != "http":
             await self.app(scope, receive, send)
         else:
@@ -143,22 +144,36 @@ class _EveryFailureAnswered:
             finally:
                 self._in_flight -= 1
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        """uvicorn's startup and shutdown steps. Nothing starts; the shutdown step follows the
-        graceful stop, and lets the requests it cut off send their answers before the process ends
-        (for up to ``CUT_OFF_ANSWERS_SECONDS``). A forced stop (Ctrl-C twice) skips that step and
-        cancels this task, which is no failure to log."""
-        with contextlib.suppress(asyncio.CancelledError):
-            while True:
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's startup and shutdown, as uvicorn runs them. The shutdown step follows the
+        graceful stop: it first lets the requests cut off send their answers (for up to
+        ``CUT_OFF_ANSWERS_SECONDS``). A forced stop (Ctrl-C twice) skips that step and cancels the
+        app's wait for it, which is no failure: Starlette would report it, and uvicorn log it as a
+        traceback."""
+        forced = False
+
+        async def receiving() -> Message:
+            nonlocal forced
+            try:
                 message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    deadline = time.monotonic() + CUT_OFF_ANSWERS_SECONDS
-                    while self._in_flight and time.monotonic() < deadline:
-                        await asyncio.sleep(0.01)
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            except asyncio.CancelledError:
+                forced = True
+                raise
+            if message["type"] == "lifespan.shutdown":
+                deadline = time.monotonic() + CUT_OFF_ANSWERS_SECONDS
+                while self._in_flight and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+            return message
+
+        async def sending(message: Message) -> None:
+            if not (forced and message["type"] == "lifespan.shutdown.failed"):
+                await send(message)
+
+        try:
+            await self.app(scope, receiving, sending)
+        except asyncio.CancelledError:
+            if not forced:
+                raise
 
     async def _answered(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
@@ -177,8 +192,12 @@ class _EveryFailureAnswered:
             # whatever the request was doing may or may not have happened
             logger.warning("Cut off by the server's stop (--graceful-timeout): %s", scope.get("path", ""))
             message = "The server stopped before the request finished: whether it took effect is unknown"
-            with contextlib.suppress(Exception):  # the connection may be gone by now: nobody to tell
-                await error_response(message, ErrorCode.INTERNAL, scope.get("path", ""))(scope, receive, send)
+            answer = error_response(message, ErrorCode.INTERNAL, scope.get("path", ""))(scope, receive, send)
+            # The connection may be gone, or its client not reading: nobody to tell. Then uvicorn
+            # closes it, and this task ends however the stop ends (a task left waiting on the
+            # client would hold the process at its exit).
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(answer, CUT_OFF_ANSWERS_SECONDS)
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
         except BaseException as exc:
