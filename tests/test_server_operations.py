@@ -4,6 +4,7 @@ configuration from variables and files, worker processes, a graceful stop, and t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -509,7 +510,7 @@ def test_ctrl_c_twice_forces_the_stop_quietly(tmp_path: Path) -> None:
     assert "Cut off by the server's stop" in output and "Traceback" not in output, output
 
 
-def _stopping_app(lifespan_events: list[str]) -> Any:
+def _stopping_app(lifespan_events: list[str], cleanup_fails: bool = False) -> Any:
     """The server's error middleware on an app with a lifespan of its own and a route that never
     finishes, for a stop driven by hand: uvicorn's messages, as its graceful stop sends them."""
     import asyncio
@@ -523,8 +524,12 @@ def _stopping_app(lifespan_events: list[str]) -> Any:
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
         lifespan_events.append("startup")
-        yield
-        lifespan_events.append("shutdown")
+        try:
+            yield
+        finally:
+            lifespan_events.append("shutdown")
+            if cleanup_fails:
+                raise RuntimeError("cleanup failed")
 
     async def forever(request: Any) -> Any:
         await asyncio.sleep(600)
@@ -576,7 +581,7 @@ def test_the_shutdown_step_waits_for_cut_off_answers_within_its_bound(monkeypatc
     order, _ = asyncio.run(stop(send_takes=60))  # a client that never takes it: not past the bound
     assert order == ["lifespan.startup.complete", "lifespan.shutdown.complete"], order
 
-    async def forced() -> list[str]:
+    async def forced(cleanup_fails: bool) -> list[str]:
         sent: list[str] = []
 
         async def never() -> dict[str, Any]:
@@ -594,13 +599,16 @@ def test_the_shutdown_step_waits_for_cut_off_answers_within_its_bound(monkeypatc
             started.set()
             return {"type": "lifespan.startup"}
 
-        lifespan = asyncio.ensure_future(_stopping_app([])({"type": "lifespan"}, first_startup, lifespan_sent))
+        app = _stopping_app([], cleanup_fails)
+        lifespan = asyncio.ensure_future(app({"type": "lifespan"}, first_startup, lifespan_sent))
         await asyncio.sleep(0.05)
         lifespan.cancel()  # Ctrl-C twice: uvicorn skips the shutdown step, and Python cancels the task
-        await lifespan  # ends quietly
+        with pytest.raises(RuntimeError, match="cleanup failed") if cleanup_fails else contextlib.nullcontext():
+            await lifespan  # ends quietly, unless the app's own cleanup failed
         return sent
 
-    assert asyncio.run(forced()) == ["lifespan.startup.complete"]  # no "shutdown.failed" traceback
+    assert asyncio.run(forced(False)) == ["lifespan.startup.complete"]  # no "shutdown.failed" traceback
+    assert asyncio.run(forced(True)) == ["lifespan.startup.complete", "lifespan.shutdown.failed"]  # reported
 
 
 def test_a_client_that_does_not_read_its_answers_does_not_hold_up_ctrl_c(tmp_path: Path) -> None:

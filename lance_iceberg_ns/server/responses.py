@@ -165,8 +165,12 @@ class _EveryFailureAnswered:
                     await asyncio.sleep(0.01)
             return message
 
+        held: list[Message] = []  # a shutdown failure reported after the cancel: sent unless it is the cancel
+
         async def sending(message: Message) -> None:
-            if not (forced and message["type"] == "lifespan.shutdown.failed"):
+            if forced and message["type"] == "lifespan.shutdown.failed":
+                held.append(message)
+            else:
                 await send(message)
 
         try:
@@ -174,6 +178,11 @@ class _EveryFailureAnswered:
         except asyncio.CancelledError:
             if not forced:
                 raise
+            return
+        except BaseException:
+            for message in held:  # the app's own cleanup failed
+                await send(message)
+            raise
 
     async def _answered(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
