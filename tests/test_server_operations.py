@@ -441,22 +441,35 @@ def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.T
     return thread
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_stop_lets_a_request_in_flight_finish_within_the_graceful_timeout(
-    tmp_path: Path, stop: signal.Signals
-) -> None:
-    catalog = ScriptedCatalog(delay=3.0)
+def _stopped_with_a_request_in_flight(
+    tmp_path: Path, catalog_delay: float, graceful_timeout: float, signals: list[signal.Signals]
+) -> tuple[dict[str, Any], int, float, str]:
+    """Serve, send a request that waits ``catalog_delay`` s on the catalog, then ``signals`` one
+    second apart: the request's outcome, the exit code, how long the stop took and the log."""
+    catalog = ScriptedCatalog(delay=catalog_delay)
     try:
-        extra = ["--graceful-timeout", "20"]
+        extra = ["--graceful-timeout", str(graceful_timeout)]
         with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
             outcome: dict[str, Any] = {}
             asking = _slow_request(served, outcome)
-            served.process.send_signal(stop)
+            stopping = time.monotonic()
+            for index, stop in enumerate(signals):
+                time.sleep(1.0 if index else 0)  # a second signal: the graceful stop is under way
+                served.process.send_signal(stop)
             code = served.process.wait(timeout=30)
+            took = time.monotonic() - stopping
             asking.join(10)
             output = served.stderr()
     finally:
         catalog.close()
+    return outcome, code, took, output
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_lets_a_request_in_flight_finish_within_the_graceful_timeout(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    outcome, code, _, output = _stopped_with_a_request_in_flight(tmp_path, 3.0, 20, [stop])
     assert outcome.get("status") == 200, outcome  # answered before the process left
     # uvicorn stops, then lets the signal end the process, as asked (Ctrl-C: "interrupted", exit 130)
     assert code in ((0, -stop) if stop == signal.SIGTERM else (130,))
@@ -465,20 +478,7 @@ def test_a_stop_lets_a_request_in_flight_finish_within_the_graceful_timeout(
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: Path, stop: signal.Signals) -> None:
-    catalog = ScriptedCatalog(delay=40.0)
-    try:
-        extra = ["--graceful-timeout", "1"]
-        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
-            outcome: dict[str, Any] = {}
-            asking = _slow_request(served, outcome)
-            stopping = time.monotonic()
-            served.process.send_signal(stop)
-            code = served.process.wait(timeout=30)
-            took = time.monotonic() - stopping
-            asking.join(10)
-            output = served.stderr()
-    finally:
-        catalog.close()
+    outcome, code, took, output = _stopped_with_a_request_in_flight(tmp_path, 40.0, 1, [stop])
     assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
     # the client cut off hears so, in the spec's error body; the log says so in one line
     assert outcome.get("status") == 500 and outcome["body"]["code"] == 18, outcome
@@ -491,20 +491,8 @@ def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: 
 def test_ctrl_c_twice_forces_the_stop_quietly(tmp_path: Path) -> None:
     """The second Ctrl-C during a graceful stop forces it (uvicorn's "CTRL+C to force quit"): the
     request in flight is cut off with the spec's error body, and the log has no traceback."""
-    catalog = ScriptedCatalog(delay=40.0)
-    try:
-        extra = ["--graceful-timeout", "20"]
-        with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
-            outcome: dict[str, Any] = {}
-            asking = _slow_request(served, outcome)
-            served.process.send_signal(signal.SIGINT)
-            time.sleep(1.0)  # the graceful stop is waiting for the request
-            served.process.send_signal(signal.SIGINT)
-            code = served.process.wait(timeout=30)
-            asking.join(10)
-            output = served.stderr()
-    finally:
-        catalog.close()
+    outcome, code, took, output = _stopped_with_a_request_in_flight(tmp_path, 40.0, 20, [signal.SIGINT] * 2)
+    assert took < 10, f"the server took {took:.1f} s to stop when forced"
     assert outcome.get("status") == 500 and outcome["body"]["code"] == 18, outcome
     assert code == 130 and output.rstrip().endswith("interrupted"), output
     assert "Cut off by the server's stop" in output and "Traceback" not in output, output
