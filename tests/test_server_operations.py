@@ -26,6 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from lance_iceberg_ns.server import create_app_from_env, serve_in_background
+from lance_iceberg_ns.server.health import PROBE_EVERY_SECONDS
 from lance_iceberg_ns.server.observability import AUDITED_OPERATIONS, METRIC_NAMES, READ_ONLY_OPERATIONS
 from lance_iceberg_ns.server.routes import ROUTES
 
@@ -46,16 +47,18 @@ def _free_port() -> int:
 
 
 class ScriptedCatalog(StubServer):
-    """A fake catalog: ``/v1/config`` answers ``config_status`` at once; every namespace exists,
-    one named ``slow`` answered after ``delay`` seconds, every other at once."""
+    """A fake catalog: ``/v1/config`` answers ``config_status`` after ``config_delay`` seconds
+    (at once unless set); every namespace exists, one named ``slow`` answered after ``delay``
+    seconds, every other at once."""
 
     def __init__(self, delay: float = 0.0) -> None:
         stub = self
-        self.config_status, self.delay = 200, delay
+        self.config_status, self.delay, self.config_delay = 200, delay, 0.0
 
         class Handler(JsonHandler):
             def answer(self) -> None:
                 if self.path.startswith("/v1/config"):
+                    time.sleep(stub.config_delay)
                     self.send_json(stub.config_status, CONFIG_ANSWER if stub.config_status < 400 else {})
                     return
                 if "slow" in self.path:
@@ -426,10 +429,15 @@ def _children(served: ServedProcess) -> list[int]:
     return [int(pid) for pid in found.stdout.split()]
 
 
-def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.Thread:
+def _slow_request(served: ServedProcess, outcome: dict[str, Any], readiness: bool = False) -> threading.Thread:
+    """A request that waits on the catalog, on a thread: a Lance operation, or a readiness probe."""
+
     def ask() -> None:
         try:
-            answer = requests.post(f"{served.uri}/v1/namespace/wh$slow/exists", json={}, timeout=60)
+            if readiness:
+                answer = requests.get(f"{served.uri}/readyz", timeout=60)
+            else:
+                answer = requests.post(f"{served.uri}/v1/namespace/wh$slow/exists", json={}, timeout=60)
             outcome["status"] = answer.status_code
             outcome["body"] = answer.json() if answer.status_code != 200 else None
         except requests.RequestException as exc:
@@ -442,16 +450,24 @@ def _slow_request(served: ServedProcess, outcome: dict[str, Any]) -> threading.T
 
 
 def _stopped_with_a_request_in_flight(
-    tmp_path: Path, catalog_delay: float, graceful_timeout: float, signals: list[signal.Signals]
+    tmp_path: Path,
+    catalog_delay: float,
+    graceful_timeout: float,
+    signals: list[signal.Signals],
+    readiness: bool = False,
 ) -> tuple[dict[str, Any], int, float, str]:
-    """Serve, send a request that waits ``catalog_delay`` s on the catalog, then ``signals`` one
-    second apart: the request's outcome, the exit code, how long the stop took and the log."""
+    """Serve, send a request that waits ``catalog_delay`` s on the catalog (a readiness probe with
+    ``readiness``), then ``signals`` one second apart: the request's outcome, the exit code, how
+    long the stop took and the log."""
     catalog = ScriptedCatalog(delay=catalog_delay)
     try:
         extra = ["--graceful-timeout", str(graceful_timeout)]
         with served_in_subprocess(catalog.endpoint, str(tmp_path), "wh", extra_args=extra) as served:
+            if readiness:  # the probe asks the catalog once the answer it had at the start is stale
+                time.sleep(PROBE_EVERY_SECONDS)
+                catalog.config_delay = catalog_delay
             outcome: dict[str, Any] = {}
-            asking = _slow_request(served, outcome)
+            asking = _slow_request(served, outcome, readiness)
             stopping = time.monotonic()
             for index, stop in enumerate(signals):
                 time.sleep(1.0 if index else 0)  # a second signal: the graceful stop is under way
@@ -476,10 +492,17 @@ def test_a_stop_lets_a_request_in_flight_finish_within_the_graceful_timeout(
     assert "Finished server process" in output and "Traceback" not in output
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(tmp_path: Path, stop: signal.Signals) -> None:
-    outcome, code, took, output = _stopped_with_a_request_in_flight(tmp_path, 40.0, 1, [stop])
-    assert took < 10, f"the server took {took:.1f} s to stop with a 1 s graceful timeout"
+@pytest.mark.parametrize(
+    ("stop", "readiness"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)],
+    ids=["SIGTERM", "SIGINT", "SIGINT-readiness-probe"],
+)
+def test_a_stop_cuts_off_a_request_that_outlasts_the_graceful_timeout(
+    tmp_path: Path, stop: signal.Signals, readiness: bool
+) -> None:
+    graceful_timeout = 0 if readiness else 1  # a probe gives up on the catalog after 2 s of its own
+    outcome, code, took, output = _stopped_with_a_request_in_flight(tmp_path, 40.0, graceful_timeout, [stop], readiness)
+    assert took < 10, f"the server took {took:.1f} s to stop with a {graceful_timeout} s graceful timeout"
     # the client cut off hears so, in the spec's error body; the log says so in one line
     assert outcome.get("status") == 500 and outcome["body"]["code"] == 18, outcome
     assert "whether it took effect is unknown" in outcome["body"]["error"], outcome
@@ -507,7 +530,7 @@ def _stopping_app(lifespan_events: list[str], cleanup_fails: bool = False) -> An
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from lance_iceberg_ns.server.responses import _EveryFailureAnswered
+    from lance_iceberg_ns.server.responses import EveryFailureAnswered
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -522,7 +545,7 @@ def _stopping_app(lifespan_events: list[str], cleanup_fails: bool = False) -> An
     async def forever(request: Any) -> Any:
         await asyncio.sleep(600)
 
-    return _EveryFailureAnswered(Starlette(routes=[Route("/slow", forever)], lifespan=lifespan))
+    return EveryFailureAnswered(Starlette(routes=[Route("/slow", forever)], lifespan=lifespan))
 
 
 def test_the_shutdown_step_waits_for_cut_off_answers_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DA
 from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
 from lance_iceberg_ns.server.logs import forget_secrets_in_logs
 from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
-from lance_iceberg_ns.server.responses import _install_error_handlers
+from lance_iceberg_ns.server.responses import EveryFailureAnswered, _install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
 
 TITLE = "Lance REST Namespace"
@@ -97,6 +97,7 @@ def create_app(
         max_data_body_bytes=max_data_body_bytes,
     )
     app.add_middleware(HealthRoutes, probe=probe)  # outside the guard: probes carry no token
+    app.add_middleware(EveryFailureAnswered)  # probes too; inside the request's context (its ID in the log)
     app.add_middleware(RequestContext, auth_tokens=list(auth_tokens), forward_bearer_token=forward_bearer_token)
     app.add_middleware(WithoutTrailingSlashes)
     return app

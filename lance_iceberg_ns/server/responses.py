@@ -92,7 +92,6 @@ def _install_error_handlers(app: Starlette) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(ClientDisconnect, _gone)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unexpected)
-    app.add_middleware(_EveryFailureAnswered)
 
 
 async def _namespace_error(request: Request, exc: LanceNamespaceError) -> JSONResponse:
@@ -121,7 +120,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 CUT_OFF_ANSWERS_SECONDS = 2.0
 
 
-class _EveryFailureAnswered:
+class EveryFailureAnswered:
     """What no exception handler takes (they take Exception): a BaseException such as a Rust panic
     in pylance (pyo3's PanicException) still answers the spec's error body, unless the answer has
     begun; a panic is the input's doing (InvalidInput), anything else Internal; so does a request
