@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import operator
 import re
 from collections.abc import Iterator, Mapping
@@ -280,8 +281,10 @@ class _Walk:
             return
         elif isinstance(value, int | float):
             check_number(name, value)
-        elif isinstance(value, list | tuple):
-            self.values(name, value, nesting)
+        elif isinstance(value, numbers.Real):  # numpy's scalars, from a caller in process
+            check_number(name, value.item() if hasattr(value, "item") else float(value))
+        elif isinstance(value, list | tuple) or hasattr(value, "__array__"):
+            self.values(name, listed(value), nesting)
 
     def values(self, name: str, values: list[Any] | tuple[Any, ...], nesting: int) -> None:
         low, high = NUMBER_BOUNDS.get(name, _ANY_NUMBER)
@@ -299,6 +302,12 @@ class _Walk:
         self.words += len(_WORD.findall(text))
         if self.words > MAX_QUERY_TERMS:
             raise InvalidInputError(f"A search may have at most {MAX_QUERY_TERMS} words in all")
+
+
+def listed(values: Any) -> list[Any]:
+    """A list field's values as a list, None as none: a request built in process past validation
+    (``model_construct``) may hold a numpy array, whose truth is ambiguous, or a tuple."""
+    return [] if values is None else list(values)
 
 
 def all_within(values: list[Any] | tuple[Any, ...], low: float, high: float) -> bool | None:
@@ -344,8 +353,8 @@ def check_vector_search(query: Any) -> None:
     ``InvalidInputError``."""
     k = getattr(query, "k", 0) or 0
     vector = getattr(query, "vector", None)
-    vectors = list(getattr(vector, "multi_vector", None) or [])
-    single = getattr(vector, "single_vector", None)
+    vectors = listed(getattr(vector, "multi_vector", None))
+    single = listed(getattr(vector, "single_vector", None))
     if single:
         vectors.append(single)
     if len(vectors) > MAX_QUERY_VECTORS:

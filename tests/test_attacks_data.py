@@ -580,17 +580,28 @@ def _shaped(annotation: Any, value: Any) -> Any:
     return [_shaped(typing.get_args(annotation)[0], value)] if typing.get_origin(annotation) is list else value
 
 
+def _as_numpy(value: Any) -> Any:
+    """A number as a numpy scalar, a list of numbers (however deep) as a numpy array."""
+    return np.array(value) if isinstance(value, list) else np.array([value])[0]
+
+
+@pytest.mark.parametrize("given_as", ["python", "numpy"])
 @pytest.mark.parametrize("beyond", ["above", "below"])
-def test_every_bound_is_enforced_wherever_the_number_is(beyond: str) -> None:
-    """Each number, set just beyond its bound where the models carry it (however deep), is refused."""
+def test_every_bound_is_enforced_wherever_the_number_is(beyond: str, given_as: str) -> None:
+    """Each number, set just beyond its bound where the models carry it (however deep), is refused:
+    also given as numpy's scalars and arrays, as a caller in process may build a request past
+    validation (``model_construct``)."""
     unrefused = []
     for model in request_models():
         for path in numeric_fields(model):
             low, high = limits.NUMBER_BOUNDS[path[-1][1]]
             bound = high if beyond == "above" else low
             value: Any = bound * 2 if isinstance(bound, float) else bound + 1 if beyond == "above" else bound - 1
-            for holder, name in reversed(path):
-                value = holder.model_construct(**{name: _shaped(holder.model_fields[name].annotation, value)})
+            for depth, (holder, name) in enumerate(reversed(path)):
+                value = _shaped(holder.model_fields[name].annotation, value)
+                value = holder.model_construct(
+                    **{name: _as_numpy(value) if given_as == "numpy" and depth == 0 else value}
+                )
             try:
                 limits.check_request_bounds(value)
             except InvalidInputError:

@@ -661,3 +661,31 @@ def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> No
         vector[:] = values
         with pytest.raises(InvalidInputError, match="finite 32-bit floats"):
             _query_vector(request)
+
+
+def test_query_vectors_given_as_numpy_arrays_in_process_are_searched_or_refused_by_type(
+    indexed: tuple[Side, Side],
+) -> None:
+    """A request built in process past validation (``model_construct``) may hold numpy arrays where
+    the model has lists: searched as the lists are, and a bad one refused with InvalidInputError,
+    never numpy's "truth value of an array is ambiguous"."""
+    from lance_namespace_urllib3_client.models import QueryTableRequestVector
+
+    ours, _ = indexed
+    fields = {"k": 3, "vector_column": "vec", "columns": {"column_names": ["id"]}}
+
+    def constructed(**vector: Any) -> pa.Table:
+        validated = QueryTableRequest(id=ours.table_id, vector={}, **fields)
+        request = validated.model_copy(update={"vector": QueryTableRequestVector.model_construct(**vector)})
+        return pa.ipc.open_file(ours.namespace.query_table(request).data).read_all()
+
+    one, two = VECTORS[3], VECTORS[[3, 200]]
+    assert constructed(single_vector=one).equals(ours.query(vector={"single_vector": one.tolist()}, **fields))
+    assert constructed(multi_vector=two).equals(ours.query(vector={"multi_vector": two.tolist()}, **fields))
+    for vector, refused in (
+        ({"single_vector": one, "multi_vector": two}, "not both"),
+        ({"single_vector": np.full(DIM, np.nan)}, "finite"),
+        ({"multi_vector": np.vstack([one, np.full(DIM, np.inf)])}, "finite"),
+    ):
+        with pytest.raises(InvalidInputError, match=refused):
+            constructed(**vector)

@@ -22,7 +22,7 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
-from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window
+from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window, listed
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -115,9 +115,10 @@ def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | 
     vector = request.vector
     if vector is None:
         return None
-    if vector.single_vector and vector.multi_vector:
+    single, multi = listed(vector.single_vector), listed(vector.multi_vector)
+    if single and multi:
         raise InvalidInputError("Give either vector.single_vector or vector.multi_vector, not both")
-    vectors = [list(vector.single_vector)] if vector.single_vector else [list(v) for v in vector.multi_vector or []]
+    vectors = [single] if single else [listed(v) for v in multi]
     if not any(vectors):  # no vector, or only empty ones: a scan, as the reference answers it
         return None
     if not all(vectors):
