@@ -424,6 +424,38 @@ def test_two_workers_serve_and_metrics_add_up_across_them(catalog_server: Any, t
     assert counted - _value(before, "lance_iceberg_ns_requests_total", operation="namespace_exists") == 20
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_two_workers_end_as_one_server_process_ends(
+    catalog_server: Any, tmp_path: Path, warehouse: str, stop: signal.Signals
+) -> None:
+    """The supervisor of ``--workers`` stops its workers and then ends as one server process does:
+    after Ctrl-C ``interrupted`` with exit 130, after SIGTERM by that signal (it exited 0, as if the
+    server had finished its work)."""
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
+    ) as served:
+        children = _children(served)
+        served.process.send_signal(stop)
+        code = served.process.wait(timeout=60)
+        output = served.stderr()
+    assert code == (130 if stop == signal.SIGINT else -signal.SIGTERM), output
+    assert output.rstrip().endswith("interrupted") == (stop == signal.SIGINT), output
+    assert "Traceback" not in output, output
+    assert len(children) >= 2, children
+    deadline = time.monotonic() + 10
+    while (running := [child for child in children if _running(child)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running == [], f"left running after the supervisor ended: {running}"
+
+
+def _running(pid: int) -> bool:
+    """Whether the process is there and not a zombie (ended, waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _children(served: ServedProcess) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=False)
     return [int(pid) for pid in found.stdout.split()]

@@ -281,9 +281,8 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
     ``--graceful-timeout`` seconds)."""
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
 
-    from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory
+    from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor
     from lance_iceberg_ns.server.logs import log_config
 
     wait_for_catalog(settings, shown_endpoint, options["catalog_wait"])
@@ -307,9 +306,10 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
         f", tables under {_shown_root(settings)}"
     )
     sys.stdout.flush()
+    supervisor = Supervisor(config, sockets=[listening]) if workers > 1 else None
     try:
-        if workers > 1:
-            Multiprocess(config, sockets=[listening]).run()
+        if supervisor is not None:
+            supervisor.run()
         else:
             try:
                 uvicorn.Server(config).run(sockets=[listening])
@@ -318,6 +318,8 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     finally:
         if metrics_directory:
             shutil.rmtree(metrics_directory, ignore_errors=True)
+    if supervisor is not None:
+        supervisor.end_as_stopped()
 
 
 def _shown_root(settings: Any) -> str:

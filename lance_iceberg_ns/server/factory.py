@@ -14,11 +14,13 @@ settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
 
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
 
@@ -70,6 +72,30 @@ class DeadlineProtocolFactory:
 
     def __call__(self, **arguments: Any) -> asyncio.Protocol:
         return read_deadline_protocol(self.read_timeout, self.max_head_bytes)(**arguments)
+
+
+class Supervisor(Multiprocess):
+    """uvicorn's supervisor of ``serve --workers N``, ending as one server process ends once its
+    workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM by that signal.
+    uvicorn's own returns as if the server had finished its work (exit 0)."""
+
+    stopped_by: int | None = None
+
+    def handle_int(self) -> None:
+        self.stopped_by = self.stopped_by or signal.SIGINT
+        super().handle_int()
+
+    def handle_term(self) -> None:
+        self.stopped_by = self.stopped_by or signal.SIGTERM
+        super().handle_term()
+
+    def end_as_stopped(self) -> None:
+        """Raise what stopped it again, now that the workers are gone and the metrics cleaned up."""
+        if self.stopped_by == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.stopped_by == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
 
 
 def create_app_from_env() -> Starlette:
