@@ -109,6 +109,50 @@ def test_no_worker_inherits_a_secret_from_the_config_file(endpoint: str, tmp_pat
         assert TOKEN.encode() not in environment and CATALOG_SECRET.encode() not in environment
 
 
+# --- Lance's runtime -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_workers_run_lance_with_a_core_left_to_python(
+    endpoint: str, tmp_path: Path, warehouse: str, monkeypatch: pytest.MonkeyPatch, given: str | None
+) -> None:
+    """``serve`` gives Lance's async runtime one worker thread fewer than the cores (at least one),
+    unless the operator set ``TOKIO_WORKER_THREADS``: seen in the environment the workers inherit."""
+    if given is None:
+        monkeypatch.delenv("TOKIO_WORKER_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("TOKIO_WORKER_THREADS", given)
+    with served_in_subprocess(endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]) as served:
+        found = subprocess.run(["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True)
+        children = map(int, found.stdout.split())
+        environments = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in children]
+    expected = given or str(max(1, len(os.sched_getaffinity(0)) - 1))
+    assert len(environments) >= 2
+    assert all(f"TOKIO_WORKER_THREADS={expected}".encode() in environment for environment in environments)
+
+
+@pytest.mark.parametrize(
+    ("files", "cores"),
+    [
+        ({}, 8),
+        ({"/sys/fs/cgroup/cpu.max": "max 100000"}, 8),
+        ({"/sys/fs/cgroup/cpu.max": "150000 100000"}, 2),
+        ({"/sys/fs/cgroup/cpu.max": "50000 100000"}, 1),
+        ({"/sys/fs/cgroup/cpu.max": "1600000 100000"}, 8),
+        ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 8),
+        ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "300000", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 3),
+    ],
+)
+def test_the_cores_counted_are_the_affinity_capped_by_the_cgroup_quota(
+    monkeypatch: pytest.MonkeyPatch, files: dict[str, str], cores: int
+) -> None:
+    from lance_iceberg_ns.cli import serving
+
+    monkeypatch.setattr(serving, "_read", files.get)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert serving.available_cores() == cores
+
+
 # --- no anonymous server beyond loopback ------------------------------------------------------------
 
 
