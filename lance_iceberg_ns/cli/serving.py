@@ -192,7 +192,6 @@ def serve_settings(
     """The app's settings from the parsed options (and ``from_file``, the ``--config-file``'s
     server variables), and the catalog's URL as it may be shown."""
     _quiet_lance_rust_logs(options["log_format"])  # before the server's imports bring lance
-    _leave_a_core_to_python()
     from lance_iceberg_ns.cli.serve import server_tokens
     from lance_iceberg_ns.server.factory import ServeSettings
 
@@ -326,6 +325,7 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor
     from lance_iceberg_ns.server.logs import log_config
 
+    _leave_a_core_to_python()
     wait_for_catalog(settings, shown_endpoint, options["catalog_wait"])
     workers = options["workers"]
     metrics_directory = _metrics_directory(workers)
