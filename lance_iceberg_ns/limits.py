@@ -279,10 +279,8 @@ class _Walk:
             self.model(value, nesting)
         elif isinstance(value, bool | str):
             return
-        elif isinstance(value, int | float):
-            check_number(name, value)
-        elif isinstance(value, numbers.Real):  # numpy's scalars, from a caller in process
-            check_number(name, value.item() if hasattr(value, "item") else float(value))
+        elif isinstance(value, numbers.Real):
+            check_number(name, plain_number(value))
         elif isinstance(value, list | tuple) or hasattr(value, "__array__"):
             self.values(name, listed(value), nesting)
 
@@ -302,6 +300,14 @@ class _Walk:
         self.words += len(_WORD.findall(text))
         if self.words > MAX_QUERY_TERMS:
             raise InvalidInputError(f"A search may have at most {MAX_QUERY_TERMS} words in all")
+
+
+def plain_number(value: Any) -> Any:
+    """A number as Python holds it: a numpy scalar from a caller in process (past validation) as
+    the int or float it stands for, whose sums and products cannot wrap around as int32's do."""
+    if isinstance(value, bool | int | float) or not isinstance(value, numbers.Real):
+        return value
+    return value.item() if hasattr(value, "item") else float(value)
 
 
 def listed(values: Any) -> list[Any]:
@@ -338,6 +344,7 @@ def check_query_window(k: int, offset: int | None, nearest: bool) -> None:
     """A query's ``k`` and ``offset`` within 0 and ``MAX_QUERY_ROWS``, and for a vector search
     their sum within ``MAX_NEAREST`` (pylance reserves memory for that many neighbours before it
     searches: a huge ``k`` would end the server process). Raises ``InvalidInputError``."""
+    k, offset = plain_number(k), plain_number(offset)
     for name, value in (("k", k), ("offset", offset or 0)):
         if not 0 <= value <= MAX_QUERY_ROWS:
             raise InvalidInputError(f"{name} must be between 0 and {MAX_QUERY_ROWS}, got {value}")
@@ -351,7 +358,7 @@ def check_vector_search(query: Any) -> None:
     """What a vector search reserves from several numbers at once: k × refine_factor candidates,
     k rows for each of its query vectors, and vectors of a bounded dimension. Raises
     ``InvalidInputError``."""
-    k = getattr(query, "k", 0) or 0
+    k = plain_number(getattr(query, "k", 0)) or 0
     vector = getattr(query, "vector", None)
     vectors = listed(getattr(vector, "multi_vector", None))
     single = listed(getattr(vector, "single_vector", None))
@@ -361,7 +368,7 @@ def check_vector_search(query: Any) -> None:
         raise InvalidInputError(f"A batch search takes at most {MAX_QUERY_VECTORS} query vectors, got {len(vectors)}")
     if any(len(values) > MAX_VECTOR_DIMENSION for values in vectors):
         raise InvalidInputError(f"A query vector has at most {MAX_VECTOR_DIMENSION} values")
-    refine_factor = getattr(query, "refine_factor", None)
+    refine_factor = plain_number(getattr(query, "refine_factor", None))
     if refine_factor and k * refine_factor > MAX_NEAREST:
         raise InvalidInputError(f"A vector search re-ranks at most {MAX_NEAREST} rows (k × refine_factor)")
     if len(vectors) > 1 and k * len(vectors) > MAX_NEAREST:
@@ -371,10 +378,14 @@ def check_vector_search(query: Any) -> None:
 def check_index_parameters(request: Any) -> None:
     """An index build's parameters that only bound each other: HNSW needs ef_construction ≥ m,
     and k-means reads num_partitions × sample_rate rows. Raises ``InvalidInputError``."""
-    m, ef_construction = getattr(request, "m", None), getattr(request, "ef_construction", None)
+    m, ef_construction = (
+        plain_number(getattr(request, "m", None)),
+        plain_number(getattr(request, "ef_construction", None)),
+    )
     if m is not None and ef_construction is not None and ef_construction < m:
         raise InvalidInputError(f"ef_construction ({ef_construction}) must be at least m ({m})")
-    partitions, rate = getattr(request, "num_partitions", None), getattr(request, "sample_rate", None)
+    partitions = plain_number(getattr(request, "num_partitions", None))
+    rate = plain_number(getattr(request, "sample_rate", None))
     if partitions is not None and rate is not None and partitions * rate > MAX_QUERY_ROWS:
         raise InvalidInputError(f"k-means trains on num_partitions × sample_rate rows: at most {MAX_QUERY_ROWS}")
 

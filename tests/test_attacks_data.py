@@ -23,7 +23,7 @@ import sys
 import time
 import typing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -608,6 +608,42 @@ def test_every_bound_is_enforced_wherever_the_number_is(beyond: str, given_as: s
                 continue
             unrefused.append(".".join(f"{holder.__name__}.{name}" for holder, name in path))
     assert unrefused == []
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint16, np.uint32])
+def test_bounds_on_sums_and_products_do_not_wrap_around_for_numpy_integers(dtype: Any) -> None:
+    """k + offset, k × refine_factor, k × query vectors and num_partitions × sample_rate, given as
+    fixed-width numpy integers past validation, are refused exactly where the same Python ints are:
+    their sums and products wrapped around (2**31 - 1 + 1 in int32 is negative) and passed."""
+    from lance_namespace import CreateTableIndexRequest, QueryTableRequest
+    from lance_namespace_urllib3_client.models import QueryTableRequestVector
+
+    vector = QueryTableRequestVector.model_construct(single_vector=[0.5] * 8)
+    batch = QueryTableRequestVector.model_construct(multi_vector=[[0.5] * 8] * 1024)
+
+    def refused(number: Callable[[int], Any]) -> list[bool]:
+        largest = number(int(np.iinfo(dtype).max))
+        cases = [
+            QueryTableRequest.model_construct(id=["t"], vector=vector, k=largest, offset=number(1)),
+            QueryTableRequest.model_construct(id=["t"], vector=vector, k=largest, refine_factor=largest),
+            QueryTableRequest.model_construct(id=["t"], vector=batch, k=largest),
+            CreateTableIndexRequest.model_construct(
+                id=["t"], column="v", index_type="IVF_PQ", num_partitions=largest, sample_rate=largest
+            ),
+        ]
+        outcomes = []
+        for request in cases:
+            try:
+                limits.check_request_bounds(request)
+                if isinstance(request, QueryTableRequest):
+                    limits.check_query_window(request.k, request.offset, True)
+                outcomes.append(False)
+            except InvalidInputError:
+                outcomes.append(True)
+        return outcomes
+
+    as_python = refused(int)
+    assert refused(dtype) == as_python and sum(as_python) >= 2, as_python
 
 
 # --- expressions, Arrow bodies and panics, in process ------------------------------------------------
