@@ -174,10 +174,8 @@ public class LocalRestCatalog {
     int port = Integer.parseInt(options.getOrDefault("port", "0"));
     HttpServer server = HttpServer.create(new InetSocketAddress(host, port), 128);
     ExecutorService workers = Executors.newFixedThreadPool(Integer.parseInt(options.getOrDefault("threads", "32")));
-    // No executor: each request is read on the accepting thread, which answers a conditional load
-    // (a reader's freshness check) at once and hands everything else to the workers. Handing every
-    // request over cost the catalog as much time again as the 304 itself.
-    server.createContext("/", exchange -> catalog.dispatch(exchange, workers));
+    server.setExecutor(workers);
+    server.createContext("/", catalog::handle);
     server.start();
     System.out.println("LISTENING http://" + host + ":" + server.getAddress().getPort());
     System.out.flush();
@@ -218,16 +216,6 @@ public class LocalRestCatalog {
   }
 
   private static final Reply NO_CONTENT = new Reply(204, null);
-
-  void dispatch(HttpExchange exchange, ExecutorService workers) {
-    boolean conditionalLoad =
-        "GET".equals(exchange.getRequestMethod()) && exchange.getRequestHeaders().containsKey("If-None-Match");
-    if (conditionalLoad) {
-      handle(exchange);
-    } else {
-      workers.execute(() -> handle(exchange));
-    }
-  }
 
   void handle(HttpExchange exchange) {
     Reply reply;
