@@ -275,13 +275,15 @@ class _Walk:
                 self.value(name, value, nesting)
 
     def value(self, name: str, value: Any, nesting: int) -> None:
+        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a numpy scalar, or a 0-d array
+            value = value.item()
         if isinstance(value, BaseModel):
             self.model(value, nesting)
         elif isinstance(value, bool | str):
             return
         elif isinstance(value, numbers.Real):
             check_number(name, plain_number(value))
-        elif isinstance(value, list | tuple) or hasattr(value, "__array__"):
+        elif isinstance(value, list | tuple) or hasattr(value, "tolist"):
             self.values(name, listed(value), nesting)
 
     def values(self, name: str, values: list[Any] | tuple[Any, ...], nesting: int) -> None:
@@ -312,8 +314,16 @@ def plain_number(value: Any) -> Any:
 
 def listed(values: Any) -> list[Any]:
     """A list field's values as a list, None as none: a request built in process past validation
-    (``model_construct``) may hold a numpy array, whose truth is ambiguous, or a tuple."""
-    return [] if values is None else list(values)
+    (``model_construct``) may hold a tuple, or a numpy array (whose truth is ambiguous) or a
+    pyarrow one, taken as nested Python lists. Anything else (a generator, bytes) is
+    InvalidInputError, never read as a list it is not."""
+    if values is None:
+        return []
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    if not isinstance(values, list | tuple):
+        raise InvalidInputError(f"Expected a list of values, got {type(values).__name__}")
+    return list(values)
 
 
 def all_within(values: list[Any] | tuple[Any, ...], low: float, high: float) -> bool | None:

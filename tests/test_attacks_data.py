@@ -610,6 +610,27 @@ def test_every_bound_is_enforced_wherever_the_number_is(beyond: str, given_as: s
     assert unrefused == []
 
 
+def test_values_past_validation_that_are_not_lists_are_refused_and_numpy_scalars_are_numbers() -> None:
+    """Past validation, a generator or bytes where a vector belongs is refused (a generator was
+    read empty, a plain scan), a numpy bool or 0-d array is taken as the value it holds (bounds
+    included), and an array of any shape as its nested lists, never numpy's TypeError."""
+    from lance_namespace import QueryTableRequest
+    from lance_namespace_urllib3_client.models import QueryTableRequestVector
+
+    validated = QueryTableRequest(id=["t"], k=3, vector={"single_vector": [0.5] * 8})
+
+    def checked(**fields: Any) -> None:
+        limits.check_request_bounds(validated.model_copy(update=fields))
+
+    for not_a_list in ((value for value in [0.5] * 8), b"\x01" * 8):
+        with pytest.raises(InvalidInputError, match="Expected a list of values"):
+            checked(vector=QueryTableRequestVector.model_construct(single_vector=not_a_list))
+    checked(fast_search=np.bool_(True), nprobes=np.array(5), refine_factor=np.array(2))
+    checked(vector=QueryTableRequestVector.model_construct(multi_vector=np.matrix([[0.5] * 8, [0.25] * 8])))
+    with pytest.raises(InvalidInputError, match="nprobes must be between"):
+        checked(nprobes=np.array(10**9))
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint16, np.uint32])
 def test_bounds_on_sums_and_products_do_not_wrap_around_for_numpy_integers(dtype: Any) -> None:
     """k + offset, k × refine_factor, k × query vectors and num_partitions × sample_rate, given as

@@ -131,6 +131,17 @@ def test_workers_run_lance_with_a_core_left_to_python(
     assert all(f"TOKIO_WORKER_THREADS={expected}".encode() in environment for environment in environments)
 
 
+@pytest.mark.parametrize("given", ["abc", "", "0", "-1", " 2", "100000", "²"])
+def test_a_lance_worker_count_tokio_cannot_take_stops_serve_before_it_serves(
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str
+) -> None:
+    """tokio panics on a ``TOKIO_WORKER_THREADS`` that is not a positive whole number at its first
+    use, and the server hung from then on: ``serve`` refuses it at once (usage, exit 2)."""
+    own_environment["TOKIO_WORKER_THREADS"] = given
+    code, stderr = _serve(capsys, "--root", str(tmp_path))
+    assert code == 2 and "TOKIO_WORKER_THREADS must be a whole number from 1 to 1024" in stderr, stderr
+
+
 @pytest.mark.parametrize(
     ("files", "cores"),
     [

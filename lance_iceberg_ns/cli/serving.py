@@ -222,14 +222,24 @@ def _quiet_lance_rust_logs(log_format: str) -> None:
         os.environ.setdefault("LANCE_LOG", "error")
 
 
+MAX_LANCE_WORKERS = 1024
+
+
 def _leave_a_core_to_python() -> None:
     """Lance's async runtime (tokio) runs one worker thread per core unless told otherwise; in a
     server, each of them competes for the cores with the one Python thread that every request
     needs (its HTTP, validation and catalog check: one at a time, under the GIL). One worker fewer
     than the cores (at least one) took a sixth off a query's latency on two cores; the operator's
-    own ``TOKIO_WORKER_THREADS`` wins. Set before the runtime starts (on first use), in the
-    environment the workers inherit."""
-    os.environ.setdefault("TOKIO_WORKER_THREADS", str(max(1, available_cores() - 1)))
+    own ``TOKIO_WORKER_THREADS`` wins, if it is a whole number from 1 to ``MAX_LANCE_WORKERS``
+    (tokio panics on anything else at its first use, and the server then hangs). Set before the
+    runtime starts (on first use), in the environment the workers inherit."""
+    given = os.environ.get("TOKIO_WORKER_THREADS")
+    if given is None:
+        os.environ["TOKIO_WORKER_THREADS"] = str(max(1, available_cores() - 1))
+    elif not (given.isascii() and given.isdigit() and 1 <= int(given) <= MAX_LANCE_WORKERS):
+        raise click.UsageError(
+            f"TOKIO_WORKER_THREADS must be a whole number from 1 to {MAX_LANCE_WORKERS}, got {given[:40]!r}"
+        )
 
 
 def available_cores() -> int:
@@ -328,7 +338,6 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     _leave_a_core_to_python()
     wait_for_catalog(settings, shown_endpoint, options["catalog_wait"])
     workers = options["workers"]
-    metrics_directory = _metrics_directory(workers)
     config = uvicorn.Config(
         AppFactory(settings) if workers > 1 else AppFactory(settings)(),  # one process: errors surface here
         factory=workers > 1,
@@ -347,6 +356,7 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
         f", tables under {_shown_root(settings)}"
     )
     sys.stdout.flush()
+    metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
     supervisor = Supervisor(config, sockets=[listening]) if workers > 1 else None
     try:
         if supervisor is not None:

@@ -8,7 +8,7 @@ error, these answer InvalidInput (``data.failures``).
 
 from __future__ import annotations
 
-import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +106,7 @@ def _fit_float32(values: list[float]) -> bool:
     """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
     within = all_within(values, -FLOAT32_MAX, FLOAT32_MAX)
     if within is None:  # not all plain ints and floats: numpy scalars, say, from a caller in process
-        return all(math.isfinite(value) and abs(value) <= FLOAT32_MAX for value in values)
+        return all(isinstance(value, numbers.Real) and abs(value) <= FLOAT32_MAX for value in values)
     return within
 
 
