@@ -152,6 +152,32 @@ def test_a_lance_worker_count_tokio_cannot_take_stops_serve_before_it_serves(
         ({"/sys/fs/cgroup/cpu.max": "1600000 100000"}, 8),
         ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 8),
         ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "300000", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 3),
+        ({"/sys/fs/cgroup/cpu.max": "² 100000"}, 8),
+        ({"/sys/fs/cgroup/cpu.max": "9" * 400 + " 100000"}, 8),
+        # a systemd service's own cgroup (no cgroup namespace), and a parent's tighter quota
+        (
+            {
+                "/proc/self/cgroup": "0::/system.slice/x.service",
+                "/sys/fs/cgroup/system.slice/x.service/cpu.max": "100000 100000",
+            },
+            1,
+        ),
+        (
+            {
+                "/proc/self/cgroup": "0::/a/b",
+                "/sys/fs/cgroup/a/b/cpu.max": "max 100000",
+                "/sys/fs/cgroup/a/cpu.max": "250000 100000",
+            },
+            3,
+        ),
+        (
+            {
+                "/proc/self/cgroup": "4:cpu,cpuacct:/user.slice\n0::/",
+                "/sys/fs/cgroup/cpu/user.slice/cpu.cfs_quota_us": "200000",
+                "/sys/fs/cgroup/cpu/user.slice/cpu.cfs_period_us": "100000",
+            },
+            2,
+        ),
     ],
 )
 def test_the_cores_counted_are_the_affinity_capped_by_the_cgroup_quota(

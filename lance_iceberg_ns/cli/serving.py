@@ -251,14 +251,39 @@ def available_cores() -> int:
 
 
 def _cpu_quota() -> float | None:
-    """The cgroup CPU quota in cores; None when there is none ("max", -1) or none to read."""
-    limit = _read("/sys/fs/cgroup/cpu.max")  # v2: "200000 100000", or "max 100000"
-    if limit is not None:
-        quota, _, period = limit.partition(" ")
-    else:
-        quota = _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or ""  # v1: -1 for none
-        period = _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us") or ""
-    if not quota.isdigit() or not period.isdigit() or int(period) == 0:
+    """The tightest cgroup CPU quota, in cores, over the process's own cgroup and its parents
+    (a systemd ``CPUQuota``, a container's limit), v2 and v1; None when there is none ("max",
+    -1) or none to read."""
+    quotas = [quota for directory in _cgroup_directories() if (quota := _quota_in(*directory)) is not None]
+    return min(quotas) if quotas else None
+
+
+def _cgroup_directories() -> list[tuple[str, bool]]:
+    """The directories of the process's cgroups and their parents (v2 or v1: ``True`` for v2),
+    from ``/proc/self/cgroup``; the roots alone when it cannot be read."""
+    paths = {(True, "/"), (False, "/")}
+    for line in (_read("/proc/self/cgroup") or "").splitlines():
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and not controllers:
+            paths.add((True, path))
+        elif "cpu" in controllers.split(","):
+            paths.add((False, path))
+    found = []
+    for v2, path in paths:
+        parts = [part for part in path.split("/") if part and part not in (".", "..")]
+        for depth in range(len(parts) + 1):
+            found.append(("/".join(["/sys/fs/cgroup" if v2 else "/sys/fs/cgroup/cpu", *parts[:depth]]), v2))
+    return sorted(set(found))
+
+
+def _quota_in(directory: str, v2: bool) -> float | None:
+    if v2:  # "200000 100000", or "max 100000"
+        quota, _, period = (_read(f"{directory}/cpu.max") or "").partition(" ")
+    else:  # -1 for none
+        quota = _read(f"{directory}/cpu.cfs_quota_us") or ""
+        period = _read(f"{directory}/cpu.cfs_period_us") or ""
+    whole = [number.isascii() and number.isdigit() and len(number) <= 18 for number in (quota, period)]
+    if not all(whole) or int(period) == 0:
         return None
     return int(quota) / int(period)
 
