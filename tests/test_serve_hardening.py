@@ -131,6 +131,39 @@ def test_workers_run_lance_with_a_core_left_to_python(
     assert all(f"TOKIO_WORKER_THREADS={expected}".encode() in environment for environment in environments)
 
 
+@pytest.mark.parametrize("given", [None, "3"])
+def test_serve_in_process_leaves_the_environment_as_it_found_it(
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str | None
+) -> None:
+    """``serve`` sets Lance's worker count for itself; called in a process that goes on (a test, a
+    notebook), that process's environment is as before once it has stopped (here: no catalog)."""
+    own_environment.pop("TOKIO_WORKER_THREADS", None)
+    if given is not None:
+        own_environment["TOKIO_WORKER_THREADS"] = given
+    before = dict(own_environment)
+    code, stderr = _serve(capsys, "--root", str(tmp_path))
+    assert code == 5, stderr  # it got as far as waiting for the catalog
+    assert own_environment == before
+
+
+@pytest.mark.parametrize("made", [None, "file"])
+def test_a_metrics_directory_that_is_not_one_is_a_usage_error(
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, made: str | None
+) -> None:
+    """prometheus-client's multiprocess mode needs ``PROMETHEUS_MULTIPROC_DIR`` to be a directory
+    already; anything else was an unexpected FileNotFoundError at its first metric."""
+    given = tmp_path / "metrics"
+    if made == "file":
+        given.write_text("")
+    own_environment["PROMETHEUS_MULTIPROC_DIR"] = str(given)
+    code, stderr = _serve(capsys, "--root", str(tmp_path), "--workers", "2")
+    assert code == 2, stderr
+    assert (
+        stderr.strip()
+        == f"error: PROMETHEUS_MULTIPROC_DIR={given} is not a directory: make it (empty), or unset the variable"
+    )
+
+
 @pytest.mark.parametrize("given", ["abc", "", "0", "-1", " 2", "100000", "²"])
 def test_a_lance_worker_count_tokio_cannot_take_stops_serve_before_it_serves(
     own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str

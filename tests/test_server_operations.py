@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -446,6 +447,67 @@ def test_two_workers_end_as_one_server_process_ends(
     while (running := [child for child in children if _running(child)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert running == [], f"left running after the supervisor ended: {running}"
+
+
+def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forever(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """A worker that fails before it serves would fail the same way on every restart (here: the
+    metrics directory was deleted under the server). uvicorn started it again forever, with a
+    traceback each time; now the server stops its workers and fails as one process that cannot
+    start does: exit 1, one line, the worker's own error once."""
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    with served_in_subprocess(
+        catalog_server.endpoint,
+        str(tmp_path),
+        warehouse,
+        extra_args=["--workers", "2"],
+        env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)},
+    ) as served:
+        workers = _workers(served)
+        assert len(_processes_with(f"PROMETHEUS_MULTIPROC_DIR={metrics}".encode())) >= 3  # the parent and workers
+        shutil.rmtree(metrics)
+        os.kill(workers[0], signal.SIGKILL)  # killed by a signal: started again, and this one cannot start
+        code = served.process.wait(timeout=90)
+        output = served.stderr()
+    assert code == 1, output
+    assert output.rstrip().splitlines()[-1].startswith("error: A worker failed before it served"), output
+    assert output.count("Traceback") == 1, output
+    assert _processes_with(f"PROMETHEUS_MULTIPROC_DIR={metrics}".encode()) == []  # no worker left behind
+
+
+def _processes_with(variable: bytes) -> list[int]:
+    """The running processes whose environment holds ``variable`` (``NAME=value``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _running(int(entry.name)):
+            with contextlib.suppress(OSError):
+                if variable in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_killed_by_a_signal_is_started_again(catalog_server: Any, tmp_path: Path, warehouse: str) -> None:
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
+    ) as served:
+        killed = _workers(served)[0]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while (len(workers := _workers(served)) < 2 or killed in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert killed not in workers and len(workers) == 2, workers
+        for _ in range(10):  # each on a new connection: both workers answer
+            with requests.Session() as fresh:
+                assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
+        assert served.alive()
+
+
+def _workers(served: ServedProcess) -> list[int]:
+    """The worker processes of ``serve --workers`` (not multiprocessing's resource tracker)."""
+    running = [pid for pid in _children(served) if _running(pid)]
+    return [pid for pid in running if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def _running(pid: int) -> bool:

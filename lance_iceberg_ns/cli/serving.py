@@ -10,6 +10,7 @@ read it), the file over the default. ``create_app_from_env`` (``server/factory.p
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import os
@@ -19,13 +20,13 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from lance_iceberg_ns.cli.base import CliState
+from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, CliError, CliState
 
 SERVER_VARIABLE_PREFIX = "LANCE_ICEBERG_NS_"
 DEFAULT_CATALOG_WAIT = 30.0
@@ -192,6 +193,7 @@ def serve_settings(
     """The app's settings from the parsed options (and ``from_file``, the ``--config-file``'s
     server variables), and the catalog's URL as it may be shown."""
     _quiet_lance_rust_logs(options["log_format"])  # before the server's imports bring lance
+    _refuse_a_missing_metrics_directory()  # before they make the metrics
     from lance_iceberg_ns.cli.serve import server_tokens
     from lance_iceberg_ns.server.factory import ServeSettings
 
@@ -352,12 +354,36 @@ def wait_for_catalog(settings: Any, shown_endpoint: str, seconds: float) -> None
         time.sleep(min(1.0, left))
 
 
+# What serving sets in its own environment for Lance and the workers; put back once it has stopped
+# (the command may run in a process that goes on: a test, a notebook).
+SERVING_VARIABLES = ("TOKIO_WORKER_THREADS", "PROMETHEUS_MULTIPROC_DIR")
+
+
 def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dict[str, Any]) -> None:
     """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
     ``--graceful-timeout`` seconds)."""
+    with _environment_kept(SERVING_VARIABLES):
+        _serve(settings, shown_endpoint, state, options)
+
+
+@contextlib.contextmanager
+def _environment_kept(names: tuple[str, ...]) -> Iterator[None]:
+    """The variables ``names`` as they were before, whatever the block sets."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _serve(settings: Any, shown_endpoint: str, state: CliState, options: dict[str, Any]) -> None:
     import uvicorn
 
-    from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor
+    from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor, WorkerFailedToStart
     from lance_iceberg_ns.server.logs import log_config
 
     _leave_a_core_to_python()
@@ -395,7 +421,10 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
         if metrics_directory:
             shutil.rmtree(metrics_directory, ignore_errors=True)
     if supervisor is not None:
-        supervisor.end_as_stopped()
+        try:
+            supervisor.end_as_stopped()
+        except WorkerFailedToStart as failed:  # one line, as one process that cannot start fails
+            raise CliError(str(failed), "WorkerFailedToStart", EXIT_UNEXPECTED) from None
 
 
 def _shown_root(settings: Any) -> str:
@@ -408,6 +437,17 @@ def _shown_root(settings: Any) -> str:
 def _uri(host: str, listening: socket.socket) -> str:
     shown_host = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
     return f"http://{shown_host}:{listening.getsockname()[1]}"
+
+
+def _refuse_a_missing_metrics_directory() -> None:
+    """prometheus-client's multiprocess mode keeps each process's metrics in files under
+    ``PROMETHEUS_MULTIPROC_DIR``, which must be a directory already: anything else failed at the
+    first metric, as an unexpected error."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if given and not os.path.isdir(given):
+        raise click.UsageError(
+            f"PROMETHEUS_MULTIPROC_DIR={given} is not a directory: make it (empty), or unset the variable"
+        )
 
 
 def _metrics_directory(workers: int) -> str | None:

@@ -77,9 +77,32 @@ class DeadlineProtocolFactory:
 class Supervisor(Multiprocess):
     """uvicorn's supervisor of ``serve --workers N``, ending as one server process ends once its
     workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM by that signal.
-    uvicorn's own returns as if the server had finished its work (exit 0)."""
+    uvicorn's own returns as if the server had finished its work (exit 0).
+
+    A worker that fails before it ever served (it could not import or build the app: its
+    environment is broken, the metrics directory gone) would fail the same way on every restart,
+    and uvicorn would start it again forever, a traceback each time: that stops the server, which
+    then fails as one process that cannot start does (``failed_to_start``). A worker that served
+    and then died, or one killed by a signal (the OOM killer), is started again, as uvicorn does."""
 
     stopped_by: int | None = None
+    failed_to_start: int | None = None  # the exit code of a worker that failed before it served
+
+    def __init__(self, config: Any, sockets: list[Any]) -> None:
+        super().__init__(config, sockets)
+        self._served: set[int | None] = set()  # the workers (pids) seen serving
+
+    def keep_subprocess_alive(self) -> None:
+        for process in self.processes:
+            if process.pid not in self._served and process.is_ready(timeout=0.05):
+                self._served.add(process.pid)
+        before = list(self.processes)
+        super().keep_subprocess_alive()  # starts a new worker for each that ended (uvicorn's own failure code aside)
+        for process in before:
+            if process.pid not in self._served and process.exitcode is not None and process.exitcode > 0:
+                self.failed_to_start = process.exitcode  # its own error; one killed by a signal is started again
+                self.should_exit.set()  # the supervisor stops its workers, the one just started too
+                return
 
     def handle_int(self) -> None:
         self.stopped_by = self.stopped_by or signal.SIGINT
@@ -91,11 +114,20 @@ class Supervisor(Multiprocess):
 
     def end_as_stopped(self) -> None:
         """Raise what stopped it again, now that the workers are gone and the metrics cleaned up."""
+        if self.failed_to_start is not None and self.stopped_by is None:
+            raise WorkerFailedToStart(self.failed_to_start)
         if self.stopped_by == signal.SIGINT:
             raise KeyboardInterrupt
         if self.stopped_by == signal.SIGTERM:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
+
+
+class WorkerFailedToStart(RuntimeError):
+    """A worker of ``serve --workers N`` failed before it served (its own error is in the log above)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(f"A worker failed before it served (exit code {exit_code}; its error is above): not serving")
 
 
 def create_app_from_env() -> Starlette:
