@@ -131,37 +131,55 @@ def test_workers_run_lance_with_a_core_left_to_python(
     assert all(f"TOKIO_WORKER_THREADS={expected}".encode() in environment for environment in environments)
 
 
-@pytest.mark.parametrize("given", [None, "3"])
+@pytest.mark.parametrize(("given", "options"), [(None, []), ("3", []), (None, ["--log-format", "json"])])
 def test_serve_in_process_leaves_the_environment_as_it_found_it(
-    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str | None
+    own_environment: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    given: str | None,
+    options: list[str],
 ) -> None:
-    """``serve`` sets Lance's worker count for itself; called in a process that goes on (a test, a
-    notebook), that process's environment is as before once it has stopped (here: no catalog)."""
-    own_environment.pop("TOKIO_WORKER_THREADS", None)
+    """``serve`` sets Lance's worker count (and, for JSON logs, Lance's log level) for itself;
+    called in a process that goes on (a test, a notebook), that process's environment is as
+    before once it has stopped (here: no catalog)."""
+    for name in ("TOKIO_WORKER_THREADS", "LANCE_LOG"):
+        own_environment.pop(name, None)
     if given is not None:
         own_environment["TOKIO_WORKER_THREADS"] = given
     before = dict(own_environment)
-    code, stderr = _serve(capsys, "--root", str(tmp_path))
+    code, stderr = _serve(capsys, "--root", str(tmp_path), *options)
     assert code == 5, stderr  # it got as far as waiting for the catalog
     assert own_environment == before
 
 
-@pytest.mark.parametrize("made", [None, "file"])
+@pytest.mark.parametrize(
+    ("name", "made"),
+    [
+        ("PROMETHEUS_MULTIPROC_DIR", None),
+        ("PROMETHEUS_MULTIPROC_DIR", "file"),
+        ("PROMETHEUS_MULTIPROC_DIR", "empty"),
+        ("PROMETHEUS_MULTIPROC_DIR", "dangling"),
+        ("prometheus_multiproc_dir", None),
+    ],
+)
 def test_a_metrics_directory_that_is_not_one_is_a_usage_error(
-    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, made: str | None
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, made: str | None
 ) -> None:
-    """prometheus-client's multiprocess mode needs ``PROMETHEUS_MULTIPROC_DIR`` to be a directory
-    already; anything else was an unexpected FileNotFoundError at its first metric."""
-    given = tmp_path / "metrics"
+    """prometheus-client's multiprocess mode, on whenever the variable is set, needs it to name a
+    directory already: anything else was an unexpected FileNotFoundError at its first metric, and
+    an empty value wrote the metrics files into the working directory."""
+    given = "" if made == "empty" else str(tmp_path / "metrics")
     if made == "file":
-        given.write_text("")
-    own_environment["PROMETHEUS_MULTIPROC_DIR"] = str(given)
+        Path(given).write_text("")
+    if made == "dangling":
+        Path(given).symlink_to(tmp_path / "gone")
+    for variable in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        own_environment.pop(variable, None)
+    own_environment[name] = given
     code, stderr = _serve(capsys, "--root", str(tmp_path), "--workers", "2")
     assert code == 2, stderr
-    assert (
-        stderr.strip()
-        == f"error: PROMETHEUS_MULTIPROC_DIR={given} is not a directory: make it (empty), or unset the variable"
-    )
+    expected = f"{name}={given} is not a directory this server can write: make it (empty), or unset the variable"
+    assert stderr.strip() == f"error: {expected}"
 
 
 @pytest.mark.parametrize("given", ["abc", "", "0", "-1", " 2", "100000", "²"])

@@ -452,12 +452,14 @@ def test_two_workers_end_as_one_server_process_ends(
 def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forever(
     catalog_server: Any, tmp_path: Path, warehouse: str
 ) -> None:
-    """A worker that fails before it serves would fail the same way on every restart (here: the
-    metrics directory was deleted under the server). uvicorn started it again forever, with a
-    traceback each time; now the server stops its workers and fails as one process that cannot
-    start does: exit 1, one line, the worker's own error once."""
+    """A worker that cannot build the app would fail the same way on every restart (here: the
+    metrics directory was deleted under the server, and a worker killed). uvicorn started it again
+    forever, with a traceback each time; now the worker ends with the code uvicorn takes for a
+    failed start, and the server stops its workers and fails as one process that cannot start
+    does: exit 1, one line, the worker's own error once."""
     metrics = tmp_path / "metrics"
     metrics.mkdir()
+    marked = f"PROMETHEUS_MULTIPROC_DIR={metrics}".encode()
     with served_in_subprocess(
         catalog_server.endpoint,
         str(tmp_path),
@@ -466,15 +468,41 @@ def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forev
         env={"PROMETHEUS_MULTIPROC_DIR": str(metrics)},
     ) as served:
         workers = _workers(served)
-        assert len(_processes_with(f"PROMETHEUS_MULTIPROC_DIR={metrics}".encode())) >= 3  # the parent and workers
+        assert len(workers) == 2 and len(_processes_with(marked)) >= 3  # the parent and its workers
+        deadline = time.monotonic() + 60  # both workers have built their app (their metrics files are there)
+        while not all(list(metrics.glob(f"*_{worker}.db")) for worker in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
         shutil.rmtree(metrics)
         os.kill(workers[0], signal.SIGKILL)  # killed by a signal: started again, and this one cannot start
         code = served.process.wait(timeout=90)
         output = served.stderr()
     assert code == 1, output
-    assert output.rstrip().splitlines()[-1].startswith("error: A worker failed before it served"), output
-    assert output.count("Traceback") == 1, output
-    assert _processes_with(f"PROMETHEUS_MULTIPROC_DIR={metrics}".encode()) == []  # no worker left behind
+    assert (
+        output.rstrip().splitlines()[-1] == "error: A worker could not build the app (its error is above): not serving"
+    )
+    assert output.count("Traceback") == 1 and "This worker could not build the app" in output, output
+    deadline = time.monotonic() + 10
+    while (left := _processes_with(marked)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == []  # no worker left behind
+
+
+def test_a_process_manager_stops_workers_that_cannot_build_the_app(tmp_path: Path) -> None:
+    """Under a process manager of your own (here uvicorn's, with ``create_app_from_env``), a worker
+    that cannot build the app says why and ends with the code the manager takes for a failed start
+    (3): the manager stops, where it used to start the worker again forever."""
+    environment = {
+        **os.environ,
+        "LANCE_ICEBERG_ENDPOINT": "http://127.0.0.1:9",
+        "LANCE_ICEBERG_ROOT": str(tmp_path),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "missing"),
+    }
+    factory = "lance_iceberg_ns.server:create_app_from_env"
+    command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--workers", "2", "--port", str(_free_port())]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+    assert "is not a directory this server can write" in done.stderr, done.stderr
+    assert "failed to start, stopping the parent process" in done.stderr, done.stderr
+    assert done.stderr.count("This worker could not build the app") <= 2, done.stderr  # once per worker at most
 
 
 def _processes_with(variable: bytes) -> list[int]:
@@ -498,7 +526,7 @@ def test_a_worker_killed_by_a_signal_is_started_again(catalog_server: Any, tmp_p
         while (len(workers := _workers(served)) < 2 or killed in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert killed not in workers and len(workers) == 2, workers
-        for _ in range(10):  # each on a new connection: both workers answer
+        for _ in range(10):  # each on a new connection, whichever worker takes it
             with requests.Session() as fresh:
                 assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
         assert served.alive()

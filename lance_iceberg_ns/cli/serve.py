@@ -95,12 +95,13 @@ def serve_command(**options: Any) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog.
 
     Every option can be given as a LANCE_ICEBERG_NS_* variable instead, or in --config-file."""
-    from lance_iceberg_ns.cli.serving import CONFIG_FILE_VALUES, run_server, serve_settings
+    from lance_iceberg_ns.cli.serving import CONFIG_FILE_VALUES, environment_kept, run_server, serve_settings
 
     state = _state()
     from_file = click.get_current_context().meta.get(CONFIG_FILE_VALUES)
-    settings, shown_endpoint = serve_settings(state, options, from_file)
-    run_server(settings, shown_endpoint, state, options)
+    with environment_kept():  # serving sets variables for Lance and its workers: as found once it stops
+        settings, shown_endpoint = serve_settings(state, options, from_file)
+        run_server(settings, shown_endpoint, state, options)
 
 
 @cli.command("demo")

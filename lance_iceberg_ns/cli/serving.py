@@ -356,18 +356,11 @@ def wait_for_catalog(settings: Any, shown_endpoint: str, seconds: float) -> None
 
 # What serving sets in its own environment for Lance and the workers; put back once it has stopped
 # (the command may run in a process that goes on: a test, a notebook).
-SERVING_VARIABLES = ("TOKIO_WORKER_THREADS", "PROMETHEUS_MULTIPROC_DIR")
-
-
-def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dict[str, Any]) -> None:
-    """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
-    ``--graceful-timeout`` seconds)."""
-    with _environment_kept(SERVING_VARIABLES):
-        _serve(settings, shown_endpoint, state, options)
+SERVING_VARIABLES = ("TOKIO_WORKER_THREADS", "PROMETHEUS_MULTIPROC_DIR", "LANCE_LOG")
 
 
 @contextlib.contextmanager
-def _environment_kept(names: tuple[str, ...]) -> Iterator[None]:
+def environment_kept(names: tuple[str, ...] = SERVING_VARIABLES) -> Iterator[None]:
     """The variables ``names`` as they were before, whatever the block sets."""
     before = {name: os.environ.get(name) for name in names}
     try:
@@ -380,7 +373,9 @@ def _environment_kept(names: tuple[str, ...]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _serve(settings: Any, shown_endpoint: str, state: CliState, options: dict[str, Any]) -> None:
+def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dict[str, Any]) -> None:
+    """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
+    ``--graceful-timeout`` seconds)."""
     import uvicorn
 
     from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor, WorkerFailedToStart
@@ -407,8 +402,8 @@ def _serve(settings: Any, shown_endpoint: str, state: CliState, options: dict[st
         f", tables under {_shown_root(settings)}"
     )
     sys.stdout.flush()
-    metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
     supervisor = Supervisor(config, sockets=[listening]) if workers > 1 else None
+    metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
     try:
         if supervisor is not None:
             supervisor.run()
@@ -440,14 +435,19 @@ def _uri(host: str, listening: socket.socket) -> str:
 
 
 def _refuse_a_missing_metrics_directory() -> None:
-    """prometheus-client's multiprocess mode keeps each process's metrics in files under
-    ``PROMETHEUS_MULTIPROC_DIR``, which must be a directory already: anything else failed at the
-    first metric, as an unexpected error."""
-    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if given and not os.path.isdir(given):
-        raise click.UsageError(
-            f"PROMETHEUS_MULTIPROC_DIR={given} is not a directory: make it (empty), or unset the variable"
-        )
+    """prometheus-client's multiprocess mode, on whenever ``PROMETHEUS_MULTIPROC_DIR`` (or its
+    older lowercase name) is set, keeps each process's metrics in files there: it must be a
+    directory already, and writable. Anything else failed at the first metric, as an unexpected
+    error; an empty value wrote the files into the working directory."""
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        given = os.environ.get(name)
+        if given is None:
+            continue
+        if not (given and os.path.isdir(given) and os.access(given, os.W_OK | os.X_OK)):
+            raise click.UsageError(
+                f"{name}={given} is not a directory this server can write: make it (empty), or unset the variable"
+            )
+        return
 
 
 def _metrics_directory(workers: int) -> str | None:

@@ -5,19 +5,38 @@ lance-spark connector — uses tables stored in the Iceberg catalog. Needs the `
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from lance_namespace import LanceNamespace
 
-from lance_iceberg_ns.server.app import create_app
-from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
-from lance_iceberg_ns.server.factory import create_app_from_env
 from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT, read_deadline_protocol
+
+if TYPE_CHECKING:
+    from lance_iceberg_ns.server.app import create_app
+    from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
+    from lance_iceberg_ns.server.factory import create_app_from_env
+
+# Imported when first used: the app's modules make the metrics as they load, which must not happen
+# while a worker of ``serve --workers`` unpickles its settings (see ``factory.AppFactory``).
+_LAZY = {
+    "create_app": "lance_iceberg_ns.server.app",
+    "DEFAULT_DELIMITER": "lance_iceberg_ns.server.endpoints",
+    "parse_path_id": "lance_iceberg_ns.server.endpoints",
+    "create_app_from_env": "lance_iceberg_ns.server.factory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
 
 __all__ = [
     "DEFAULT_DELIMITER",
@@ -63,6 +82,8 @@ def serve_in_background(
 ) -> RunningServer:
     """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one.
     A client has ``request_read_timeout`` seconds to send a whole request (see ``guard``)."""
+    from lance_iceberg_ns.server.app import create_app
+
     app = create_app(
         namespace,
         properties=properties,

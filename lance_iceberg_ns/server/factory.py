@@ -14,13 +14,19 @@ settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import click
+from lance_namespace.errors import LanceNamespaceError
 from starlette.applications import Starlette
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import SIGNALS
 
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
 
@@ -57,9 +63,24 @@ class AppFactory:
     settings: ServeSettings
 
     def __call__(self) -> Starlette:
-        from lance_iceberg_ns.server.app import create_app
+        with _startup_failure_ends_the_worker():
+            from lance_iceberg_ns.server.app import create_app
 
-        return create_app(**self.settings.app_options())
+            return create_app(**self.settings.app_options())
+
+
+@contextmanager
+def _startup_failure_ends_the_worker() -> Iterator[None]:
+    """A worker that cannot build the app (its environment broken, the metrics directory gone)
+    would fail the same way every time it is started again: it logs why and ends with the exit code
+    that uvicorn's and gunicorn's supervisors both take for a failed start (3), so that they stop
+    instead of starting it again forever."""
+    try:
+        yield
+    except Exception as exc:
+        explained = isinstance(exc, (click.ClickException, LanceNamespaceError))  # its message says it all
+        logging.getLogger(__name__).error("This worker could not build the app: %s", exc, exc_info=not explained)
+        raise SystemExit(STARTUP_FAILURE) from None
 
 
 @dataclass(frozen=True)
@@ -76,33 +97,24 @@ class DeadlineProtocolFactory:
 
 class Supervisor(Multiprocess):
     """uvicorn's supervisor of ``serve --workers N``, ending as one server process ends once its
-    workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM by that signal.
-    uvicorn's own returns as if the server had finished its work (exit 0).
-
-    A worker that fails before it ever served (it could not import or build the app: its
-    environment is broken, the metrics directory gone) would fail the same way on every restart,
-    and uvicorn would start it again forever, a traceback each time: that stops the server, which
-    then fails as one process that cannot start does (``failed_to_start``). A worker that served
-    and then died, or one killed by a signal (the OOM killer), is started again, as uvicorn does."""
+    workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM by that signal,
+    and when a worker could not build the app (uvicorn then stops every worker rather than start it
+    again) with one line and exit 1. uvicorn's own returns as if the server had finished its work
+    (exit 0)."""
 
     stopped_by: int | None = None
-    failed_to_start: int | None = None  # the exit code of a worker that failed before it served
 
     def __init__(self, config: Any, sockets: list[Any]) -> None:
+        self._host_handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}  # uvicorn's replace them
         super().__init__(config, sockets)
-        self._served: set[int | None] = set()  # the workers (pids) seen serving
 
-    def keep_subprocess_alive(self) -> None:
-        for process in self.processes:
-            if process.pid not in self._served and process.is_ready(timeout=0.05):
-                self._served.add(process.pid)
-        before = list(self.processes)
-        super().keep_subprocess_alive()  # starts a new worker for each that ended (uvicorn's own failure code aside)
-        for process in before:
-            if process.pid not in self._served and process.exitcode is not None and process.exitcode > 0:
-                self.failed_to_start = process.exitcode  # its own error; one killed by a signal is started again
-                self.should_exit.set()  # the supervisor stops its workers, the one just started too
-                return
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:  # the process may go on (serve called in process): its own handlers again
+            for sig, handler in self._host_handlers.items():
+                if handler is not None:  # None: not set from Python, nothing to put back
+                    signal.signal(sig, handler)
 
     def handle_int(self) -> None:
         self.stopped_by = self.stopped_by or signal.SIGINT
@@ -114,33 +126,40 @@ class Supervisor(Multiprocess):
 
     def end_as_stopped(self) -> None:
         """Raise what stopped it again, now that the workers are gone and the metrics cleaned up."""
-        if self.failed_to_start is not None and self.stopped_by is None:
-            raise WorkerFailedToStart(self.failed_to_start)
-        if self.stopped_by == signal.SIGINT:
+        stopped_by = self.stopped_by or next((sig for sig in self.signal_queue if sig in STOPPING), None)
+        if stopped_by is None and any(process.exitcode == STARTUP_FAILURE for process in self.processes):
+            raise WorkerFailedToStart()
+        if stopped_by == signal.SIGINT:
             raise KeyboardInterrupt
-        if self.stopped_by == signal.SIGTERM:
+        if stopped_by == signal.SIGTERM:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
 
 
-class WorkerFailedToStart(RuntimeError):
-    """A worker of ``serve --workers N`` failed before it served (its own error is in the log above)."""
+# The signals that stop the server; one still queued when a worker's failure stopped it wins.
+STOPPING = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, exit_code: int) -> None:
-        super().__init__(f"A worker failed before it served (exit code {exit_code}; its error is above): not serving")
+
+class WorkerFailedToStart(RuntimeError):
+    """A worker of ``serve --workers N`` could not build the app (its own error is in the log)."""
+
+    def __init__(self) -> None:
+        super().__init__("A worker could not build the app (its error is above): not serving")
 
 
 def create_app_from_env() -> Starlette:
     """The app configured as ``lance-iceberg-ns serve`` would be from the environment alone
     (``LANCE_ICEBERG_*`` for the bridge, ``LANCE_ICEBERG_NS_*`` for the server, including
     ``LANCE_ICEBERG_NS_CONFIG_FILE``); the bridge's and the audit log's lines go to stderr in
-    ``LANCE_ICEBERG_NS_LOG_FORMAT``."""
+    ``LANCE_ICEBERG_NS_LOG_FORMAT``. Settings or an app that cannot be made end the process with
+    exit code 3 (SystemExit), which uvicorn's and gunicorn's supervisors take for a failed start."""
     import logging.config
 
     from lance_iceberg_ns.cli.serving import settings_from_environment
     from lance_iceberg_ns.server.logs import log_config
 
-    settings, log_format = settings_from_environment()
+    with _startup_failure_ends_the_worker():
+        settings, log_format = settings_from_environment()
     config = log_config(log_format)
     config["loggers"] = {"lance_iceberg_ns": config["loggers"]["lance_iceberg_ns"]}  # the host's own stay
     config["loggers"]["lance_iceberg_ns.audit"] = {"level": "INFO"}
