@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 import requests
 
+from lance_iceberg_ns.cli.serving import environment_kept
 from lance_iceberg_ns.server import serve_in_background
 
 from .liveness import served_in_subprocess
@@ -131,23 +132,32 @@ def test_workers_run_lance_with_a_core_left_to_python(
     assert all(f"TOKIO_WORKER_THREADS={expected}".encode() in environment for environment in environments)
 
 
-@pytest.mark.parametrize(("given", "options"), [(None, []), ("3", []), (None, ["--log-format", "json"])])
+def test_what_serving_sets_is_put_back_as_it_was(own_environment: dict[str, str]) -> None:
+    """The variables serving sets for Lance and its workers: each as before once it stops, set,
+    unset or changed meanwhile, and when serving fails."""
+    own_environment["TOKIO_WORKER_THREADS"] = "3"
+    own_environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    own_environment.pop("LANCE_LOG", None)
+    before = dict(own_environment)
+    with pytest.raises(RuntimeError), environment_kept():
+        own_environment["TOKIO_WORKER_THREADS"] = "1"
+        own_environment["PROMETHEUS_MULTIPROC_DIR"] = "/tmp/metrics"
+        own_environment["LANCE_LOG"] = "error"
+        raise RuntimeError("serving failed")
+    assert own_environment == before
+
+
+@pytest.mark.parametrize("given", [None, "3"])
 def test_serve_in_process_leaves_the_environment_as_it_found_it(
-    own_environment: dict[str, str],
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    given: str | None,
-    options: list[str],
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path, given: str | None
 ) -> None:
-    """``serve`` sets Lance's worker count (and, for JSON logs, Lance's log level) for itself;
-    called in a process that goes on (a test, a notebook), that process's environment is as
-    before once it has stopped (here: no catalog)."""
-    for name in ("TOKIO_WORKER_THREADS", "LANCE_LOG"):
-        own_environment.pop(name, None)
+    """``serve`` sets Lance's worker count for itself; called in a process that goes on (a test, a
+    notebook), that process's environment is as before once it has stopped (here: no catalog)."""
+    own_environment.pop("TOKIO_WORKER_THREADS", None)
     if given is not None:
         own_environment["TOKIO_WORKER_THREADS"] = given
     before = dict(own_environment)
-    code, stderr = _serve(capsys, "--root", str(tmp_path), *options)
+    code, stderr = _serve(capsys, "--root", str(tmp_path))
     assert code == 5, stderr  # it got as far as waiting for the catalog
     assert own_environment == before
 

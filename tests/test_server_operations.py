@@ -487,6 +487,30 @@ def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forev
     assert left == []  # no worker left behind
 
 
+def test_one_server_process_that_cannot_build_the_app_fails_in_one_line(catalog_server: Any, tmp_path: Path) -> None:
+    """Without ``--workers`` the app is built by the command itself: a failure there is the
+    command's one line and exit code, never a worker's exit code 3 and traceback (here: the disk
+    is full as the app is built)."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import errno\n"
+        "import lance_iceberg_ns.server.app as app\n"
+        "def full(*arguments, **options):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "app.create_app = full\n"
+    )
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hooks), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", catalog_server.endpoint]
+    command += ["--root", str(tmp_path), "--port", "0"]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert (
+        done.stderr.strip()
+        == "error: unexpected OSError: [Errno 28] No space left on device (run with --debug for details)"
+    )
+
+
 def test_a_process_manager_stops_workers_that_cannot_build_the_app(tmp_path: Path) -> None:
     """Under a process manager of your own (here uvicorn's, with ``create_app_from_env``), a worker
     that cannot build the app says why and ends with the code the manager takes for a failed start

@@ -385,7 +385,7 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
     wait_for_catalog(settings, shown_endpoint, options["catalog_wait"])
     workers = options["workers"]
     config = uvicorn.Config(
-        AppFactory(settings) if workers > 1 else AppFactory(settings)(),  # one process: errors surface here
+        AppFactory(settings) if workers > 1 else AppFactory(settings).build(),  # one process: errors surface here
         factory=workers > 1,
         host=options["host"],
         port=options["port"],

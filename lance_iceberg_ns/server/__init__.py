@@ -38,6 +38,10 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(_LAZY[name]), name)
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "DEFAULT_DELIMITER",
     "RunningServer",

@@ -58,15 +58,20 @@ class ServeSettings:
 
 @dataclass(frozen=True)
 class AppFactory:
-    """``create_app`` for ``settings``, called in each worker (uvicorn's ``factory=True``)."""
+    """``create_app`` for ``settings``, called in each worker (uvicorn's ``factory=True``); a
+    worker that cannot build it ends with uvicorn's failed-start code."""
 
     settings: ServeSettings
 
     def __call__(self) -> Starlette:
         with _startup_failure_ends_the_worker():
-            from lance_iceberg_ns.server.app import create_app
+            return self.build()
 
-            return create_app(**self.settings.app_options())
+    def build(self) -> Starlette:
+        """The app, in this process (one server process: its errors reach the command)."""
+        from lance_iceberg_ns.server.app import create_app
+
+        return create_app(**self.settings.app_options())
 
 
 @contextmanager
