@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from decimal import Decimal
 from typing import Any
 
 from lance_namespace.errors import InvalidInputError
@@ -281,7 +282,7 @@ class _Walk:
             self.model(value, nesting)
         elif isinstance(value, bool | str):
             return
-        elif isinstance(value, numbers.Real):
+        elif isinstance(value, numbers.Real | Decimal):
             check_number(name, plain_number(value))
         elif isinstance(value, list | tuple) or hasattr(value, "tolist"):
             self.values(name, listed(value), nesting)
@@ -304,9 +305,16 @@ class _Walk:
             raise InvalidInputError(f"A search may have at most {MAX_QUERY_TERMS} words in all")
 
 
+_LARGEST_WHOLE = Decimal(2**63)
+
+
 def plain_number(value: Any) -> Any:
-    """A number as Python holds it: a numpy scalar from a caller in process (past validation) as
-    the int or float it stands for, whose sums and products cannot wrap around as int32's do."""
+    """A number as Python holds it: a numpy scalar or a ``Decimal`` from a caller in process (past
+    validation) as the int or float it stands for, whose sums and products cannot wrap around as
+    int32's do, and which compares as a float (a ``Decimal`` NaN refuses to be compared)."""
+    if isinstance(value, Decimal):  # an int only when small: int() of 1e999999999 would fill the memory
+        small_whole = value.is_finite() and value.copy_abs() <= _LARGEST_WHOLE and value == value.to_integral_value()
+        return math.nan if value.is_nan() else int(value) if small_whole else float(value)
     if isinstance(value, bool | int | float) or not isinstance(value, numbers.Real):
         return value
     return value.item() if hasattr(value, "item") else float(value)

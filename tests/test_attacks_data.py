@@ -586,12 +586,20 @@ def _as_numpy(value: Any) -> Any:
     return np.array(value) if isinstance(value, list) else np.array([value])[0]
 
 
-@pytest.mark.parametrize("given_as", ["python", "numpy"])
+def _as_decimal(value: Any) -> Any:
+    """A number as a ``Decimal``, a list of numbers (however deep) as lists of them."""
+    return [_as_decimal(each) for each in value] if isinstance(value, list) else decimal.Decimal(repr(value))
+
+
+GIVEN_AS = {"numpy": _as_numpy, "decimal": _as_decimal}
+
+
+@pytest.mark.parametrize("given_as", ["python", "numpy", "decimal"])
 @pytest.mark.parametrize("beyond", ["above", "below"])
 def test_every_bound_is_enforced_wherever_the_number_is(beyond: str, given_as: str) -> None:
     """Each number, set just beyond its bound where the models carry it (however deep), is refused:
-    also given as numpy's scalars and arrays, as a caller in process may build a request past
-    validation (``model_construct``)."""
+    also given as numpy's scalars and arrays, or as ``Decimal``, as a caller in process may build
+    a request past validation (``model_construct``)."""
     unrefused = []
     for model in request_models():
         for path in numeric_fields(model):
@@ -601,7 +609,7 @@ def test_every_bound_is_enforced_wherever_the_number_is(beyond: str, given_as: s
             for depth, (holder, name) in enumerate(reversed(path)):
                 value = _shaped(holder.model_fields[name].annotation, value)
                 value = holder.model_construct(
-                    **{name: _as_numpy(value) if given_as == "numpy" and depth == 0 else value}
+                    **{name: GIVEN_AS[given_as](value) if given_as in GIVEN_AS and depth == 0 else value}
                 )
             try:
                 limits.check_request_bounds(value)
@@ -633,6 +641,25 @@ def test_values_past_validation_that_are_not_lists_are_refused_and_numpy_scalars
     checked(vector=QueryTableRequestVector.model_construct(multi_vector=matrix))
     with pytest.raises(InvalidInputError, match="nprobes must be between"):
         checked(nprobes=np.array(10**9))
+
+
+def test_decimals_past_validation_are_bounded_as_the_numbers_they_stand_for() -> None:
+    """A ``Decimal`` (NaN, a signalling NaN, or one far past any float) is refused as a plain
+    number would be, with InvalidInputError and at once: never decimal's own errors, never a huge
+    integer made of it. One within its bound passes."""
+    from lance_namespace import QueryTableRequest
+
+    validated = QueryTableRequest(id=["t"], k=3, vector={"single_vector": [0.5] * 8})
+    for hostile in ("NaN", "sNaN", "Infinity", "-1e999999999", "1e999999999", "3.5e38"):
+        started = time.monotonic()
+        with pytest.raises(InvalidInputError, match="upper_bound must be"):
+            limits.check_request_bounds(validated.model_copy(update={"upper_bound": decimal.Decimal(hostile)}))
+        with pytest.raises(InvalidInputError, match="nprobes must be"):
+            limits.check_request_bounds(validated.model_copy(update={"nprobes": decimal.Decimal(hostile)}))
+        assert time.monotonic() - started < 1
+    limits.check_request_bounds(
+        validated.model_copy(update={"upper_bound": decimal.Decimal("0.75"), "nprobes": decimal.Decimal("20")})
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint16, np.uint32])
