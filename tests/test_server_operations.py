@@ -425,13 +425,13 @@ def test_two_workers_serve_and_metrics_add_up_across_them(catalog_server: Any, t
     assert counted - _value(before, "lance_iceberg_ns_requests_total", operation="namespace_exists") == 20
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT], ids=["SIGINT", "SIGTERM", "SIGQUIT"])
 def test_two_workers_end_as_one_server_process_ends(
     catalog_server: Any, tmp_path: Path, warehouse: str, stop: signal.Signals
 ) -> None:
     """The supervisor of ``--workers`` stops its workers and then ends as one server process does:
-    after Ctrl-C ``interrupted`` with exit 130, after SIGTERM by that signal (it exited 0, as if the
-    server had finished its work)."""
+    after Ctrl-C ``interrupted`` with exit 130, after SIGTERM or SIGQUIT by that signal (it exited
+    0, as if the server had finished its work; SIGQUIT it ignored, and kept serving)."""
     with served_in_subprocess(
         catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
     ) as served:
@@ -439,12 +439,38 @@ def test_two_workers_end_as_one_server_process_ends(
         served.process.send_signal(stop)
         code = served.process.wait(timeout=60)
         output = served.stderr()
-    assert code == (130 if stop == signal.SIGINT else -signal.SIGTERM), output
+    assert code == (130 if stop == signal.SIGINT else -stop), output
     assert output.rstrip().endswith("interrupted") == (stop == signal.SIGINT), output
     assert "Traceback" not in output, output
     assert len(children) >= 2, children
     deadline = time.monotonic() + 10
     while (running := [child for child in children if _running(child)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running == [], f"left running after the supervisor ended: {running}"
+
+
+def test_ctrl_backslash_in_a_terminal_ends_a_server_with_workers(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """A terminal's Ctrl-\\ sends SIGQUIT to the whole process group: the workers end at once, and
+    the supervisor ends by that signal too, as one server process does. It ignored SIGQUIT and
+    started the workers again."""
+    with served_in_subprocess(
+        catalog_server.endpoint,
+        str(tmp_path),
+        warehouse,
+        extra_args=["--workers", "2"],
+        popen_options={"start_new_session": True},
+    ) as served:
+        workers = _workers(served)
+        os.killpg(served.process.pid, signal.SIGQUIT)
+        code = served.process.wait(timeout=60)
+        output = served.stderr()
+    assert code == -signal.SIGQUIT, output
+    assert "Traceback" not in output, output
+    assert "Received SIGQUIT, exiting." in output, output
+    deadline = time.monotonic() + 10
+    while (running := [pid for pid in workers if _running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert running == [], f"left running after the supervisor ended: {running}"
 

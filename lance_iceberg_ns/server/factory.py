@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -102,7 +103,7 @@ class DeadlineProtocolFactory:
 
 class Supervisor(Multiprocess):
     """uvicorn's supervisor of ``serve --workers N``, ending as one server process ends once its
-    workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM by that signal,
+    workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM or SIGQUIT by that signal,
     and when a worker could not build the app (uvicorn then stops every worker rather than start it
     again) with one line and exit 1. uvicorn's own returns as if the server had finished its work
     (exit 0)."""
@@ -129,6 +130,13 @@ class Supervisor(Multiprocess):
         self.stopped_by = self.stopped_by or signal.SIGTERM
         super().handle_term()
 
+    def handle_quit(self) -> None:
+        """SIGQUIT (Ctrl-\\) stops the server, as it stops one server process: uvicorn's supervisor
+        ignores it, and started again the workers that it had killed."""
+        self.stopped_by = self.stopped_by or signal.SIGQUIT
+        logging.getLogger("uvicorn.error").info("Received SIGQUIT, exiting.")  # as uvicorn says the others
+        self.should_exit.set()
+
     def end_as_stopped(self) -> None:
         """Raise what stopped it again, now that the workers are gone and the metrics cleaned up."""
         stopped_by = self.stopped_by or next((sig for sig in self.signal_queue if sig in STOPPING), None)
@@ -136,13 +144,15 @@ class Supervisor(Multiprocess):
             raise WorkerFailedToStart()
         if stopped_by == signal.SIGINT:
             raise KeyboardInterrupt
-        if stopped_by == signal.SIGTERM:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.raise_signal(signal.SIGTERM)
+        if stopped_by is not None:
+            if stopped_by == signal.SIGQUIT:  # the workers stopped cleanly: no core of this process to dump
+                resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+            signal.signal(stopped_by, signal.SIG_DFL)
+            signal.raise_signal(stopped_by)
 
 
 # The signals that stop the server; one still queued when a worker's failure stopped it wins.
-STOPPING = (signal.SIGINT, signal.SIGTERM)
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
 
 
 class WorkerFailedToStart(RuntimeError):
