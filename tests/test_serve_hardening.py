@@ -6,11 +6,14 @@ the other routes, an audit line naming what was acted on, and JSON logs that sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -160,6 +163,49 @@ def test_serve_in_process_leaves_the_environment_as_it_found_it(
     code, stderr = _serve(capsys, "--root", str(tmp_path))
     assert code == 5, stderr  # it got as far as waiting for the catalog
     assert own_environment == before
+
+
+def test_serve_with_workers_in_process_serves_stops_and_puts_back_what_it_set(
+    endpoint: str, warehouse: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --workers 2`` called in a process that goes on (a notebook, a test): its workers
+    answer, Ctrl-C (SIGINT to the process) stops it with exit 130, and then the process's
+    environment and signal handlers are as they were (the supervisor replaces the handlers, and
+    serving sets the variables its workers inherit)."""
+    from lance_iceberg_ns.cli import main
+    from lance_iceberg_ns.cli.serving import SERVING_VARIABLES
+
+    from .liveness import _free_port
+
+    for name in SERVING_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANCE_LOG", "warn")  # one set by the caller stays as it was
+    environment = {name: os.environ.get(name) for name in SERVING_VARIABLES}
+    stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
+    handlers = {sig: signal.getsignal(sig) for sig in stopping}
+    port, answers = _free_port(), []
+
+    def ask_then_interrupt() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(answers) < 4:
+            with contextlib.suppress(requests.RequestException), requests.Session() as fresh:
+                answer = fresh.post(f"http://127.0.0.1:{port}/v1/namespace/{warehouse}/exists", json={}, timeout=10)
+                answers.append(answer.status_code)
+                continue
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    asking = threading.Thread(target=ask_then_interrupt, daemon=True)
+    asking.start()
+    arguments = ["--endpoint", endpoint, "--root", str(tmp_path / "lance"), "--port", str(port), "--workers", "2"]
+    code = main(["serve", *arguments])
+    asking.join(10)
+    stderr = capsys.readouterr().err
+    assert answers == [200] * 4, stderr
+    assert code == 130, stderr
+    assert stderr.rstrip().endswith("interrupted"), stderr
+    assert {name: os.environ.get(name) for name in SERVING_VARIABLES} == environment
+    assert {sig: signal.getsignal(sig) for sig in stopping} == handlers
 
 
 @pytest.mark.parametrize(
