@@ -235,7 +235,19 @@ def check_properties(properties: Mapping[str, str] | None) -> Mapping[str, str] 
 def check_request_bounds(request: object) -> None:
     """Apply the bounds to a request model: its ``limit`` and ``properties``, every number in it
     (``NUMBER_BOUNDS``), its search texts and clauses, its durations, the window of a query and
-    the parameters of an index. Raises ``InvalidInputError``."""
+    the parameters of an index. Raises ``InvalidInputError``, also for a value past validation
+    that is no number at all where one belongs (a complex number, a fraction too large for a float)."""
+    try:
+        _check_request_bounds(request)
+    except InvalidInputError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as exc:  # OverflowError, decimal's errors among them
+        raise InvalidInputError(
+            f"The request holds a value that is not a number it can take ({type(exc).__name__})"
+        ) from None
+
+
+def _check_request_bounds(request: object) -> None:
     check_page_limit(getattr(request, "limit", None))
     check_properties(getattr(request, "properties", None))
     if isinstance(request, BaseModel):
@@ -280,10 +292,12 @@ class _Walk:
             value = value.item()
         if isinstance(value, BaseModel):
             self.model(value, nesting)
-        elif isinstance(value, bool | str):
+        elif isinstance(value, str) or (isinstance(value, bool) and name not in NUMBER_BOUNDS):
             return
-        elif isinstance(value, numbers.Real | Decimal):
+        elif is_number(value):  # a bool where a number belongs too: False is 0
             check_number(name, plain_number(value))
+        elif isinstance(value, numbers.Number):  # a complex number
+            raise InvalidInputError(f"{name} must be a real number, got {type(value).__name__}")
         elif isinstance(value, list | tuple) or hasattr(value, "tolist"):
             self.values(name, listed(value), nesting)
 
@@ -306,6 +320,12 @@ class _Walk:
 
 
 _LARGEST_WHOLE = Decimal(2**63)
+
+
+def is_number(value: Any) -> bool:
+    """A real number as Python holds one: an int, a float, a numpy scalar, a ``Decimal`` (which
+    is no ``numbers.Real``)."""
+    return isinstance(value, numbers.Real | Decimal)
 
 
 def plain_number(value: Any) -> Any:

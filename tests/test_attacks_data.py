@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import fractions
 import functools
 import resource
 import shutil
@@ -660,6 +661,39 @@ def test_decimals_past_validation_are_bounded_as_the_numbers_they_stand_for() ->
     limits.check_request_bounds(
         validated.model_copy(update={"upper_bound": decimal.Decimal("0.75"), "nprobes": decimal.Decimal("20")})
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("nprobes", fractions.Fraction(10**400, 3)),  # too large for a float: OverflowError
+        ("upper_bound", fractions.Fraction(-(10**400), 3)),
+        ("refine_factor", 1j),  # no real number: TypeError in the sums
+        ("ef", 2 + 0j),
+        ("minimum_nprobes", False),  # a bool where a number belongs is the number it stands for
+    ],
+)
+def test_values_past_validation_that_are_no_number_it_can_take_are_invalid_input(field: str, value: Any) -> None:
+    """Refused with InvalidInputError, never Python's own OverflowError or TypeError (the bounds
+    run before the operation's errors are translated)."""
+    from lance_namespace import QueryTableRequest
+
+    validated = QueryTableRequest(id=["t"], k=3, vector={"single_vector": [0.5] * 8})
+    with pytest.raises(InvalidInputError):
+        limits.check_request_bounds(validated.model_copy(update={field: value}))
+
+
+def test_a_bool_where_an_index_parameter_belongs_is_bounded_as_its_number() -> None:
+    """``num_sub_vectors=False`` past validation was no number to the bounds, and pylance failed
+    on it with an internal error (a division by zero)."""
+    from lance_namespace import CreateTableIndexRequest
+
+    request = CreateTableIndexRequest(id=["t"], column="vector", index_type="IVF_PQ")
+    for name in ("num_sub_vectors", "num_bits", "num_partitions"):
+        with pytest.raises(InvalidInputError, match=f"{name} must be between 1 and"):
+            limits.check_request_bounds(request.model_copy(update={name: False}))
+        with pytest.raises(InvalidInputError, match=f"{name} must be between 1 and"):
+            limits.check_request_bounds(request.model_copy(update={name: np.bool_(False)}))
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.int32, np.uint16, np.uint32])

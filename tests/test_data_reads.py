@@ -4,6 +4,7 @@ the same distances and scores; in process and through the REST server."""
 
 from __future__ import annotations
 
+import decimal
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -646,18 +647,24 @@ def test_duckdb_attaches_a_namespace_and_scans_and_searches_what_pylance_finds(
 
 
 def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> None:
-    """A request built in process may hold numpy scalars (a float subclass or not) or bools in its
-    vector: they are checked value by value, as before the plain-number fast path."""
+    """A request built in process may hold numpy scalars (a float subclass or not), bools or
+    Decimals in its vector: they are checked value by value, as before the plain-number fast path."""
     from lance_namespace import QueryTableRequest
 
     from lance_iceberg_ns.data.reads import _query_vector
 
     request = QueryTableRequest(id=["wh", "db", "t"], vector={"single_vector": [0.5, 0.25]}, k=1)
     vector: list[Any] = request.vector.single_vector  # type: ignore[union-attr,assignment]
-    for values in ([np.float32(0.25), np.float32(0.5)], [np.float64(0.25), 1], [True, 0.5], [np.uint64(2**64 - 1), 0]):
+    for values in (
+        [np.float32(0.25), np.float32(0.5)],
+        [np.float64(0.25), 1],
+        [True, 0.5],
+        [np.uint64(2**64 - 1), 0],
+        [decimal.Decimal("0.25"), decimal.Decimal(3)],
+    ):
         vector[:] = values  # edited in place, past the model's validation
         assert _query_vector(request).to_pylist() == [float(value) for value in values]  # type: ignore[union-attr]
-    for values in ([np.float32("nan")], [np.float64(1e39)], [np.float64("-inf"), 1.0]):
+    for values in ([np.float32("nan")], [np.float64(1e39)], [np.float64("-inf"), 1.0], [decimal.Decimal("NaN")]):
         vector[:] = values
         with pytest.raises(InvalidInputError, match="finite 32-bit floats"):
             _query_vector(request)

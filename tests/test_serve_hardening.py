@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -165,13 +167,29 @@ def test_serve_in_process_leaves_the_environment_as_it_found_it(
     assert own_environment == before
 
 
+@contextlib.contextmanager
+def _logging_kept() -> Iterator[None]:
+    """The process's logging as it was: ``serve`` configures it for itself, as a command does, and
+    here its handlers would write to the stream pytest captured for one test."""
+    loggers = [
+        logging.root,
+        *(each for each in logging.Logger.manager.loggerDict.values() if isinstance(each, logging.Logger)),
+    ]
+    kept = [(each, each.handlers[:], each.level, each.propagate, each.disabled) for each in loggers]
+    try:
+        yield
+    finally:
+        for each, handlers, level, propagate, disabled in kept:
+            each.handlers[:], each.level, each.propagate, each.disabled = handlers, level, propagate, disabled
+
+
 def test_serve_with_workers_in_process_serves_stops_and_puts_back_what_it_set(
     endpoint: str, warehouse: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``serve --workers 2`` called in a process that goes on (a notebook, a test): its workers
-    answer, Ctrl-C (SIGINT to the process) stops it with exit 130, and then the process's
-    environment and signal handlers are as they were (the supervisor replaces the handlers, and
-    serving sets the variables its workers inherit)."""
+    answer, Ctrl-C (SIGINT to the process) stops it with exit 130, its workers are gone and its
+    port free, and the process's environment and signal handlers are as they were (the supervisor
+    replaces the handlers, and serving sets the variables its workers inherit)."""
     from lance_iceberg_ns.cli import main
     from lance_iceberg_ns.cli.serving import SERVING_VARIABLES
 
@@ -184,26 +202,39 @@ def test_serve_with_workers_in_process_serves_stops_and_puts_back_what_it_set(
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
     handlers = {sig: signal.getsignal(sig) for sig in stopping}
     port, answers = _free_port(), []
+    returned, interrupting = threading.Event(), threading.Lock()
 
-    def ask_then_interrupt() -> None:
+    def ask_then_interrupt() -> None:  # never after serve returned: the SIGINT would end the test session
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(answers) < 4:
+        while time.monotonic() < deadline and len(answers) < 4 and not returned.is_set():
             with contextlib.suppress(requests.RequestException), requests.Session() as fresh:
                 answer = fresh.post(f"http://127.0.0.1:{port}/v1/namespace/{warehouse}/exists", json={}, timeout=10)
                 answers.append(answer.status_code)
                 continue
             time.sleep(0.2)
-        os.kill(os.getpid(), signal.SIGINT)
+        with interrupting:
+            if not returned.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
 
     asking = threading.Thread(target=ask_then_interrupt, daemon=True)
     asking.start()
     arguments = ["--endpoint", endpoint, "--root", str(tmp_path / "lance"), "--port", str(port), "--workers", "2"]
-    code = main(["serve", *arguments])
+    with _logging_kept():
+        try:
+            code = main(["serve", *arguments])
+        finally:
+            with interrupting:
+                returned.set()
     asking.join(10)
     stderr = capsys.readouterr().err
     assert answers == [200] * 4, stderr
     assert code == 130, stderr
     assert stderr.rstrip().endswith("interrupted"), stderr
+    assert multiprocessing.active_children() == []
+    with socket.socket() as listener:  # nothing listens there any more
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
     assert {name: os.environ.get(name) for name in SERVING_VARIABLES} == environment
     assert {sig: signal.getsignal(sig) for sig in stopping} == handlers
 

@@ -475,6 +475,25 @@ def test_ctrl_backslash_in_a_terminal_ends_a_server_with_workers(
     assert running == [], f"left running after the supervisor ended: {running}"
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigquit_ignored_where_the_server_started_is_ignored_by_it(
+    catalog_server: Any, tmp_path: Path, warehouse: str, workers: str
+) -> None:
+    """Started with SIGQUIT ignored, one server process goes on serving after a SIGQUIT, and so
+    does a supervisor of workers (which inherit the ignore)."""
+    ignore_quit = {"preexec_fn": lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN)}
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", workers], popen_options=ignore_quit
+    ) as served:
+        served.process.send_signal(signal.SIGQUIT)
+        for worker in _workers(served):
+            os.kill(worker, signal.SIGQUIT)
+        time.sleep(2)
+        with requests.Session() as fresh:
+            assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
+        assert served.alive()
+
+
 def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forever(
     catalog_server: Any, tmp_path: Path, warehouse: str
 ) -> None:

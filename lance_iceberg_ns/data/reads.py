@@ -8,7 +8,6 @@ error, these answer InvalidInput (``data.failures``).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
-from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window, listed
+from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window, is_number, listed, plain_number
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema
 DEFAULT_K = 10  # nearest neighbours when k is 0
@@ -105,8 +104,8 @@ def query_scanner(dataset: lance.LanceDataset, request: QueryTableRequest) -> la
 def _fit_float32(values: list[float]) -> bool:
     """Finite once searched with: pylance searches in float32, where 1e39 becomes infinity."""
     within = all_within(values, -FLOAT32_MAX, FLOAT32_MAX)
-    if within is None:  # not all plain ints and floats: numpy scalars, say, from a caller in process
-        return all(isinstance(value, numbers.Real) and abs(value) <= FLOAT32_MAX for value in values)
+    if within is None:  # not all plain ints and floats: numpy scalars or Decimals, say, from a caller in process
+        return all(is_number(value) and abs(plain_number(value)) <= FLOAT32_MAX for value in values)
     return within
 
 

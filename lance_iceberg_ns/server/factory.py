@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -132,7 +131,10 @@ class Supervisor(Multiprocess):
 
     def handle_quit(self) -> None:
         """SIGQUIT (Ctrl-\\) stops the server, as it stops one server process: uvicorn's supervisor
-        ignores it, and started again the workers that it had killed."""
+        ignores it, and started again the workers that it had killed. Unless it was ignored where
+        the server started, as one server process then ignores it."""
+        if self._host_handlers.get(signal.SIGQUIT) == signal.SIG_IGN:
+            return
         self.stopped_by = self.stopped_by or signal.SIGQUIT
         logging.getLogger("uvicorn.error").info("Received SIGQUIT, exiting.")  # as uvicorn says the others
         self.should_exit.set()
@@ -145,8 +147,6 @@ class Supervisor(Multiprocess):
         if stopped_by == signal.SIGINT:
             raise KeyboardInterrupt
         if stopped_by is not None:
-            if stopped_by == signal.SIGQUIT:  # the workers stopped cleanly: no core of this process to dump
-                resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
             signal.signal(stopped_by, signal.SIG_DFL)
             signal.raise_signal(stopped_by)
 
