@@ -425,6 +425,11 @@ def test_two_workers_serve_and_metrics_add_up_across_them(catalog_server: Any, t
     assert counted - _value(before, "lance_iceberg_ns_requests_total", operation="namespace_exists") == 20
 
 
+# SIGQUIT at its default in the server: a shell without job control (a CI script's ``cmd &``)
+# starts its background commands with SIGQUIT ignored, and the server then ignores it too.
+QUIT_HEARD: dict[str, Any] = {"preexec_fn": lambda: signal.signal(signal.SIGQUIT, signal.SIG_DFL)}
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGQUIT], ids=["SIGINT", "SIGTERM", "SIGQUIT"])
 def test_two_workers_end_as_one_server_process_ends(
     catalog_server: Any, tmp_path: Path, warehouse: str, stop: signal.Signals
@@ -433,7 +438,7 @@ def test_two_workers_end_as_one_server_process_ends(
     after Ctrl-C ``interrupted`` with exit 130, after SIGTERM or SIGQUIT by that signal (it exited
     0, as if the server had finished its work; SIGQUIT it ignored, and kept serving)."""
     with served_in_subprocess(
-        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"], popen_options=QUIT_HEARD
     ) as served:
         children = _children(served)
         served.process.send_signal(stop)
@@ -460,7 +465,7 @@ def test_ctrl_backslash_in_a_terminal_ends_a_server_with_workers(
         str(tmp_path),
         warehouse,
         extra_args=["--workers", "2"],
-        popen_options={"start_new_session": True},
+        popen_options={"start_new_session": True, **QUIT_HEARD},
     ) as served:
         workers = _workers(served)
         os.killpg(served.process.pid, signal.SIGQUIT)
