@@ -83,12 +83,29 @@ def test_benchmark_summary_parses_every_saved_output() -> None:
     rows = []
     for name, parse in run_all.BENCHMARKS.items():
         rows += parse((ROOT / "bench" / "results" / f"{name}.txt").read_text())
-    assert len(rows) == 26 and all(row.target for row in rows)
+    assert len(rows) == 27 and all(row.target for row in rows)
     # every row has a target, or is shown for information (the docs say why)
     assert all((row.met is None) == (row.target == "info") for row in rows)
     assert "targets met" in run_all.table(rows)
     # the saved summary the docs show is the one the saved outputs give (run_all.py --saved)
     assert (ROOT / "bench" / "results" / "summary.txt").read_text() == run_all.table(rows) + "\n"
+
+
+def test_a_spark_write_ratio_counts_only_from_a_run_whose_floor_held_its_pace() -> None:
+    """A run whose floor changed pace part-way puts the write under its floor without any change to
+    the bridge: the summary says that run was not steady."""
+    run_all = _run_all()
+    saved = (ROOT / "bench" / "results" / "spark_pipeline.txt").read_text()
+    floor_line = next(line for line in saved.splitlines() if line.startswith("floor: Spark -> Python"))
+
+    def steadiness(rounds: str) -> Any:
+        text = saved.replace(floor_line, f"floor: Spark -> Python, no write        4.53   ({rounds})")
+        return next(row for row in run_all.spark_pipeline(text) if row.figure.endswith("(steady)"))
+
+    changed_pace = steadiness("2.39, 4.18, 4.53, 4.56, 4.56")
+    assert not changed_pace.met and changed_pace.result == 1.91 and changed_pace.ours == "4.56 s"
+    one_pace = steadiness("2.43, 2.20, 2.21, 2.15, 2.10")
+    assert one_pace.met and one_pace.result == 1.16 and one_pace.baseline == "2.10 s"
 
 
 def test_the_rest_server_summary_row_is_the_time_the_server_adds() -> None:
