@@ -27,8 +27,9 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 
-from lance_iceberg_ns import IcebergLanceNamespace, round_trips
-from lance_iceberg_ns.atomic import write_together
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.catalog import round_trips
+from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.testing import local_catalog
 
 

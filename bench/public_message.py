@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from lance_iceberg_ns.errors import public_message
+from lance_iceberg_ns.errors.translation import public_message
 
 UNITS = ["a-", "/a", "a.", "a.B", " ", "\t ", 'File "', "at ", ", ", "a:", "<a", "aError.", "E(", "a.rs:1"]
 LINEAR_ENOUGH = 16  # a ratio above this (for 8 times the input) is not linear

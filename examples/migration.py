@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.demo import catalog_endpoint
-from lance_iceberg_ns.directory_import import import_directory
+from lance_iceberg_ns.jobs.directory_import import import_directory
 
 
 def example_directory() -> str:

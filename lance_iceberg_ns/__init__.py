@@ -12,13 +12,18 @@ it, the command line's ``--help`` say, loads neither pyarrow, pylance nor pyiceb
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from importlib.util import spec_from_loader
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from lance_iceberg_ns import registry
 
 if TYPE_CHECKING:
-    from lance_iceberg_ns.config import Settings
+    from lance_iceberg_ns.config.settings import Settings
     from lance_iceberg_ns.namespace import IcebergLanceNamespace, companion_table_schema
 
 __all__ = ["IcebergLanceNamespace", "Settings", "companion_table_schema", "__version__"]
@@ -26,7 +31,7 @@ __all__ = ["IcebergLanceNamespace", "Settings", "companion_table_schema", "__ver
 _LAZY = {
     "IcebergLanceNamespace": "lance_iceberg_ns.namespace",
     "companion_table_schema": "lance_iceberg_ns.namespace",
-    "Settings": "lance_iceberg_ns.config",
+    "Settings": "lance_iceberg_ns.config.settings",
 }
 
 
@@ -41,5 +46,31 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+# Modules that moved into sub-packages, importable by their earlier names too: each old name is the
+# same module object as the new one.
+MOVED_MODULES = {
+    "lance_iceberg_ns.adoption": "lance_iceberg_ns.jobs.adoption",
+    "lance_iceberg_ns.atomic": "lance_iceberg_ns.jobs.atomic",
+    "lance_iceberg_ns.directory_import": "lance_iceberg_ns.jobs.directory_import",
+    "lance_iceberg_ns.orphans": "lance_iceberg_ns.jobs.orphans",
+    "lance_iceberg_ns.planned_writes": "lance_iceberg_ns.jobs.planned_writes",
+    "lance_iceberg_ns.spark_source": "lance_iceberg_ns.spark.source",
+}
+
+
+class _MovedModules(MetaPathFinder, Loader):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> ModuleSpec | None:
+        return spec_from_loader(fullname, self) if fullname in MOVED_MODULES else None
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        return import_module(MOVED_MODULES[spec.name])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module ran when it was imported by its own name."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 registry.register_on_import()

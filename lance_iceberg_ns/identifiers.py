@@ -23,7 +23,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")

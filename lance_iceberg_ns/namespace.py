@@ -27,23 +27,24 @@ import lance_namespace as ln
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns import datasets, sources
-from lance_iceberg_ns.catalogs import BridgeRestCatalog
-from lance_iceberg_ns.companions import Companions, companion_table_schema
-from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.catalog.companions import Companions, companion_table_schema
+from lance_iceberg_ns.catalog.listing import ID_DELIMITER, TableListing
+from lance_iceberg_ns.catalog.namespaces import Namespaces
+from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
+from lance_iceberg_ns.config import sources
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.data.plane import DataPlane
-from lance_iceberg_ns.lifecycle import PurgableTable, TableStatus
-from lance_iceberg_ns.listing import ID_DELIMITER, TableListing
-from lance_iceberg_ns.locations import LocationPolicy
-from lance_iceberg_ns.namespaces import Namespaces
 from lance_iceberg_ns.operation import operation
-from lance_iceberg_ns.placement import Placement, Unregistered
-from lance_iceberg_ns.storage_options import StorageOptions
-from lance_iceberg_ns.tables import Tables
-from lance_iceberg_ns.trash import Trash
-from lance_iceberg_ns.versioning import Versions
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage.locations import LocationPolicy
+from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.tables.lifecycle import Tables
+from lance_iceberg_ns.tables.placement import Placement, Unregistered
+from lance_iceberg_ns.tables.tombstones import PurgableTable, TableStatus
+from lance_iceberg_ns.tables.trash import Trash
+from lance_iceberg_ns.versions.operations import Versions
 
 __all__ = ["ID_DELIMITER", "IcebergLanceNamespace", "as_namespace", "companion_table_schema"]
 
@@ -52,7 +53,7 @@ class IcebergLanceNamespace(LanceNamespace):
     """A Lance namespace whose tables are registered in an Iceberg REST catalog.
 
     Identifiers start with the warehouse: namespaces are ``[warehouse, ns...]``, tables
-    ``[warehouse, ns..., table]``. See ``lance_iceberg_ns.config`` for the properties.
+    ``[warehouse, ns..., table]``. See ``lance_iceberg_ns.config.settings`` for the properties.
     Raises ``InvalidInputError`` for invalid properties.
     """
 
@@ -175,7 +176,7 @@ class IcebergLanceNamespace(LanceNamespace):
         """Table locations and the proof of their ownership."""
         return self._placement
 
-    # --- namespaces (lance_iceberg_ns.namespaces, lance_iceberg_ns.listing) ---------------------
+    # --- namespaces (lance_iceberg_ns.catalog.namespaces, lance_iceberg_ns.catalog.listing) ---------------------
 
     @operation(ln.CreateNamespaceRequest)
     def create_namespace(self, request: ln.CreateNamespaceRequest) -> ln.CreateNamespaceResponse:
@@ -212,7 +213,7 @@ class IcebergLanceNamespace(LanceNamespace):
         """A page of every Lance table beneath a warehouse or namespace, as ids joined by ``$``."""
         return self._listing.all_tables(request, self._settings.warehouses)
 
-    # --- the table lifecycle (lance_iceberg_ns.tables) ------------------------------------------
+    # --- the table lifecycle (lance_iceberg_ns.tables.lifecycle) ------------------------------------------
 
     @operation(ln.DeclareTableRequest)
     def declare_table(self, request: ln.DeclareTableRequest) -> ln.DeclareTableResponse:
@@ -265,7 +266,7 @@ class IcebergLanceNamespace(LanceNamespace):
         TableAlreadyExistsError, InvalidInputError."""
         return self._tables.create(request, request_data)
 
-    # --- the trash (lance_iceberg_ns.trash) -----------------------------------------------------
+    # --- the trash (lance_iceberg_ns.tables.trash) -----------------------------------------------------
 
     @operation()
     def undrop_table(self, table_id: list[str]) -> TableStatus:
@@ -312,7 +313,7 @@ class IcebergLanceNamespace(LanceNamespace):
         """``exists``, ``soft_deleted`` (with ``deleted_at``) or ``not_found``."""
         return self._trash.status(table_id)
 
-    # --- versions (lance_iceberg_ns.versioning) -------------------------------------------------
+    # --- versions (lance_iceberg_ns.versions.operations) -------------------------------------------------
 
     @operation(ln.ListTableVersionsRequest)
     def list_table_versions(self, request: ln.ListTableVersionsRequest) -> ln.ListTableVersionsResponse:

@@ -13,9 +13,9 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import expressions
-from lance_iceberg_ns.errors import translated_errors
+from lance_iceberg_ns.errors.translation import translated_errors
 from lance_iceberg_ns.identifiers import in_default_namespace
 from lance_iceberg_ns.limits import check_request_bounds
 

@@ -43,13 +43,13 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import registry
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
-from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.ownership import Entry
-from lance_iceberg_ns.placement import owner_entry
+from lance_iceberg_ns.storage.locations import normalize_location
+from lance_iceberg_ns.storage.ownership import Entry
+from lance_iceberg_ns.tables.placement import owner_entry
 
 if TYPE_CHECKING:
-    from lance_iceberg_ns.catalogs import TableSummary
+    from lance_iceberg_ns.catalog.warehouses import TableSummary
 
 logger = logging.getLogger(__name__)
 

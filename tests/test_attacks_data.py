@@ -40,7 +40,7 @@ from pydantic import BaseModel
 
 from lance_iceberg_ns import limits
 from lance_iceberg_ns.data import expressions, ipc
-from lance_iceberg_ns.errors import is_panic, translated_errors
+from lance_iceberg_ns.errors.translation import is_panic, translated_errors
 
 from .helpers import files_under
 from .helpers import ipc as ipc_stream

@@ -26,7 +26,7 @@ import requests
 from lance_namespace import LanceNamespace
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.errors import public_message
+from lance_iceberg_ns.errors.translation import public_message
 
 from .helpers import ipc, other_client
 from .liveness import ServedProcess, answered_while, served_in_subprocess
@@ -333,7 +333,7 @@ STATIC = {
 
 
 def test_callers_see_only_allowlisted_options_and_no_url_with_a_user() -> None:
-    from lance_iceberg_ns.storage_options import StorageOptions
+    from lance_iceberg_ns.storage.options import StorageOptions
 
     signed = {"azure_storage_endpoint": f"https://acct.blob.example/?sv=1&sig={PROXY_TOKEN}"}
     options = StorageOptions({**{key.removeprefix("storage."): value for key, value in STATIC.items()}, **signed})
@@ -343,7 +343,7 @@ def test_callers_see_only_allowlisted_options_and_no_url_with_a_user() -> None:
 
 
 def test_every_static_storage_value_not_allowlisted_is_redacted() -> None:
-    from lance_iceberg_ns.config import Settings
+    from lance_iceberg_ns.config.settings import Settings
 
     settings = Settings.from_properties({"endpoint": "https://svc:pa55word@catalog.example", **STATIC})
     text = " ".join(value for value in STATIC.values()) + " https://svc:pa55word@catalog.example"
@@ -538,9 +538,9 @@ def test_serve_on_port_0_prints_the_port_it_listens_on(catalog_server: Any, tmp_
 
 
 def test_the_protect_help_names_every_protection_property() -> None:
+    from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
     from lance_iceberg_ns.cli import main
     from lance_iceberg_ns.cli.engine_commands import tables_protect
-    from lance_iceberg_ns.companions import ENGINE_PROTECTION
 
     assert main(["tables", "protect", "--help"]) == 0
     help_text = " ".join((tables_protect.help or "").split())

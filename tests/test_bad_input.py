@@ -34,10 +34,10 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace, cli
-from lance_iceberg_ns.errors import http_status_for
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
+from lance_iceberg_ns.errors.translation import http_status_for
 from lance_iceberg_ns.limits import MAX_PAGE_LIMIT, MAX_PROPERTIES, MAX_PROPERTY_KEY_BYTES, MAX_PROPERTY_VALUE_BYTES
 from lance_iceberg_ns.server import RunningServer, serve_in_background
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 from .helpers import other_client
 from .stubs import StatusStubServer

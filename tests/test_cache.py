@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, ManagedState
 from lance_iceberg_ns.identifiers import parse_table_id
-from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, ManagedState
 
 
 class Clock:

@@ -20,10 +20,11 @@ import requests
 from lance_namespace import CreateTableRequest, RegisterTableRequest
 from lance_namespace.errors import InternalError, PermissionDeniedError, TableNotFoundError
 
-from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema, ownership
+from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
 from lance_iceberg_ns.data import writes
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone
-from lance_iceberg_ns.ownership import MARKER
+from lance_iceberg_ns.storage import ownership
+from lance_iceberg_ns.storage.ownership import MARKER
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone
 
 from .helpers import files_under, ipc, other_client
 from .scene import Scene

@@ -20,7 +20,7 @@ import requests
 from lance_namespace import CreateNamespaceRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.directory_import import copy_location
+from lance_iceberg_ns.jobs.directory_import import copy_location
 from tests.test_cli import Cli
 
 HEAVY = ("pyarrow", "lance", "pyiceberg", "fastapi", "uvicorn", "pyspark", "lance_namespace", "rich")

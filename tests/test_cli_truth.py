@@ -20,7 +20,7 @@ import pytest
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.cli.data_commands import INDEX_PARAMETERS, SCALAR_INDEX_TYPES
 from lance_iceberg_ns.data.indices import SCALAR_TYPES, TOKENIZER_FIELDS, VECTOR_FIELDS, VECTOR_TYPES
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone
 from lance_iceberg_ns.testing import local_catalog
 
 from .helpers import other_client

@@ -10,7 +10,7 @@ import pytest
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.sources import environment_properties, pyiceberg_catalog_properties, resolve_properties
+from lance_iceberg_ns.config.sources import environment_properties, pyiceberg_catalog_properties, resolve_properties
 
 
 @pytest.fixture

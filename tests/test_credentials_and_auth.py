@@ -17,7 +17,7 @@ from lance_namespace import DescribeTableRequest, ListNamespacesRequest
 from lance_namespace.errors import UnauthenticatedError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.credentials import best_credential, lance_storage_options, vended_storage_options
+from lance_iceberg_ns.storage.credentials import best_credential, lance_storage_options, vended_storage_options
 from lance_iceberg_ns.testing import LocalCatalog, VendedCredentials, local_catalog
 
 from .conftest import RequestCounter

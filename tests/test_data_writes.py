@@ -29,9 +29,9 @@ from lance_namespace.errors import (
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.managed import VERSION_KEY
 from lance_iceberg_ns.server import RunningServer
-from lance_iceberg_ns.versions import version_of_manifest
+from lance_iceberg_ns.versions.managed import VERSION_KEY
+from lance_iceberg_ns.versions.manifests import version_of_manifest
 
 from .helpers import create_plain_iceberg_table, files_under, ipc
 

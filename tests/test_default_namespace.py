@@ -16,7 +16,7 @@ from lance_namespace import CreateNamespaceRequest, ListNamespacesRequest, ListT
 from lance_namespace.errors import ErrorCode, InvalidInputError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.server import RunningServer
 
 from .liveness import ServedProcess, served_in_subprocess

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from lance_iceberg_ns.cli import cli
-from lance_iceberg_ns.config import KNOWN_KEYS
+from lance_iceberg_ns.config.settings import KNOWN_KEYS
 
 from .helpers import script_module
 

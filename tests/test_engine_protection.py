@@ -22,8 +22,8 @@ from lance_namespace.errors import InvalidInputError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.catalogs import BridgeRestCatalog
-from lance_iceberg_ns.companions import ENGINE_PROTECTION
+from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
+from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 from lance_iceberg_ns.testing.build import HC5_RELOCATION, _relocate_names
 
 from .helpers import catalog_state, create_plain_iceberg_table, files_under, ipc, other_client, write_values

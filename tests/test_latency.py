@@ -21,8 +21,8 @@ import requests
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, ListNamespacesRequest, ListTablesRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.catalogs import connection_pool_size
-from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns.catalog.warehouses import connection_pool_size
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.testing import LocalCatalog, local_catalog
 
 from .conftest import RequestCounter

@@ -12,7 +12,9 @@ import lance
 import pyarrow as pa
 import pytest
 
-from lance_iceberg_ns import IcebergLanceNamespace, managed, versions
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.versions import managed
+from lance_iceberg_ns.versions import manifests as versions
 
 from .conftest import RequestCounter
 

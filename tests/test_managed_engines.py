@@ -18,8 +18,8 @@ import requests
 from lance_namespace.errors import InvalidTableStateError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.adoption import adopt_versions_written_by_location, refuse_if_written_by_location
-from lance_iceberg_ns.atomic import write_together
+from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location, refuse_if_written_by_location
+from lance_iceberg_ns.jobs.atomic import write_together
 
 from .helpers import ipc, stage_manifest
 
@@ -107,7 +107,7 @@ def test_a_version_another_writer_committed_through_the_catalog_is_no_write_by_l
     """The final manifest of another writer's version is on disk only after the catalog has it: a
     write that loaded the table just before another writer committed asks the catalog again
     rather than taking that version for a write by location."""
-    import lance_iceberg_ns.managed as managed
+    import lance_iceberg_ns.versions.managed as managed
 
     table_id = [*db, "events"]
     lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id)
@@ -171,7 +171,7 @@ def test_the_spark_data_source_reads_the_version_the_catalog_names_after_each_ap
 
     if int(pyspark.__version__.split(".")[0]) < 4:
         pytest.skip("Python data sources arrived in PySpark 4")
-    from lance_iceberg_ns.spark_source import register_lance_data_source
+    from lance_iceberg_ns.spark.source import register_lance_data_source
 
     register_lance_data_source(spark)
     table_id = [*db, "events"]
@@ -374,7 +374,7 @@ def test_a_version_committed_through_the_catalog_after_the_table_was_loaded_is_n
     from lance_namespace import CreateTableVersionRequest
 
     from lance_iceberg_ns.identifiers import parse_table_id
-    from lance_iceberg_ns.managed import latest_version
+    from lance_iceberg_ns.versions.managed import latest_version
 
     table_id = [*db, "events"]
     location = lance.write_dataset(_rows(0, 1), namespace_client=managed_ns, table_id=table_id).uri

@@ -22,11 +22,12 @@ from lance_namespace.errors import (
     InvalidTableStateError,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace, finalizing
-from lance_iceberg_ns.adoption import adopt_versions_written_by_location
-from lance_iceberg_ns.atomic import write_together
-from lance_iceberg_ns.data.failures import pylance_failures
-from lance_iceberg_ns.versions import manifest_name
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.errors.pylance import pylance_failures
+from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.jobs.atomic import write_together
+from lance_iceberg_ns.versions import finalizing
+from lance_iceberg_ns.versions.manifests import manifest_name
 
 from .helpers import ipc, other_client, stage_manifest
 

@@ -15,9 +15,10 @@ import pytest
 from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns import IcebergLanceNamespace, finalizing, managed
-from lance_iceberg_ns.managed import VERSION_KEY
-from lance_iceberg_ns.versions import manifest_name
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.versions import finalizing, managed
+from lance_iceberg_ns.versions.managed import VERSION_KEY
+from lance_iceberg_ns.versions.manifests import manifest_name
 
 from .helpers import other_client, stage_manifest
 

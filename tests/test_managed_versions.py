@@ -25,12 +25,14 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from lance_iceberg_ns import IcebergLanceNamespace, managed, versioning
-from lance_iceberg_ns.adoption import adopt_versions_written_by_location
-from lance_iceberg_ns.atomic import write_together
-from lance_iceberg_ns.managed import MANIFEST_KEY, VERSION_KEY
-from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
-from lance_iceberg_ns.versions import manifest_name, version_of_manifest
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.jobs.atomic import write_together
+from lance_iceberg_ns.jobs.orphans import find_orphan_files, remove_orphan_files
+from lance_iceberg_ns.versions import managed
+from lance_iceberg_ns.versions import operations as versioning
+from lance_iceberg_ns.versions.managed import MANIFEST_KEY, VERSION_KEY
+from lance_iceberg_ns.versions.manifests import manifest_name, version_of_manifest
 
 from .helpers import ipc, other_client, stage_manifest
 
@@ -235,7 +237,7 @@ def test_atomic_commit_stages_its_tables_side_by_side(
 ) -> None:
     """After each declined commit pylance pauses to check whether it landed: the tables of one
     atomic commit are staged at once, so that a commit of N tables does not wait N times."""
-    from lance_iceberg_ns import atomic
+    from lance_iceberg_ns.jobs import atomic
 
     every_table_staging = threading.Barrier(3, timeout=60)  # broken if the tables were staged one by one
     staged_alone = atomic.stage
@@ -269,7 +271,7 @@ def test_atomic_commit_naming_a_table_twice_writes_nothing(managed_ns: IcebergLa
 
 
 def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
-    from lance_iceberg_ns.atomic import StagingNamespace, publish, stage
+    from lance_iceberg_ns.jobs.atomic import StagingNamespace, publish, stage
 
     orders, lines = [*db, "orders"], [*db, "lines"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
@@ -296,7 +298,7 @@ def test_an_atomic_commit_is_staged_without_lance_warnings(endpoint: str, lance_
     script = f"""
 import pyarrow as pa
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.atomic import write_together
+from lance_iceberg_ns.jobs.atomic import write_together
 tables = [{[*db, "one"]!r}, {[*db, "two"]!r}]
 with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}, table_version_management="true") as ns:
     write_together(ns, [(t, pa.table({{"id": [1]}}), "create") for t in tables])
@@ -435,7 +437,7 @@ def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_no
 def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(
     managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lance_iceberg_ns import atomic
+    from lance_iceberg_ns.jobs import atomic
 
     orders, lines = [*db, "orders"], [*db, "lines"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])

@@ -21,7 +21,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.catalogs import _Answer
+from lance_iceberg_ns.catalog.warehouses import _Answer
 
 
 def test_create_namespace_returns_its_properties(ns: IcebergLanceNamespace, warehouse: str) -> None:

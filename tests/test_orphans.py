@@ -13,7 +13,7 @@ import pytest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.orphans import find_orphan_files, remove_orphan_files
+from lance_iceberg_ns.jobs.orphans import find_orphan_files, remove_orphan_files
 
 
 def _uncommitted_fragment(location: str, storage_options: dict[str, str] | None = None) -> list[str]:

@@ -24,8 +24,8 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
-from lance_iceberg_ns.locations import LocationPolicy, normalize_location, overlaps
-from lance_iceberg_ns.ownership import MARKER
+from lance_iceberg_ns.storage.locations import LocationPolicy, normalize_location, overlaps
+from lance_iceberg_ns.storage.ownership import MARKER
 
 from .helpers import catalog_state, files_under, other_client
 from .helpers import write_values as _write
@@ -119,7 +119,7 @@ def test_default_locations_escape_names_and_stay_under_an_object_store_root() ->
 
 
 def test_table_uris_escape_names_so_a_client_decoding_them_stays_put(tmp_path: Path) -> None:
-    from lance_iceberg_ns.datasets import table_uri
+    from lance_iceberg_ns.storage.datasets import table_uri
 
     uri = table_uri(f"{tmp_path}/%2e%2e/%2e%2e/t.lance")
     assert uri == f"file://{tmp_path}/%252e%252e/%252e%252e/t.lance"
@@ -380,7 +380,7 @@ def test_request_properties_cannot_move_the_catalogs_files(ns: IcebergLanceNames
 def test_import_directory_copies_a_source_outside_the_root_and_widens_nothing(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.directory_import import COPIED, import_directory
+    from lance_iceberg_ns.jobs.directory_import import COPIED, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "events.lance"))
@@ -396,7 +396,7 @@ def test_import_directory_copies_a_source_outside_the_root_and_widens_nothing(
 def test_import_directory_copies_nothing_into_a_place_another_client_declared_first(
     ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path, tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.directory_import import ALREADY_REGISTERED, CONFLICT, copy_location, import_directory
+    from lance_iceberg_ns.jobs.directory_import import ALREADY_REGISTERED, CONFLICT, copy_location, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1, 2]}), str(source / "secret.lance"))
@@ -419,7 +419,7 @@ def test_import_directory_copies_nothing_into_a_place_another_client_declared_fi
 def test_import_directory_copies_nothing_over_files_in_its_place(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.directory_import import CONFLICT, copy_location, import_directory
+    from lance_iceberg_ns.jobs.directory_import import CONFLICT, copy_location, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
@@ -434,7 +434,7 @@ def test_import_directory_copies_nothing_over_files_in_its_place(
 def test_an_import_whose_name_another_client_takes_meanwhile_is_a_conflict(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lance_iceberg_ns.directory_import import CONFLICT, copy_location, import_directory
+    from lance_iceberg_ns.jobs.directory_import import CONFLICT, copy_location, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
@@ -455,8 +455,8 @@ def test_an_import_whose_name_another_client_takes_meanwhile_is_a_conflict(
 def test_a_failed_import_copy_takes_back_only_what_it_wrote(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lance_iceberg_ns import directory_import
-    from lance_iceberg_ns.directory_import import copy_location, import_directory
+    from lance_iceberg_ns.jobs import directory_import
+    from lance_iceberg_ns.jobs.directory_import import copy_location, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
@@ -490,7 +490,7 @@ def test_import_directory_skips_a_table_directory_that_links_elsewhere(
 
     import lance.namespace
 
-    from lance_iceberg_ns.directory_import import SKIPPED, import_directory
+    from lance_iceberg_ns.jobs.directory_import import SKIPPED, import_directory
 
     victim = _write(ns, [*db, "payroll"], [42])
     source = tmp_path / "directory"
@@ -514,7 +514,7 @@ def test_import_directory_skips_a_table_directory_that_links_elsewhere(
 
 @pytest.mark.parametrize("scheme", ["", "file://"], ids=["path", "file_uri"])  # V2 directories name file:// URIs
 def test_import_directory_copies_no_file_that_resolves_outside_its_table(tmp_path: Path, scheme: str) -> None:
-    from lance_iceberg_ns.directory_import import copy_dataset
+    from lance_iceberg_ns.jobs.directory_import import copy_dataset
 
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -535,7 +535,7 @@ def test_import_directory_follows_no_link_swapped_in_after_its_checks(
 ) -> None:
     """A file or directory replaced by a symbolic link between the listing's checks and the copy
     is not followed: each file is opened one component at a time, none of them a link."""
-    from lance_iceberg_ns import directory_import
+    from lance_iceberg_ns.jobs import directory_import
 
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -560,7 +560,7 @@ def test_import_directory_copies_around_a_file_swapped_for_a_pipe_or_directory(
     a writer; a directory would abort it: either is left out, like a link."""
     import threading
 
-    from lance_iceberg_ns import directory_import
+    from lance_iceberg_ns.jobs import directory_import
 
     source = tmp_path / "directory" / "t.lance"
     lance.write_dataset(pa.table({"v": [1]}), str(source))
@@ -592,8 +592,8 @@ def test_import_directory_copies_around_a_file_swapped_for_a_pipe_or_directory(
 def test_a_copy_failing_part_way_through_a_file_takes_that_file_back(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lance_iceberg_ns import directory_import
-    from lance_iceberg_ns.directory_import import copy_location, import_directory
+    from lance_iceberg_ns.jobs import directory_import
+    from lance_iceberg_ns.jobs.directory_import import copy_location, import_directory
 
     source = tmp_path / "directory"
     lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))

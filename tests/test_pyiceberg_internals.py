@@ -1,4 +1,4 @@
-"""The private names of pyiceberg the bridge borrows (lance_iceberg_ns.pyiceberg_internals) exist
+"""The private names of pyiceberg the bridge borrows (lance_iceberg_ns.catalog.pyiceberg_internals) exist
 in the installed release, and the check names the one a release moved or renamed."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.rest.auth import OAuth2TokenProvider
 
-from lance_iceberg_ns import IcebergLanceNamespace, pyiceberg_internals
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.catalog import pyiceberg_internals
 
 PACKAGE = Path(pyiceberg_internals.__file__).parent
 

@@ -214,7 +214,7 @@ def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
     bridge's look and its write. The insert then appends to it and the merge-insert merges into it
     (Lance refuses the bridge's "create"), and create_table writes over it as the next version, as
     it would have."""
-    from lance_iceberg_ns import datasets
+    from lance_iceberg_ns.storage import datasets
 
     table_id = [*db, f"made_elsewhere_{operation}"]
     location = ns.declare_table(DeclareTableRequest(id=table_id)).location

@@ -21,9 +21,10 @@ import pyarrow as pa
 import pytest
 from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
-from lance_iceberg_ns import IcebergLanceNamespace, datasets
-from lance_iceberg_ns.config import Settings
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import opening
+from lance_iceberg_ns.storage import datasets
 
 from .conftest import RequestCounter
 from .helpers import ipc, write_values

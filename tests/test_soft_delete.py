@@ -20,7 +20,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, Tombstone, parse_duration
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone, parse_duration
 
 from .conftest import RequestCounter
 from .helpers import other_client

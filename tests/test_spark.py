@@ -179,7 +179,7 @@ needs_spark4 = pytest.mark.skipif(
 @pytest.fixture
 def lance_format(spark: SparkSession) -> SparkSession:
     """The session with ``format("lance")`` registered."""
-    from lance_iceberg_ns.spark_source import register_lance_data_source
+    from lance_iceberg_ns.spark.source import register_lance_data_source
 
     register_lance_data_source(spark)
     return spark
@@ -385,7 +385,7 @@ def test_views_of_a_dropped_table_go_at_the_next_registration(
     assert register_lance_views(spark, ns, db) == ["kept", "renamed_now"]
     views = {row.name for row in spark.catalog.listTables() if row.isTemporary}
     assert {"kept", "renamed_now", "unrelated"} <= views and not {"dropped", "renamed"} & views
-    from lance_iceberg_ns.spark import _placeholder_name  # Spark 4.3: a view's table in the session catalog
+    from lance_iceberg_ns.spark.views import _placeholder_name  # Spark 4.3: a view's table in the session catalog
 
     assert not any(spark.catalog.tableExists(_placeholder_name(spark, view)) for view in ("dropped", "renamed"))
 

@@ -7,11 +7,11 @@ import struct
 import pytest
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.config import Settings, looks_secret
-from lance_iceberg_ns.errors import public_message
+from lance_iceberg_ns.catalog.listing import is_lance_table, shared_table_types
+from lance_iceberg_ns.config.settings import Settings, looks_secret
+from lance_iceberg_ns.errors.translation import public_message
 from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
 from lance_iceberg_ns.limits import check_page_limit, check_properties
-from lance_iceberg_ns.listing import is_lance_table, shared_table_types
 from lance_iceberg_ns.paging import page_after, take_page
 from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, JACKSON_RELOCATION, PARQUET_JACKSON, _relocate_names
 
@@ -191,7 +191,7 @@ def test_read_batches_are_large_but_wide_rows_get_fewer() -> None:
 def test_rows_reach_lances_writer_in_batches_of_a_few_megabytes() -> None:
     import pyarrow as pa
 
-    from lance_iceberg_ns.datasets import WRITE_BATCH_BYTES, in_write_batches, write_reader
+    from lance_iceberg_ns.storage.datasets import WRITE_BATCH_BYTES, in_write_batches, write_reader
 
     small = pa.table({"id": pa.array(range(1_200_000), pa.int64())}).to_batches(max_chunksize=1_000)  # 8 kB each
     joined = list(in_write_batches(small))

@@ -18,7 +18,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.versions import version_of_manifest
+from lance_iceberg_ns.versions.manifests import version_of_manifest
 
 from .helpers import ipc
 

@@ -74,7 +74,7 @@ class CliState:
     def resolved(self) -> dict[str, str]:
         """The bridge properties from every source; an unknown key is a usage error."""
         from lance_iceberg_ns.cli.feedback import check_property_keys
-        from lance_iceberg_ns.sources import resolve_properties
+        from lance_iceberg_ns.config.sources import resolve_properties
 
         explicit = {**self.properties, "endpoint": self.endpoint, "root": self.root}
         properties = resolve_properties({k: v for k, v in explicit.items() if v is not None}, catalog=self.catalog)

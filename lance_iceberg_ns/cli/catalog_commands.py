@@ -342,7 +342,7 @@ def tables_undrop(table_id: str) -> None:
 
 
 def _cutoff(older_than: str | None) -> datetime | None:
-    from lance_iceberg_ns.lifecycle import parse_duration
+    from lance_iceberg_ns.tables.tombstones import parse_duration
 
     if older_than is None:
         return None

@@ -175,7 +175,7 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
     """Delete data files no version references (left by failed or speculative task attempts).
     Says what it deleted and what it kept as too young (written within --older-than: a write may
     still be running, so keeping them is the purpose of the cut-off, not a failure)."""
-    from lance_iceberg_ns.orphans import remove_orphan_files
+    from lance_iceberg_ns.jobs.orphans import remove_orphan_files
 
     state = _state()
     with working(f"scanning {table_id} for orphan files", state.as_json) as watch:
@@ -206,7 +206,7 @@ def import_directory_command(directory: str, into: str, dry_run: bool, storage: 
     as a copy in the root (the source is left as it was). Safe to re-run."""
     from rich.progress import Progress
 
-    from lance_iceberg_ns.directory_import import CONFLICT, import_directory
+    from lance_iceberg_ns.jobs.directory_import import CONFLICT, import_directory
 
     state = _state()
     root = state.root_for("import-directory")  # tables outside it and allowed_locations are copied into it

@@ -13,7 +13,7 @@ class _ProtectCommand(click.Command):
     companions, which the command line loads only when a command runs)."""
 
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from lance_iceberg_ns.companions import ENGINE_PROTECTION
+        from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
 
         protection = ", ".join(f"{key}={value}" for key, value in ENGINE_PROTECTION.items())
         self.help = (self.help or "").replace("{protection}", protection)
@@ -26,8 +26,8 @@ def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
     """Keep Iceberg engines off the Lance tables of WAREHOUSE (or of each NAMESPACE of it, and
     beneath; soft-deleted ones too): {protection} where missing.
     Tables declared since this protection existed have it; plain Iceberg tables are never touched."""
-    from lance_iceberg_ns.companions import ENGINE_PROTECTION
-    from lance_iceberg_ns.errors import translated_errors
+    from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
+    from lance_iceberg_ns.errors.translation import translated_errors
     from lance_iceberg_ns.identifiers import parse_namespace_id
 
     state = _state()

@@ -19,7 +19,7 @@ EXIT_SKIPPED = 1  # the work ran but left something undone; what and why are in 
 def check_property_keys(properties: Mapping[str, Any]) -> None:
     """A key the bridge would only warn about and ignore (``rot=``) is a usage error, with the
     nearest known key as a hint: a typo must not pass for a setting."""
-    from lance_iceberg_ns.config import ICEBERG_PREFIX, KNOWN_KEYS, STORAGE_PREFIX
+    from lance_iceberg_ns.config.settings import ICEBERG_PREFIX, KNOWN_KEYS, STORAGE_PREFIX
 
     for key in properties:
         if key in KNOWN_KEYS or _prefixed(key, STORAGE_PREFIX) or _prefixed(key, ICEBERG_PREFIX):

@@ -112,7 +112,7 @@ def _public(message: str, debug: bool) -> str:
     install paths), unless ``--debug`` asked for all of it."""
     if debug:
         return _one_line(message)
-    from lance_iceberg_ns.errors import public_message
+    from lance_iceberg_ns.errors.translation import public_message
 
     return _one_line(public_message(message))
 

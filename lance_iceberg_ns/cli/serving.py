@@ -49,7 +49,7 @@ def _load_config_file(ctx: click.Context, param: click.Parameter, path: str | No
     (never its value). Nothing is written to the environment, so no worker or subprocess inherits
     a secret from it: serve options become click defaults (a flag or a variable still wins), the
     bridge's ``LANCE_ICEBERG_*`` properties join the explicit ones unless a variable sets them."""
-    from lance_iceberg_ns.sources import CATALOG_VARIABLE
+    from lance_iceberg_ns.config.sources import CATALOG_VARIABLE
 
     if not path:
         return path
@@ -116,7 +116,7 @@ def _bridge_property(
 ) -> dict[str, str]:
     """The bridge property a ``LANCE_ICEBERG_*`` line sets; an unknown one is a usage error."""
     from lance_iceberg_ns.cli.feedback import check_property_keys
-    from lance_iceberg_ns.sources import environment_properties
+    from lance_iceberg_ns.config.sources import environment_properties
 
     found = environment_properties({name: value})
     try:
@@ -334,7 +334,7 @@ def wait_for_catalog(settings: Any, shown_endpoint: str, seconds: float) -> None
     """Return once the catalog answers ``/v1/config``; ServiceUnavailable after ``seconds``."""
     from lance_namespace.errors import ServiceUnavailableError
 
-    from lance_iceberg_ns.config import Settings
+    from lance_iceberg_ns.config.settings import Settings
     from lance_iceberg_ns.server.health import CatalogProbe
 
     if seconds <= 0:
@@ -423,7 +423,7 @@ def run_server(settings: Any, shown_endpoint: str, state: CliState, options: dic
 
 
 def _shown_root(settings: Any) -> str:
-    from lance_iceberg_ns.config import Settings
+    from lance_iceberg_ns.config.settings import Settings
 
     bridge = Settings.from_properties(settings.properties)
     return bridge.redact(bridge.root)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from lance_iceberg_ns.ownership import Entry
+from lance_iceberg_ns.storage.ownership import Entry
 
 # When the request a read serves arrived (``time.monotonic()``). The server sets it before the
 # request waits for a data thread; unset, a read arrives as it starts. The catalog's answer to a

@@ -23,7 +23,7 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError, TableIndexNotFoundError
 from lance_namespace_urllib3_client.models import IndexContent
 
-from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.paging import page_of
 
 # The reference's names of each index type → pylance's.

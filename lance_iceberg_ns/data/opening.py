@@ -57,11 +57,11 @@ import pyarrow as pa
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, PermissionDeniedError
 
-from lance_iceberg_ns import datasets
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import ResolvedTable, request_arrived
-from lance_iceberg_ns.data.failures import state_refused
-from lance_iceberg_ns.ownership import Entry
+from lance_iceberg_ns.errors.pylance import state_refused
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage.ownership import Entry
 
 K = TypeVar("K")
 T = TypeVar("T")

@@ -66,11 +66,11 @@ from lance_namespace import (
 )
 from lance_namespace.errors import ConcurrentModificationError, PermissionDeniedError
 
-from lance_iceberg_ns import datasets
 from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.request_rules import refuse_branch
+from lance_iceberg_ns.storage import datasets
 
 T = TypeVar("T")
 Resolve = Callable[[Sequence[str], bool], ResolvedTable]  # (table id, writing) → the live table

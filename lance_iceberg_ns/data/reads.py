@@ -19,8 +19,8 @@ from lance_namespace import GetTableStatsResponse, QueryTableRequest
 from lance_namespace.errors import InvalidInputError
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary, FtsQuery, MatchQuery
 
-from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.ipc import QueryAnswer, to_ipc_file
+from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.limits import FLOAT32_MAX, all_within, check_query_window, is_number, listed, plain_number
 
 DEFAULT_VECTOR_COLUMN = "vector"  # the spec's default, as the reference: not inferred from the schema

@@ -10,7 +10,7 @@ import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
-from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.limits import MAX_VECTOR_DIMENSION
 
 MAX_TYPE_NESTING = 32  # lists within lists in one data_type: deeper is no column anyone stores

@@ -25,7 +25,7 @@ from lance_namespace.errors import (
 )
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
-from lance_iceberg_ns.data.failures import RefKind, pylance_failures
+from lance_iceberg_ns.errors.pylance import RefKind, pylance_failures
 from lance_iceberg_ns.paging import page_of
 
 DEFAULT_PAGE_SIZE = 1000

@@ -22,11 +22,11 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.data import ResolvedTable
-from lance_iceberg_ns.data.failures import pylance_failures
 from lance_iceberg_ns.data.opening import OpenDatasets
-from lance_iceberg_ns.datasets import dataset_exists
+from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.limits import duration_seconds
 from lance_iceberg_ns.request_rules import parse_mode
+from lance_iceberg_ns.storage.datasets import dataset_exists
 
 INSERT_MODES = ("append", "overwrite")
 

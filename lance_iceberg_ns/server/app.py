@@ -167,7 +167,7 @@ def _catalog_probe(
     """What ``/readyz`` asks: the bridge's catalog (None for another namespace: nothing to ask).
     The bridge's secrets are registered for redaction from the server's log lines on the way."""
     from lance_iceberg_ns import IcebergLanceNamespace
-    from lance_iceberg_ns.config import Settings
+    from lance_iceberg_ns.config.settings import Settings
 
     if properties is not None:
         settings = Settings.from_properties(properties)

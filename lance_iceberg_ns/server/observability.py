@@ -5,7 +5,7 @@ log line, and an audit line for every operation that changes something.
 request is named by its Lance operation (``describe_table``), found from its method and path in
 ``routes.ROUTES``, never by its raw path: metric labels stay bounded whatever paths clients send
 (an unknown path is ``unknown``). Catalog round trips are counted as the bridge reports them
-(``lance_iceberg_ns.round_trips``).
+(``lance_iceberg_ns.catalog.round_trips``).
 
 With several worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` (``serve --workers`` does) and
 ``/metrics`` adds up every worker's counts (prometheus-client's multiprocess mode).
@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lance_iceberg_ns import round_trips
+from lance_iceberg_ns.catalog import round_trips
 from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER
 from lance_iceberg_ns.server.guard import bearer_token
 from lance_iceberg_ns.server.health import PROBE_TIMEOUT_SECONDS

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
-from lance_iceberg_ns.errors import http_status_for, is_panic, public_message
+from lance_iceberg_ns.errors.translation import http_status_for, is_panic, public_message
 
 logger = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from lance_namespace.errors import (
     TableNotFoundError,
 )
 
-from lance_iceberg_ns import datasets
-from lance_iceberg_ns.adoption import refuse_if_written_by_location
-from lance_iceberg_ns.data.failures import pylance_failures
+from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
-from lance_iceberg_ns.managed import discard_staged
+from lance_iceberg_ns.jobs.adoption import refuse_if_written_by_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.versions.managed import discard_staged
 
 WRITE_MODES = ("create", "append", "overwrite")
 _DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY = "data", "_transactions"  # in a Lance dataset

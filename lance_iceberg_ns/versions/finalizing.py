@@ -13,10 +13,10 @@ from collections.abc import Mapping
 import pyarrow.fs as pafs
 from lance_namespace import TableVersion
 
-from lance_iceberg_ns import datasets
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
-from lance_iceberg_ns.managed import STAGED_MANIFEST, final_manifest_name
-from lance_iceberg_ns.managed_refusals import FinalNameTaken
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.versions.managed import STAGED_MANIFEST, final_manifest_name
+from lance_iceberg_ns.versions.refusals import FinalNameTaken
 
 
 def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:

@@ -21,10 +21,10 @@ import lance
 import pyarrow.fs as pafs
 from lance_namespace import DescribeTableRequest
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
-from lance_iceberg_ns.lifecycle import parse_duration
-from lance_iceberg_ns.managed import final_manifest_name
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
+from lance_iceberg_ns.tables.tombstones import parse_duration
+from lance_iceberg_ns.versions.managed import final_manifest_name
 
 DATA_DIRECTORY = "data"
 # a copy under way: pylance's ("<n>.manifest#<k>"), or the bridge's (``datasets.copy_unless_taken``)

@@ -33,11 +33,11 @@ from requests import HTTPError
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from lance_iceberg_ns import pyiceberg_internals as internals
-from lance_iceberg_ns import round_trips
 from lance_iceberg_ns.cache import RecentlyUsed
-from lance_iceberg_ns.config import Settings
-from lance_iceberg_ns.errors import http_status, translated_errors
+from lance_iceberg_ns.catalog import pyiceberg_internals as internals
+from lance_iceberg_ns.catalog import round_trips
+from lance_iceberg_ns.config.settings import Settings
+from lance_iceberg_ns.errors.translation import http_status, translated_errors
 
 logger = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
                         (default false).
 ``oauth2_refresh_margin_seconds``  Refresh an OAuth2 token this long before it expires (default 60).
 ``soft_delete``         ``drop_table`` keeps the data and can be undone until purged (default true;
-                        false deletes at once). See ``lance_iceberg_ns.lifecycle``.
+                        false deletes at once). See ``lance_iceberg_ns.tables.tombstones``.
 ``soft_delete_ttl``     How long a soft-deleted table waits before ``purge_tables()`` reclaims it
                         (default ``7d``; ``30s``, ``15m``, ``12h``, ``2w`` or seconds).
 ``table_version_management``  Tables declared by this namespace have their Lance versions
-                        managed by the catalog (default false; see ``lance_iceberg_ns.managed``).
+                        managed by the catalog (default false; see ``lance_iceberg_ns.versions.managed``).
 ``commit_cache_seconds``  After this process commits a version of a managed table, how long the
                         state it committed answers ``describe_table`` and the latest-version request
                         without asking the catalog (default 2; 0 always asks).
@@ -45,7 +45,7 @@ Every property is a string (Lance passes properties as ``Dict[str, str]``). Keys
 ``allowed_locations``   Comma-separated locations (paths or URIs) where tables may live besides
                         ``root``: declare and register refuse anything outside them with
                         PermissionDenied, and the bridge reads, writes and deletes nothing outside
-                        them (see ``lance_iceberg_ns.locations``).
+                        them (see ``lance_iceberg_ns.storage.locations``).
 ``default_namespace``   The namespace a table id of one part (a bare table name, as lancedb's
                         ``open_table("orders")`` and DuckDB's Lance extension send it) belongs to,
                         its parts joined by ``delimiter`` (``wh.sales``); ``list_tables`` at the root
@@ -71,8 +71,8 @@ from urllib.parse import urlsplit
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.identifiers import parse_namespace_id
-from lance_iceberg_ns.lifecycle import parse_duration
-from lance_iceberg_ns.storage_options import shown_to_callers, url_user_info
+from lance_iceberg_ns.storage.options import shown_to_callers, url_user_info
+from lance_iceberg_ns.tables.tombstones import parse_duration
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import pyarrow.fs as pafs
 from lance_namespace import TableVersion
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableVersionNotFoundError
 
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, check_own_version, filesystem_for
-from lance_iceberg_ns.locations import normalize_location
 from lance_iceberg_ns.paging import page_of
+from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, check_own_version, filesystem_for
+from lance_iceberg_ns.storage.locations import normalize_location
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match

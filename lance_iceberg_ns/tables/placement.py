@@ -24,15 +24,15 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns import datasets, ownership
-from lance_iceberg_ns.catalogs import TableSummary
-from lance_iceberg_ns.companions import CREATE_ID, Companions
-from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.catalog.companions import CREATE_ID, Companions
+from lance_iceberg_ns.catalog.listing import is_lance_table, parallel_map, walk
+from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.identifiers import NamespaceId, TableId
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
-from lance_iceberg_ns.listing import is_lance_table, parallel_map, walk
-from lance_iceberg_ns.locations import LocationPolicy, is_local, normalize_location
-from lance_iceberg_ns.storage_options import StorageOptions
+from lance_iceberg_ns.storage import datasets, ownership
+from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, normalize_location
+from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Lance tables of the catalog as a Spark 4 Python data source, ``format("lance")``.
 
-    from lance_iceberg_ns.spark_source import register_lance_data_source
+    from lance_iceberg_ns.spark.source import register_lance_data_source
     register_lance_data_source(spark)
     df.write.format("lance").option("endpoint", URL).option("table", "wh.db.t").mode("append").save()
     spark.read.format("lance").option("endpoint", URL).option("table", "wh.db.t").load()
@@ -43,9 +43,9 @@ except ImportError as exc:  # PySpark 3.5
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from lance_iceberg_ns.jobs.planned_writes import TableWrite
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.planned_writes import TableWrite
-from lance_iceberg_ns.spark import TableRead
+from lance_iceberg_ns.spark.reads import TableRead
 
 _SOURCE_OPTIONS = {
     "table",

@@ -28,10 +28,12 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns.catalogs import TableSummary
-from lance_iceberg_ns.companions import Companions
+from lance_iceberg_ns.catalog.companions import Companions
+from lance_iceberg_ns.catalog.listing import is_lance_table, walk
+from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.identifiers import NamespaceId, TableId, parse_namespace_id, parse_table_id
-from lance_iceberg_ns.lifecycle import (
+from lance_iceberg_ns.tables.placement import Placement
+from lance_iceberg_ns.tables.tombstones import (
     NOT_DUE,
     TRASH_NAMESPACE,
     PurgableTable,
@@ -42,8 +44,6 @@ from lance_iceberg_ns.lifecycle import (
     tombstones_of,
     trash_path,
 )
-from lance_iceberg_ns.listing import is_lance_table, walk
-from lance_iceberg_ns.placement import Placement
 
 FUTURE_SKEW_MS = 5 * 60 * 1000  # how far the clocks of bridges sharing a catalog may be apart
 

@@ -54,7 +54,7 @@ def _lookup(module: str, path: str) -> Any:
         if found is _GONE:
             raise AttributeError(
                 f"{module}.{path} is gone from the installed release; "
-                "lance_iceberg_ns.pyiceberg_internals needs updating"
+                "lance_iceberg_ns.catalog.pyiceberg_internals needs updating"
             )
     return found
 

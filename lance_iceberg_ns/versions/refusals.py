@@ -40,7 +40,7 @@ def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableS
         f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
         "whose versions the catalog manages takes no new version while its dataset is ahead of the catalog. "
         "Record the versions written by location in the catalog with "
-        f"lance_iceberg_ns.adoption.adopt_versions_written_by_location, then {_undo_to(latest)} if their data "
+        f"lance_iceberg_ns.jobs.adopt_versions_written_by_location, then {_undo_to(latest)} if their data "
         "should not stay; write only through the namespace from then on"
     )
 

@@ -24,13 +24,13 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, NamespaceNotEmptyError, NamespaceNotFoundError
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns.catalogs import BridgeRestCatalog
-from lance_iceberg_ns.companions import Companions
+from lance_iceberg_ns.catalog.companions import Companions
+from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
-from lance_iceberg_ns.locations import RESERVED_LOCATION_PROPERTIES, plain_property_key
 from lance_iceberg_ns.paging import page_after, take_page
 from lance_iceberg_ns.request_rules import parse_mode
+from lance_iceberg_ns.storage.locations import RESERVED_LOCATION_PROPERTIES, plain_property_key
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
 
 
 def namespace_below_warehouse(raw_id: list[str] | None, action: str) -> NamespaceId:

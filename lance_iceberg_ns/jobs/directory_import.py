@@ -59,14 +59,14 @@ from lance_namespace.errors import (
     TableNotFoundError,
 )
 
-from lance_iceberg_ns.companions import stored_properties
-from lance_iceberg_ns.datasets import ICEBERG_METADATA_DIRECTORY, dataset_exists, filesystem_for, local_path
-from lance_iceberg_ns.errors import translated_errors
+from lance_iceberg_ns.catalog.companions import stored_properties
+from lance_iceberg_ns.errors.translation import translated_errors
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
-from lance_iceberg_ns.locations import TABLE_DIRECTORY_SUFFIX, is_local, normalize_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.ownership import MARKER
+from lance_iceberg_ns.storage.datasets import ICEBERG_METADATA_DIRECTORY, dataset_exists, filesystem_for, local_path
+from lance_iceberg_ns.storage.locations import TABLE_DIRECTORY_SUFFIX, is_local, normalize_location
+from lance_iceberg_ns.storage.ownership import MARKER
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 logger = logging.getLogger(__name__)
 

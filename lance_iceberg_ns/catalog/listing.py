@@ -32,10 +32,10 @@ from pydantic import ValidationError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns.cache import RecentlyUsed
-from lance_iceberg_ns.catalogs import BridgeRestCatalog, TableSummary
+from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
 from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE
 from lance_iceberg_ns.paging import page_after, take_page
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 TABLE_TYPE_KEY = "table_type"
 TABLE_TYPE_LANCE = "lance"

@@ -24,17 +24,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.types import NestedField, StringType
 
-from lance_iceberg_ns.catalogs import (
-    BridgeRestCatalog,
-    TableSummary,
-    WarehouseCatalogs,
-    acquire_warehouse_catalogs,
-    release_warehouse_catalogs,
-)
-from lance_iceberg_ns.config import Settings, looks_secret
-from lance_iceberg_ns.identifiers import NamespaceId, TableId
-from lance_iceberg_ns.lifecycle import TRASH_NAMESPACE, trash_path
-from lance_iceberg_ns.listing import (
+from lance_iceberg_ns.catalog.listing import (
     TABLE_TYPE_KEY,
     TABLE_TYPE_LANCE,
     TableTypes,
@@ -42,8 +32,18 @@ from lance_iceberg_ns.listing import (
     parallel_map,
     shared_table_types,
 )
-from lance_iceberg_ns.locations import check_requested_properties, plain_property_key
-from lance_iceberg_ns.managed_state import ManagedState
+from lance_iceberg_ns.catalog.managed_state import ManagedState
+from lance_iceberg_ns.catalog.warehouses import (
+    BridgeRestCatalog,
+    TableSummary,
+    WarehouseCatalogs,
+    acquire_warehouse_catalogs,
+    release_warehouse_catalogs,
+)
+from lance_iceberg_ns.config.settings import Settings, looks_secret
+from lance_iceberg_ns.identifiers import NamespaceId, TableId
+from lance_iceberg_ns.storage.locations import check_requested_properties, plain_property_key
+from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
 
 logger = logging.getLogger(__name__)
 

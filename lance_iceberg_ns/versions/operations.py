@@ -34,13 +34,14 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns import finalizing, managed, versions
-from lance_iceberg_ns.catalogs import LOST_ANSWER, TableSummary
+from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
+from lance_iceberg_ns.catalog.warehouses import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
-from lance_iceberg_ns.managed_refusals import FinalNameTaken, written_by_path_error
-from lance_iceberg_ns.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.request_rules import refuse_branch
-from lance_iceberg_ns.tables import Tables
+from lance_iceberg_ns.tables.lifecycle import Tables
+from lance_iceberg_ns.versions import finalizing, managed
+from lance_iceberg_ns.versions import manifests as versions
+from lance_iceberg_ns.versions.refusals import FinalNameTaken, written_by_path_error
 
 logger = logging.getLogger(__name__)
 

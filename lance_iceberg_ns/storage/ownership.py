@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
-from lance_iceberg_ns.datasets import filesystem_for
-from lance_iceberg_ns.locations import is_local
+from lance_iceberg_ns.storage.datasets import filesystem_for
+from lance_iceberg_ns.storage.locations import is_local
 
 MARKER = ".lance-iceberg-ns-owner.json"
 

@@ -30,11 +30,11 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
-from lance_iceberg_ns.errors import http_status_for
+from lance_iceberg_ns.errors.translation import http_status_for
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
+from lance_iceberg_ns.jobs.planned_writes import WRITE_MODES, TableWrite
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.planned_writes import WRITE_MODES, TableWrite
-from lance_iceberg_ns.versioning import refuse_across_warehouses
+from lance_iceberg_ns.versions.operations import refuse_across_warehouses
 
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
 

@@ -29,20 +29,21 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
-from lance_iceberg_ns import datasets, managed
-from lance_iceberg_ns.catalogs import TableSummary
-from lance_iceberg_ns.companions import Companions, shown, stored_properties
-from lance_iceberg_ns.config import Settings
-from lance_iceberg_ns.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.catalog.companions import Companions, shown, stored_properties
+from lance_iceberg_ns.catalog.warehouses import TableSummary
+from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import ResolvedTable, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
-from lance_iceberg_ns.lifecycle import TableStatus
-from lance_iceberg_ns.managed_refusals import latest_gone_error
-from lance_iceberg_ns.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
-from lance_iceberg_ns.storage_options import StorageOptions
-from lance_iceberg_ns.trash import Trash
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_entry
+from lance_iceberg_ns.tables.tombstones import TableStatus
+from lance_iceberg_ns.tables.trash import Trash
+from lance_iceberg_ns.versions import managed
+from lance_iceberg_ns.versions.refusals import latest_gone_error
 
 CREATE_MODES = ("create", "existok", "overwrite")
 

@@ -26,7 +26,7 @@ the version with that path; the namespace copies it to its final name once the c
 (``finalize``), so readers by location see it at once. The catalog keeps the staged path (a
 snapshot is immutable); reads answer the final path, and finalize it themselves when a writer died
 before that copy, as does the commit that lets the version go. Staged copies left behind are
-removed with the orphan files (``lance_iceberg_ns.orphans``).
+removed with the orphan files (``lance_iceberg_ns.jobs.orphans``).
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from lance_iceberg_ns import datasets
-from lance_iceberg_ns.companions import missing_protection
-from lance_iceberg_ns.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.catalog.companions import missing_protection
 from lance_iceberg_ns.limits import MAX_VERSION
-from lance_iceberg_ns.managed_refusals import forged, rolled_back_error, written_by_path_error
-from lance_iceberg_ns.versions import manifest_directory, manifest_name
+from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.versions.manifests import manifest_directory, manifest_name
+from lance_iceberg_ns.versions.refusals import forged, rolled_back_error, written_by_path_error
 
 MANAGED_PROPERTY = "table_version_management"
 MAIN_BRANCH = "main"
