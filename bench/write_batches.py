@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lance.file import LanceFileReader
 
-from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.data import datasets
 
 BATCH_ROWS = 10_000
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
-
+# The child namespace that holds a namespace's soft-deleted tables (see ``tables.tombstones``).
+TRASH_NAMESPACE = "__lance_trash__"
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # Unicode categories of characters that do not show, or change how the others show: controls (Cc),
@@ -150,3 +150,8 @@ def in_default_namespace(raw: Any, default: Sequence[str]) -> Any:
     if default and isinstance(raw, list | tuple) and len(raw) == 1:
         return [*default, raw[0]]
     return raw
+
+
+def trash_path(namespace_path: tuple[str, ...]) -> tuple[str, ...]:
+    """The trash namespace of a namespace (inside the warehouse's catalog)."""
+    return (*namespace_path, TRASH_NAMESPACE)

@@ -28,6 +28,8 @@ from typing import Any
 from lance_namespace.errors import InvalidInputError
 from pydantic import BaseModel
 
+from lance_iceberg_ns.config.durations import duration_seconds
+
 MAX_PAGE_LIMIT = 10_000  # names or versions in one page; more pages are a page_token away
 MAX_PROPERTIES = 100  # entries in one request's properties
 MAX_PROPERTY_KEY_BYTES = 255  # UTF-8 bytes of a property key
@@ -201,8 +203,6 @@ _ANY_NUMBER = (-MAX_COUNT - 1, MAX_COUNT)  # a number the table does not name (a
 SEARCH_TEXTS = frozenset({("StringFtsQuery", "query"), ("MatchQuery", "terms"), ("PhraseQuery", "terms")})
 SEARCH_CLAUSES = frozenset({"FtsQuery", "MatchQuery", "PhraseQuery"})  # models that are one clause of a search
 _WORD = re.compile(r"\w+")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def check_page_limit(limit: int | None) -> int | None:
@@ -283,7 +283,7 @@ class _Walk:
             if (kind, name) in SEARCH_TEXTS and isinstance(value, str):
                 self.text(name, value)
             elif name == "timeout" and isinstance(value, str):
-                duration_seconds(value, name)
+                duration_seconds(value, name, maximum=MAX_DURATION_SECONDS)
             else:
                 self.value(name, value, nesting)
 
@@ -426,15 +426,3 @@ def check_index_parameters(request: Any) -> None:
     rate = plain_number(getattr(request, "sample_rate", None))
     if partitions is not None and rate is not None and partitions * rate > MAX_QUERY_ROWS:
         raise InvalidInputError(f"k-means trains on num_partitions × sample_rate rows: at most {MAX_QUERY_ROWS}")
-
-
-def duration_seconds(raw: str, name: str = "timeout") -> float:
-    """A duration as the spec writes one (``30s``, ``500ms``, ``2m``, ``1h``, or seconds), within
-    ``MAX_DURATION_SECONDS``. Raises ``InvalidInputError``."""
-    match = _DURATION.match(raw)
-    if match is None:
-        raise InvalidInputError(f"Invalid {name} {raw[:40]!r}: give a duration such as '30s', '500ms' or '2m'")
-    seconds = float(match.group(1)) * _SECONDS_PER_UNIT[match.group(2) or "s"]
-    if seconds > MAX_DURATION_SECONDS:
-        raise InvalidInputError(f"{name} may be at most {MAX_DURATION_SECONDS} seconds, got {raw!r}")
-    return seconds

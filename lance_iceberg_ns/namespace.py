@@ -7,10 +7,10 @@ what every call shares (request coercion and bounds, error translation, timing) 
 
 * ``namespaces``: namespaces; ``listing``: which tables are Lance tables;
 * ``tables``: the table lifecycle; ``trash``: soft delete, undrop, purge;
-* ``versioning``: versions, Lance-managed or catalog-managed;
+* ``versions``: versions, Lance-managed or catalog-managed;
 * ``data.plane``: rows, schema, indices and tags;
 * under them, ``companions`` (the catalog entries), ``placement`` (locations and ownership) and
-  ``data.opening`` (the one place that opens datasets).
+  ``data.opening`` (datasets kept open, ownership proved; ``data.datasets`` alone opens them).
 """
 
 from __future__ import annotations
@@ -25,21 +25,21 @@ from typing import Any
 import lance
 import lance_namespace as ln
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.catalog.companions import Companions, companion_table_schema
+from lance_iceberg_ns.catalog.companions import Companions, Protected, companion_table_schema
 from lance_iceberg_ns.catalog.listing import ID_DELIMITER, TableListing
 from lance_iceberg_ns.catalog.namespaces import Namespaces
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 from lance_iceberg_ns.config import sources
 from lance_iceberg_ns.config.settings import Settings
+from lance_iceberg_ns.data import ResolvedTable, datasets
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.data.plane import DataPlane
 from lance_iceberg_ns.operation import operation
-from lance_iceberg_ns.storage import datasets
 from lance_iceberg_ns.storage.locations import LocationPolicy
 from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.storage.ownership import Entry
 from lance_iceberg_ns.tables.lifecycle import Tables
 from lance_iceberg_ns.tables.placement import Placement, Unregistered
 from lance_iceberg_ns.tables.tombstones import PurgableTable, TableStatus
@@ -67,7 +67,7 @@ class IcebergLanceNamespace(LanceNamespace):
         locations = LocationPolicy.of(settings.root, settings.allowed_locations)
         self._placement = placement = Placement(companions, locations, options, lambda at: self._datasets.forget(at))
         self._datasets = OpenDatasets(self, self._reads_through, placement.prove_place, settings)
-        self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds)
+        self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds, settings.default_namespace)
         self._namespaces = Namespaces(companions, settings.warehouses)
         self._listing = TableListing(
             companions.catalog,
@@ -75,6 +75,7 @@ class IcebergLanceNamespace(LanceNamespace):
             companions.lookups,
             lambda location: datasets.dataset_exists(location, options.for_bridge()),
             settings.lookup_threads,
+            settings.warehouses,
         )
         self._tables = Tables(settings, companions, placement, options, self._trash, self._datasets)
         self._versions = Versions(self._tables)
@@ -164,54 +165,81 @@ class IcebergLanceNamespace(LanceNamespace):
     @operation()
     def dataset(self, table_id: list[str], version: int | str | None = None) -> lance.LanceDataset:
         """The table's dataset (at ``version``) through the one opener: kept open, ownership proved."""
-        return self._datasets.open(self._tables.resolve(table_id), version, reading=True)
+        return self._data.dataset(table_id, version)
 
     @property
     def companions(self) -> Companions:
-        """The companion tables in the catalog (load, create, rename, set aside, drop)."""
+        """The companion tables in the catalog (load, create, rename, set aside, drop), for the
+        directory import, which places each table it copies itself; other tools use the
+        operations and the seams below."""
         return self._companions
 
     @property
     def placement(self) -> Placement:
-        """Table locations and the proof of their ownership."""
+        """Table locations and the proof of their ownership (for the directory import, as ``companions``)."""
         return self._placement
+
+    # --- seams for tools (Ray, planned writes, the command line) ---------------------------------
+
+    @operation()
+    def resolve_table(self, table_id: list[str], proved: bool = False) -> ResolvedTable:
+        """The live table as the data half sees it: its location, what reaches its files (for this
+        process only: credentials too), whether the catalog manages its versions, and the entry it
+        is; with ``proved``, its location shown to be that entry's own. Raises TableNotFoundError,
+        PermissionDeniedError; a plain Iceberg table is InvalidInputError."""
+        return self._tables.resolve_table(table_id, proved)
+
+    @operation()
+    def remove_declared_table(self, table_id: list[str], place: tuple[str, Entry]) -> bool:
+        """Take back a table declared for a write that failed, entry and files, only while the name
+        holds that very entry at ``place`` (``ResolvedTable.place``) and nothing was written there;
+        unlike ``drop_table``, never another client's table that took the name. False: nothing
+        changed. Raises PermissionDeniedError (its location is not its own)."""
+        return self._tables.remove_declared_table(table_id, place)
+
+    @operation()
+    def protect_tables(self, namespace_id: list[str]) -> Protected:
+        """Keep Iceberg engines off the Lance tables of a warehouse or namespace and beneath it
+        (soft-deleted ones too): the engine protection properties where missing; plain Iceberg
+        tables are never touched. Which were protected now, which already were."""
+        return self._tables.protect_tables(namespace_id)
 
     # --- namespaces (lance_iceberg_ns.catalog.namespaces, lance_iceberg_ns.catalog.listing) ---------------------
 
     @operation(ln.CreateNamespaceRequest)
     def create_namespace(self, request: ln.CreateNamespaceRequest) -> ln.CreateNamespaceResponse:
         """Create a namespace (modes Create, ExistOk, Overwrite). Raises NamespaceAlreadyExistsError."""
-        return self._namespaces.create(request)
+        return self._namespaces.create_namespace(request)
 
     @operation(ln.ListNamespacesRequest)
     def list_namespaces(self, request: ln.ListNamespacesRequest) -> ln.ListNamespacesResponse:
         """A page of the child namespaces, by name; at the root, the configured ``warehouses``."""
-        return self._namespaces.children(request)
+        return self._namespaces.list_namespaces(request)
 
     @operation(ln.DescribeNamespaceRequest)
     def describe_namespace(self, request: ln.DescribeNamespaceRequest) -> ln.DescribeNamespaceResponse:
         """Properties of a namespace (a warehouse has none). Raises NamespaceNotFoundError."""
-        return self._namespaces.describe(request)
+        return self._namespaces.describe_namespace(request)
 
     @operation(ln.DropNamespaceRequest)
     def drop_namespace(self, request: ln.DropNamespaceRequest) -> ln.DropNamespaceResponse:
         """Drop an empty namespace (RESTRICT); a missing one unless mode is Fail. Raises NamespaceNotEmptyError."""
-        return self._namespaces.drop(request)
+        return self._namespaces.drop_namespace(request)
 
     @operation(ln.NamespaceExistsRequest)
     def namespace_exists(self, request: ln.NamespaceExistsRequest) -> None:  # type: ignore[override]  # REST: 200, no body
         """Return when the namespace exists. Raises NamespaceNotFoundError."""
-        return self._namespaces.exists(request)
+        return self._namespaces.namespace_exists(request)
 
     @operation(ln.ListTablesRequest)
     def list_tables(self, request: ln.ListTablesRequest) -> ln.ListTablesResponse:
         """A page of the Lance tables of a namespace, by name. Raises NamespaceNotFoundError."""
-        return self._listing.tables(request)
+        return self._listing.list_tables(request)
 
     @operation(ln.ListTablesRequest)
     def list_all_tables(self, request: ln.ListTablesRequest) -> ln.ListTablesResponse:
         """A page of every Lance table beneath a warehouse or namespace, as ids joined by ``$``."""
-        return self._listing.all_tables(request, self._settings.warehouses)
+        return self._listing.list_all_tables(request)
 
     # --- the table lifecycle (lance_iceberg_ns.tables.lifecycle) ------------------------------------------
 
@@ -220,51 +248,51 @@ class IcebergLanceNamespace(LanceNamespace):
         """Register a table about to be written, at a new location of its own under the root, or
         at the requested one (under the root or an allowed location, empty). Raises
         TableAlreadyExistsError, NamespaceNotFoundError, PermissionDeniedError, InvalidInputError."""
-        return self._tables.declare(request)
+        return self._tables.declare_table(request)
 
     @operation(ln.DescribeTableRequest)
     def describe_table(self, request: ln.DescribeTableRequest) -> ln.DescribeTableResponse:
         """Location, properties and storage options; with ``load_detailed_metadata`` (or a version
         or tag) also the version and schema. Raises TableNotFoundError, TableVersionNotFoundError;
         a plain Iceberg table is InvalidInputError."""
-        return self._tables.describe(request)
+        return self._tables.describe_table(request)
 
     @operation(ln.TableExistsRequest)
     def table_exists(self, request: ln.TableExistsRequest) -> None:  # type: ignore[override]  # REST: 200, no body
         """Return when the table (and the requested version) exists. Raises TableNotFoundError,
         TableVersionNotFoundError; a plain Iceberg table is InvalidInputError."""
-        return self._tables.exists(request)
+        return self._tables.table_exists(request)
 
     @operation(ln.DropTableRequest)
     def drop_table(self, request: ln.DropTableRequest) -> ln.DropTableResponse:
         """Soft-delete the table (``undrop_table`` brings it back); with ``soft_delete=false``,
         once the entry shows it owns its location, remove it and the dataset's own files.
         Raises TableNotFoundError, PermissionDeniedError (nothing changed)."""
-        return self._tables.drop(request)
+        return self._tables.drop_table(request)
 
     @operation(ln.DeregisterTableRequest)
     def deregister_table(self, request: ln.DeregisterTableRequest) -> ln.DeregisterTableResponse:
         """Remove the entry, keep the data (then nobody's: it can be registered again). Raises TableNotFoundError."""
-        return self._tables.deregister(request)
+        return self._tables.deregister_table(request)
 
     @operation(ln.RegisterTableRequest)
     def register_table(self, request: ln.RegisterTableRequest) -> ln.RegisterTableResponse:
         """Register an existing dataset owned by no other entry, under the root or an allowed
         location; mode Overwrite replaces the entry once the new one is made. Raises
         TableAlreadyExistsError, PermissionDeniedError, InvalidInputError (no dataset there)."""
-        return self._tables.register(request)
+        return self._tables.register_table(request)
 
     @operation(ln.RenameTableRequest)
     def rename_table(self, request: ln.RenameTableRequest) -> ln.RenameTableResponse:
         """Rename within the warehouse (the data stays). Raises TableNotFoundError, TableAlreadyExistsError."""
-        return self._tables.rename(request)
+        return self._tables.rename_table(request)
 
     @operation(ln.CreateTableRequest)
     def create_table(self, request: ln.CreateTableRequest, request_data: bytes | None = None) -> ln.CreateTableResponse:
         """Create a table from an Arrow IPC stream (modes Create, ExistOk, Overwrite); over a
         soft-deleted one, the newest is brought back and overwritten. Raises
         TableAlreadyExistsError, InvalidInputError."""
-        return self._tables.create(request, request_data)
+        return self._tables.create_table(request, request_data)
 
     # --- the trash (lance_iceberg_ns.tables.trash) -----------------------------------------------------
 
@@ -272,13 +300,13 @@ class IcebergLanceNamespace(LanceNamespace):
     def undrop_table(self, table_id: list[str]) -> TableStatus:
         """Bring back the most recently soft-deleted table of this name, with its data and history.
         Raises TableNotFoundError, TableAlreadyExistsError (a live table has the name)."""
-        return self._tables.undrop(table_id)
+        return self._tables.undrop_table(table_id)
 
     @operation()
     def purge_table(self, table_id: list[str]) -> int:
         """Delete every soft-deleted version of a table: the entry, then its own data; how many.
         Raises InvalidTableStateError (the table is live), TableNotFoundError, PermissionDeniedError."""
-        return self._trash.purge(table_id)
+        return self._trash.purge_table(table_id)
 
     @operation()
     def purge_tables(
@@ -290,66 +318,62 @@ class IcebergLanceNamespace(LanceNamespace):
     ) -> list[list[str]]:
         """Purge the given tables, or every soft-deleted table of ``namespace_id`` (and beneath) deleted
         before ``deleted_before`` (default: now minus ``soft_delete_ttl``); the ids purged (see ``trash``)."""
-        if ids is not None:
-            return [table_id for table_id in ids if self.purge_table(table_id)]
-        if namespace_id is None:
-            raise InvalidInputError("purge_tables needs ids, or the namespace whose expired tables to purge")
-        return self._trash.purge_expired(namespace_id, deleted_before)
+        return self._trash.purge_tables(ids, namespace_id, deleted_before)
 
     @operation()
     def list_purgable_tables(
         self, namespace_id: list[str], deleted_before: datetime | None = None
     ) -> list[PurgableTable]:
         """Soft-deleted tables of a namespace and beneath it (deleted before ``deleted_before``), and foreign ones."""
-        return self._trash.purgable(namespace_id, deleted_before)
+        return self._trash.list_purgable_tables(namespace_id, deleted_before)
 
     @operation()
     def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
         """Data whose entry an Iceberg engine dropped from ``warehouse``; ``register_table`` adopts it."""
-        return self._placement.unregistered(warehouse)
+        return self._placement.unregistered_locations(warehouse)
 
     @operation()
     def table_status(self, table_id: list[str]) -> TableStatus:
         """``exists``, ``soft_deleted`` (with ``deleted_at``) or ``not_found``."""
-        return self._trash.status(table_id)
+        return self._trash.table_status(table_id)
 
     # --- versions (lance_iceberg_ns.versions.operations) -------------------------------------------------
 
     @operation(ln.ListTableVersionsRequest)
     def list_table_versions(self, request: ln.ListTableVersionsRequest) -> ln.ListTableVersionsResponse:
         """A page of the table's versions, oldest (or with ``descending`` newest) first. Raises TableNotFoundError."""
-        return self._versions.page(request)
+        return self._versions.list_table_versions(request)
 
     @operation(ln.DescribeTableVersionRequest)
     def describe_table_version(self, request: ln.DescribeTableVersionRequest) -> ln.DescribeTableVersionResponse:
         """One version (the latest when none is given). Raises TableVersionNotFoundError."""
-        return self._versions.describe(request)
+        return self._versions.describe_table_version(request)
 
     @operation(ln.RestoreTableRequest)
     def restore_table(self, request: ln.RestoreTableRequest) -> ln.RestoreTableResponse:
         """Make an older version the latest again, as a new version (later ones are kept).
         Raises TableNotFoundError, TableVersionNotFoundError, PermissionDeniedError."""
-        return self._versions.restore(request)
+        return self._versions.restore_table(request)
 
     @operation(ln.CreateTableVersionRequest)
     def create_table_version(self, request: ln.CreateTableVersionRequest) -> ln.CreateTableVersionResponse:
         """Commit a version of a managed table, as a compare-and-swap on its latest version.
         Raises ConcurrentModificationError (another writer won), UnsupportedOperationError."""
-        return self._versions.create(request)
+        return self._versions.create_table_version(request)
 
     @operation(ln.BatchCreateTableVersionsRequest)
     def batch_create_table_versions(
         self, request: ln.BatchCreateTableVersionsRequest
     ) -> ln.BatchCreateTableVersionsResponse:
         """Commit versions of managed tables of one warehouse: all, or none (ConcurrentModificationError)."""
-        return self._versions.create_together(request)
+        return self._versions.batch_create_table_versions(request)
 
     @operation(ln.BatchDeleteTableVersionsRequest)
     def batch_delete_table_versions(
         self, request: ln.BatchDeleteTableVersionsRequest
     ) -> ln.BatchDeleteTableVersionsResponse:
         """Forget versions of a managed table (never the latest). Raises ConcurrentModificationError."""
-        return self._versions.delete(request)
+        return self._versions.batch_delete_table_versions(request)
 
     # --- writes (lance_iceberg_ns.data.plane) ---------------------------------------------------
 
@@ -359,146 +383,146 @@ class IcebergLanceNamespace(LanceNamespace):
     ) -> ln.InsertIntoTableResponse:
         """Append an Arrow IPC stream's rows (``append``) or replace the rows (``overwrite``).
         Raises TableSchemaValidationError, InvalidInputError."""
-        return self._data.insert(request, request_data)
+        return self._data.insert_into_table(request, request_data)
 
     @operation(ln.MergeInsertIntoTableRequest)
     def merge_insert_into_table(
         self, request: ln.MergeInsertIntoTableRequest, request_data: bytes | None = None
     ) -> ln.MergeInsertIntoTableResponse:
         """Upsert an Arrow IPC stream's rows on the ``on`` columns. Raises InvalidInputError."""
-        return self._data.merge_insert(request, request_data)
+        return self._data.merge_insert_into_table(request, request_data)
 
     @operation(ln.UpdateTableRequest)
     def update_table(self, request: ln.UpdateTableRequest) -> ln.UpdateTableResponse:
         """Set columns to SQL expressions in the rows matching ``predicate``. Raises InvalidInputError."""
-        return self._data.update(request)
+        return self._data.update_table(request)
 
     @operation(ln.DeleteFromTableRequest)
     def delete_from_table(self, request: ln.DeleteFromTableRequest) -> ln.DeleteFromTableResponse:
         """Delete the rows matching ``predicate``. Raises InvalidInputError."""
-        return self._data.delete(request)
+        return self._data.delete_from_table(request)
 
     # --- tags and branches ----------------------------------------------------------------------
 
     @operation(ln.ListTableTagsRequest)
     def list_table_tags(self, request: ln.ListTableTagsRequest) -> ln.ListTableTagsResponse:
         """A page of the table's tags, by name."""
-        return self._data.list_tags(request)
+        return self._data.list_table_tags(request)
 
     @operation(ln.GetTableTagVersionRequest)
     def get_table_tag_version(self, request: ln.GetTableTagVersionRequest) -> ln.GetTableTagVersionResponse:
         """The version a tag names. Raises TableTagNotFoundError."""
-        return self._data.tag_version(request)
+        return self._data.get_table_tag_version(request)
 
     @operation(ln.CreateTableTagRequest)
     def create_table_tag(self, request: ln.CreateTableTagRequest) -> ln.CreateTableTagResponse:
         """Name a version. Raises TableTagAlreadyExistsError, TableVersionNotFoundError."""
-        return self._data.create_tag(request)
+        return self._data.create_table_tag(request)
 
     @operation(ln.UpdateTableTagRequest)
     def update_table_tag(self, request: ln.UpdateTableTagRequest) -> ln.UpdateTableTagResponse:
         """Move a tag to another version. Raises TableTagNotFoundError, TableVersionNotFoundError."""
-        return self._data.update_tag(request)
+        return self._data.update_table_tag(request)
 
     @operation(ln.DeleteTableTagRequest)
     def delete_table_tag(self, request: ln.DeleteTableTagRequest) -> ln.DeleteTableTagResponse:
         """Remove a tag (its version stays). Raises TableTagNotFoundError."""
-        return self._data.delete_tag(request)
+        return self._data.delete_table_tag(request)
 
     @operation(ln.ListTableBranchesRequest)
     def list_table_branches(self, request: ln.ListTableBranchesRequest) -> ln.ListTableBranchesResponse:
         """A page of the table's branches, by name (a managed table has none)."""
-        return self._data.list_branches(request)
+        return self._data.list_table_branches(request)
 
     @operation(ln.CreateTableBranchRequest)
     def create_table_branch(self, request: ln.CreateTableBranchRequest) -> ln.CreateTableBranchResponse:
         """Start a branch at a version. Raises TableBranchAlreadyExistsError; on a managed table
         UnsupportedOperationError."""
-        return self._data.create_branch(request)
+        return self._data.create_table_branch(request)
 
     @operation(ln.DeleteTableBranchRequest)
     def delete_table_branch(self, request: ln.DeleteTableBranchRequest) -> ln.DeleteTableBranchResponse:
         """Remove a branch. Raises TableBranchNotFoundError; on a managed table UnsupportedOperationError."""
-        return self._data.delete_branch(request)
+        return self._data.delete_table_branch(request)
 
     # --- schema ---------------------------------------------------------------------------------
 
     @operation(ln.AlterTableAddColumnsRequest)
     def alter_table_add_columns(self, request: ln.AlterTableAddColumnsRequest) -> ln.AlterTableAddColumnsResponse:
         """Add columns computed by SQL expressions. Raises InvalidInputError."""
-        return self._data.add_columns(request)
+        return self._data.alter_table_add_columns(request)
 
     @operation(ln.AlterTableAlterColumnsRequest)
     def alter_table_alter_columns(self, request: ln.AlterTableAlterColumnsRequest) -> ln.AlterTableAlterColumnsResponse:
         """Rename, cast or change the nullability of columns. Raises InvalidInputError."""
-        return self._data.alter_columns(request)
+        return self._data.alter_table_alter_columns(request)
 
     @operation(ln.AlterTableDropColumnsRequest)
     def alter_table_drop_columns(self, request: ln.AlterTableDropColumnsRequest) -> ln.AlterTableDropColumnsResponse:
         """Drop columns. Raises InvalidInputError."""
-        return self._data.drop_columns(request)
+        return self._data.alter_table_drop_columns(request)
 
     @operation(ln.UpdateTableSchemaMetadataRequest)
     def update_table_schema_metadata(
         self, request: ln.UpdateTableSchemaMetadataRequest
     ) -> ln.UpdateTableSchemaMetadataResponse:
         """Merge keys into the schema's metadata; answers the metadata after."""
-        return self._data.update_schema_metadata(request)
+        return self._data.update_table_schema_metadata(request)
 
     # --- reads, search and indices --------------------------------------------------------------
 
     @operation(ln.CountTableRowsRequest)
     def count_table_rows(self, request: ln.CountTableRowsRequest) -> ln.CountTableRowsResponse:
         """Rows (at ``version``), those matching ``predicate`` if given. Raises TableVersionNotFoundError."""
-        return self._data.count_rows(request)
+        return self._data.count_table_rows(request)
 
     @operation(ln.QueryTableRequest)
     def query_table(self, request: ln.QueryTableRequest) -> QueryAnswer:  # type: ignore[override]  # the IPC bytes
         """The rows a scan, vector or full-text search selects, as Arrow IPC file bytes (with the
         ``data`` of a QueryTableResponse). Raises TableNotFoundError, InvalidInputError."""
-        return self._data.query(request)
+        return self._data.query_table(request)
 
     @operation(ln.ExplainTableQueryPlanRequest)
     def explain_table_query_plan(self, request: ln.ExplainTableQueryPlanRequest) -> str:
         """The physical plan of a query, without running it."""
-        return self._data.explain(request)
+        return self._data.explain_table_query_plan(request)
 
     @operation(ln.AnalyzeTableQueryPlanRequest)
     def analyze_table_query_plan(self, request: ln.AnalyzeTableQueryPlanRequest) -> str:
         """The plan of a query, run, with its metrics."""
-        return self._data.analyze(request)
+        return self._data.analyze_table_query_plan(request)
 
     @operation(ln.GetTableStatsRequest)
     def get_table_stats(self, request: ln.GetTableStatsRequest) -> ln.GetTableStatsResponse:
         """Bytes on disk, rows, indices and fragment sizes."""
-        return self._data.stats(request)
+        return self._data.get_table_stats(request)
 
     @operation(ln.CreateTableIndexRequest)
     def create_table_index(self, request: ln.CreateTableIndexRequest) -> ln.CreateTableIndexResponse:
         """Build and commit a vector, scalar or full-text index. Raises TableIndexAlreadyExistsError."""
-        return self._data.create_index(request)
+        return self._data.create_table_index(request)
 
     @operation(ln.CreateTableIndexRequest)
     def create_table_scalar_index(self, request: ln.CreateTableIndexRequest) -> ln.CreateTableScalarIndexResponse:
         """``create_table_index`` for scalar and full-text index types only."""
-        return self._data.create_scalar_index(request)
+        return self._data.create_table_scalar_index(request)
 
     @operation(ln.ListTableIndicesRequest)
     def list_table_indices(self, request: ln.ListTableIndicesRequest) -> ln.ListTableIndicesResponse:
         """A page of the table's indices (at ``version``), by name."""
-        return self._data.list_indices(request)
+        return self._data.list_table_indices(request)
 
     @operation(ln.DescribeTableIndexStatsRequest)
     def describe_table_index_stats(
         self, request: ln.DescribeTableIndexStatsRequest
     ) -> ln.DescribeTableIndexStatsResponse:
         """An index's type and rows indexed. Raises TableIndexNotFoundError."""
-        return self._data.index_stats(request)
+        return self._data.describe_table_index_stats(request)
 
     @operation(ln.DropTableIndexRequest)
     def drop_table_index(self, request: ln.DropTableIndexRequest) -> ln.DropTableIndexResponse:
         """Drop an index and commit. Raises TableIndexNotFoundError."""
-        return self._data.drop_index(request)
+        return self._data.drop_table_index(request)
 
 
 def as_namespace(namespace: IcebergLanceNamespace | Mapping[str, str]) -> IcebergLanceNamespace:

@@ -37,19 +37,19 @@ from lance_namespace import DeclareTableRequest, DescribeTableRequest
 from lance_namespace.errors import (
     InvalidInputError,
     LanceNamespaceError,
+    PermissionDeniedError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
 
 from lance_iceberg_ns import registry
-from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
+from lance_iceberg_ns.identifiers import in_default_namespace
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.locations import normalize_location
 from lance_iceberg_ns.storage.ownership import Entry
-from lance_iceberg_ns.tables.placement import owner_entry
 
 if TYPE_CHECKING:
-    from lance_iceberg_ns.catalog.warehouses import TableSummary
+    from lance_iceberg_ns.data import ResolvedTable
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +66,9 @@ class _Declared:
     entry: Entry | None  # None: the name held another entry by the time it was looked up
     location: str
 
-    def holds(self, loaded: TableSummary) -> bool:
-        """Whether ``loaded`` is this very entry, still where it was declared."""
-        at = normalize_location(loaded.location)
-        return self.entry is not None and (owner_entry(loaded), at) == (self.entry, self.location)
+    def holds(self, table: ResolvedTable) -> bool:
+        """Whether ``table`` is this very entry, still where it was declared."""
+        return self.entry is not None and table.place == (self.location, self.entry)
 
 
 class RayWriteError(RuntimeError):
@@ -146,9 +145,17 @@ def _declare_if_new(ns: IcebergLanceNamespace, table: list[str], mode: str) -> _
             return None
     _refuse_managed(table, ns.settings.table_version_management)
     location = normalize_location(ns.declare_table(DeclareTableRequest(id=table)).location or "")
-    loaded = ns.companions.find(parse_table_id(table))
-    held = loaded is not None and normalize_location(loaded.location) == location
-    return _Declared(owner_entry(loaded) if loaded is not None and held else None, location)
+    declared = _live(ns, table)
+    return _Declared(declared.entry if declared is not None and declared.location == location else None, location)
+
+
+def _live(ns: IcebergLanceNamespace, table: list[str]) -> ResolvedTable | None:
+    """The table the name holds now; None when it holds none, or one outside the root and the
+    allowed locations (not one a write here declared)."""
+    try:
+        return ns.resolve_table(table)
+    except (TableNotFoundError, PermissionDeniedError):
+        return None
 
 
 def _refuse_managed(table: list[str], managed: bool) -> None:
@@ -166,14 +173,12 @@ def _remove_uncommitted(ns: IcebergLanceNamespace, table: list[str], declared: _
     at its location; what became of it, for the error. The name is looked up again, and anything
     but the very entry declared (another client's table that took the name meanwhile) is left
     alone, as is a table with a committed version."""
-    parsed = parse_table_id(table)
     try:
-        loaded = ns.companions.find(parsed)
-        if loaded is None or not declared.holds(loaded):
+        live = _live(ns, table)
+        if live is None or not declared.holds(live):
             return "the table it declared was dropped or replaced meanwhile, and nothing of it was removed"
-        if not ns.describe_table(DescribeTableRequest(id=table, check_declared=True)).is_only_declared:
+        if not ns.remove_declared_table(table, live.place):  # looked at again as it is removed
             return "nothing was committed"
-        ns.placement.remove(parsed, loaded)  # refuses if the name was given to another entry since
     except Exception:  # the write's own error is the one to raise
         logger.warning("The declared table %s could not be removed; drop it with drop_table", table, exc_info=True)
         return "the table it declared could not be removed (drop it with drop_table)"

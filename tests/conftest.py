@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lance_iceberg_ns.server import RunningServer
 
 from .docker_fixture import compose_rest_fixture, docker_rest_fixture
+from .helpers import CommandLine
 
 SERVER_KIND = os.environ.get("LANCE_ICEBERG_NS_TEST_SERVER", "local")
 
@@ -79,6 +80,13 @@ def db(ns: IcebergLanceNamespace, warehouse: str) -> list[str]:
     namespace_id = [warehouse, f"db_{uuid.uuid4().hex[:8]}"]
     ns.create_namespace(CreateNamespaceRequest(id=namespace_id))
     return namespace_id
+
+
+@pytest.fixture
+def cli(endpoint: str, lance_root: Path, tmp_path: Path) -> CommandLine:
+    """``lance-iceberg-ns`` run in process on the session's catalog and ``lance_root``, given by
+    ``LANCE_ICEBERG_*`` variables, with the test's own ``PYICEBERG_HOME``."""
+    return CommandLine(endpoint, lance_root, tmp_path)
 
 
 class RequestCounter:

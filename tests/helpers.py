@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import logging
 import os
 import shutil
 import sys
 import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any, TextIO
 
 import lance
 import pyarrow as pa
@@ -114,3 +119,68 @@ def script_module(path: Path) -> ModuleType:
     sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What a ``lance-iceberg-ns`` run left, named as a finished process names it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(arguments: Sequence[str], environ: Mapping[str, str], stderr: TextIO | None = None) -> CliResult:
+    """Run ``lance-iceberg-ns ARGUMENTS`` in this process through ``main``, as the console script
+    does (the same exit codes, its stdout and stderr kept apart), with ``environ`` as the whole
+    environment, as a process started with it would see it. Given ``stderr`` (a terminal, say),
+    the run writes its stderr there instead of into the result.
+
+    What only a process shows stays out: native code's writes to file descriptor 2, and the log
+    records of ``--debug``, which go to the test run's logging (where the secret check reads them).
+    Commands that serve (``serve``, ``local-catalog``, ``demo``) run as processes."""
+    from click.testing import CliRunner
+
+    from lance_iceberg_ns.cli import main
+
+    # the runner changes os.environ for the run only; None unsets what the run must not see
+    changes: dict[str, str | None] = {name: None for name in os.environ if name not in environ}
+    changes.update(environ)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with CliRunner().isolation(env=changes) as (stdout, captured, _mixed):
+            if stderr is not None:
+                sys.stderr = stderr  # the isolation puts the test run's own back as it ends
+            returncode = main(list(arguments))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return CliResult(returncode, stdout.getvalue().decode(), captured.getvalue().decode())
+    finally:  # --debug configures logging when nothing has: no handler may outlive the run's streams
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+class CommandLine:
+    """``lance-iceberg-ns`` run in process against a catalog given by ``LANCE_ICEBERG_*`` variables;
+    no other ``LANCE_ICEBERG_*`` or ``PYICEBERG_*`` variable of the test run reaches it."""
+
+    def __init__(self, endpoint: str, root: Path | None, home: Path) -> None:
+        self.environ = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.upper().startswith(("LANCE_ICEBERG_", "PYICEBERG_"))
+        }
+        self.environ.update(LANCE_ICEBERG_ENDPOINT=endpoint, PYICEBERG_HOME=str(home), COLUMNS="200")
+        if root is not None:
+            self.environ["LANCE_ICEBERG_ROOT"] = str(root)
+
+    def __call__(self, *arguments: str, **environ: str) -> CliResult:
+        """The run, its environment changed by ``environ`` (an empty value sets the variable empty)."""
+        return run_cli(arguments, {**self.environ, **environ})
+
+    def json(self, *arguments: str, code: int = 0) -> Any:
+        """The answer of the run with ``--json``, which must exit with ``code``: stdout is JSON alone."""
+        done = self(*arguments, "--json")
+        assert done.returncode == code, done.stderr
+        return json.loads(done.stdout)

@@ -959,8 +959,16 @@ def test_search_texts_clauses_and_nesting_are_bounded(search: dict[str, Any], re
 
 
 def test_durations_are_bounded() -> None:
-    assert limits.duration_seconds("30s") == 30 and limits.duration_seconds("500ms") == 0.5
-    assert limits.duration_seconds("1h") == limits.MAX_DURATION_SECONDS
-    for refused in ("3601s", "61m", "100000000000000000000s", "1e9", "-1s", "soon"):
+    from lance_iceberg_ns.data.writes import parse_timeout
+
+    def checked(timeout: str) -> None:
+        limits.check_request_bounds(lance_namespace.MergeInsertIntoTableRequest(id=["t"], on=["id"], timeout=timeout))
+
+    assert parse_timeout("30s").total_seconds() == 30 and parse_timeout("500ms").total_seconds() == 0.5
+    assert parse_timeout("1h").total_seconds() == limits.MAX_DURATION_SECONDS
+    checked("1h")
+    for refused in ("3601s", "61m", "2d", "1w", "100000000000000000000s", "1e9", "-1s", "soon"):
         with pytest.raises(InvalidInputError):
-            limits.duration_seconds(refused)
+            parse_timeout(refused)
+        with pytest.raises(InvalidInputError, match="timeout"):
+            checked(refused)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
 import pyarrow as pa
 import pytest
 import requests
@@ -281,15 +280,15 @@ def test_the_server_takes_its_tokens_from_the_environment_or_a_file_off_the_comm
 
 
 def test_an_empty_or_missing_token_file_stops_the_server_from_starting(tmp_path: Path) -> None:
-    from lance_iceberg_ns.cli.serve import server_tokens
+    from lance_iceberg_ns.server.settings import ServeSettingsError, bearer_tokens
 
     empty = tmp_path / "empty"
     empty.write_text("\n \n")
     for path in (empty, tmp_path / "missing"):
-        with pytest.raises(click.BadParameter):
-            server_tokens((), str(path), environ={})
+        with pytest.raises(ServeSettingsError, match="--auth-token-file"):
+            bearer_tokens((), str(path), environ={})
     environ = {"LANCE_ICEBERG_NS_AUTH_TOKEN": "a,b\nc,,"}
-    assert server_tokens(("given",), None, environ) == ["given", "a", "b", "c"]
+    assert bearer_tokens(("given",), None, environ) == ("given", "a", "b", "c")
 
 
 def test_a_catalog_token_read_from_a_file_is_sent_to_the_catalog(tmp_path: Path) -> None:
@@ -304,15 +303,6 @@ def test_a_catalog_token_read_from_a_file_is_sent_to_the_catalog(tmp_path: Path)
     finally:
         stub.close()
     assert stub.authorizations == ["Bearer catalog-tok-51aa"]
-
-
-def test_the_cli_defaults_are_the_servers() -> None:
-    from lance_iceberg_ns.cli import serve
-    from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS
-    from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT
-
-    assert serve.DEFAULT_REQUEST_READ_TIMEOUT == DEFAULT_REQUEST_READ_TIMEOUT
-    assert serve.DEFAULT_DATA_THREADS == DEFAULT_DATA_THREADS
 
 
 # --- secrets leave only by allowlist --------------------------------------------------------------

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,11 +20,12 @@ from lance_namespace.errors import InternalError, PermissionDeniedError, TableNo
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
 from lance_iceberg_ns.data import writes
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
 from lance_iceberg_ns.storage import ownership
 from lance_iceberg_ns.storage.ownership import MARKER
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone
+from lance_iceberg_ns.tables.tombstones import Tombstone
 
-from .helpers import files_under, ipc, other_client
+from .helpers import CommandLine, files_under, ipc, other_client
 from .scene import Scene
 from .scene import refused as _refused
 
@@ -124,7 +123,7 @@ def test_dropping_and_purging_a_copy_leaves_the_original_whole(scene: Scene) -> 
 
 
 def test_a_tombstone_copied_from_a_live_table_is_foreign_and_the_routine_purge_keeps_the_data(
-    scene: Scene, endpoint: str, lance_root: Path
+    scene: Scene, endpoint: str, lance_root: Path, cli: CommandLine
 ) -> None:
     warehouse, namespace = scene.db
     planted = Tombstone("victim", 1, "planted0000").name  # long expired, by its name
@@ -132,14 +131,12 @@ def test_a_tombstone_copied_from_a_live_table_is_foreign_and_the_routine_purge_k
     victim_files = files_under(scene.victim_location)
     found = scene.operator.list_purgable_tables([warehouse])
     assert [(p.tombstone, p.foreign is not None) for p in found] == [(planted, True)]
-    cli = [sys.executable, "-m", "lance_iceberg_ns.cli", "--endpoint", endpoint, "--root", str(lance_root)]
-    purged = subprocess.run(
-        [*cli, "--json", "tables", "purge", warehouse, "--older-than", "7d"], capture_output=True, text=True
-    )
+    flags = ["--endpoint", endpoint, "--root", str(lance_root)]
+    purged = cli(*flags, "--json", "tables", "purge", warehouse, "--older-than", "7d")
     assert purged.returncode == 1, purged.stderr  # it skipped something: says what and why
     answer = json.loads(purged.stdout)
     assert answer["purged"] == [] and answer["skipped"][0]["reason"].startswith("foreign tombstone: its location")
-    listed = subprocess.run([*cli, "--json", "tables", "purgable", warehouse], capture_output=True, text=True)
+    listed = cli(*flags, "--json", "tables", "purgable", warehouse)
     assert json.loads(listed.stdout)[0]["foreign"].startswith("its location is not its own")
     # an undrop or a create never brings the planted entry back over the live table
     with pytest.raises(TableNotFoundError):
@@ -205,7 +202,7 @@ def test_soft_delete_and_undrop_carry_ownership(ns: IcebergLanceNamespace, db: l
 
 
 def test_a_companion_dropped_by_an_iceberg_engine_leaves_its_data_findable_and_a_register_adopts_it(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, cli: CommandLine
 ) -> None:
     table = [*db, "t"]
     location = lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=table).uri
@@ -215,8 +212,7 @@ def test_a_companion_dropped_by_an_iceberg_engine_leaves_its_data_findable_and_a
     found = ns.unregistered_locations(db[0])
     assert [(u.location, u.was) for u in found] == [(location, ".".join(table))]
     root = ns.properties["root"]
-    cli = [sys.executable, "-m", "lance_iceberg_ns.cli", "--endpoint", endpoint, "--root", root, "--json"]
-    listed = subprocess.run([*cli, "tables", "unregistered", db[0]], capture_output=True, text=True)
+    listed = cli("--endpoint", endpoint, "--root", root, "--json", "tables", "unregistered", db[0])
     assert json.loads(listed.stdout) == [{"location": location, "was": ".".join(table)}], listed.stderr
     assert files_under(Path(location)) == files
     ns.register_table(RegisterTableRequest(id=[*db, "back"], location=location))

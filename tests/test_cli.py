@@ -1,38 +1,28 @@
-"""The ``lance-iceberg-ns`` command, run as a subprocess against the local catalog: its output, its
-``--json``, its exit codes, and import from directory namespaces (V1 and V2)."""
+"""The ``lance-iceberg-ns`` command against the local catalog: its output, its ``--json``, its exit
+codes, and import from directory namespaces (V1 and V2). Commands run in process (the ``cli``
+fixture); one test runs a real process, for what only a process shows."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import lance
 import lance.namespace
 import pyarrow as pa
-import pytest
 from lance_namespace import CreateNamespaceRequest, DeclareTableRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
 
+from .helpers import CommandLine
 
-class Cli:
-    """Runs the command with the catalog given by LANCE_ICEBERG_* variables."""
 
-    def __init__(self, endpoint: str, root: Path, home: Path) -> None:
-        self.environ = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.upper().startswith(("LANCE_ICEBERG_", "PYICEBERG_"))
-        }
-        self.environ.update(
-            LANCE_ICEBERG_ENDPOINT=endpoint, LANCE_ICEBERG_ROOT=str(root), PYICEBERG_HOME=str(home), COLUMNS="200"
-        )
+class Cli(CommandLine):
+    """The command run as a real process (``python -m lance_iceberg_ns.cli``): the exit status a
+    shell sees, and all that reaches its stderr, native code's writes included."""
 
-    def __call__(self, *arguments: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *arguments: str, **environ: str) -> subprocess.CompletedProcess[str]:  # type: ignore[override]
         return subprocess.run(
             [sys.executable, "-m", "lance_iceberg_ns.cli", *arguments],
             env={**self.environ, **environ},
@@ -41,18 +31,16 @@ class Cli:
             timeout=120,
         )
 
-    def json(self, *arguments: str) -> Any:
-        result = self(*arguments, "--json")
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+
+def test_a_failing_command_run_as_a_process_exits_with_its_code_and_one_line(
+    endpoint: str, lance_root: Path, tmp_path: Path, db: list[str]
+) -> None:
+    missing = Cli(endpoint, lance_root, tmp_path)("tables", "describe", ".".join([*db, "missing"]))
+    assert (missing.returncode, missing.stdout) == (3, "")
+    assert missing.stderr.startswith("error: TableNotFound (4):") and missing.stderr.count("\n") == 1
 
 
-@pytest.fixture
-def cli(endpoint: str, lance_root: Path, tmp_path: Path) -> Cli:
-    return Cli(endpoint, lance_root, tmp_path)
-
-
-def test_namespace_commands_human_and_json(cli: Cli, warehouse: str) -> None:
+def test_namespace_commands_human_and_json(cli: CommandLine, warehouse: str) -> None:
     namespace = f"{warehouse}.cli_ns"
     created = cli("namespaces", "create", namespace, "--set", "owner=data-eng")
     assert (created.returncode, created.stdout) == (0, f"created {namespace}\n")
@@ -66,7 +54,9 @@ def test_namespace_commands_human_and_json(cli: Cli, warehouse: str) -> None:
     assert "cli_ns" not in cli.json("namespaces", "list", warehouse)["namespaces"]
 
 
-def test_table_commands_and_versions(cli: Cli, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path) -> None:
+def test_table_commands_and_versions(
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+) -> None:
     table = ".".join([*db, "events"])
     for i, mode in enumerate(("create", "append", "append")):
         lance.write_dataset(pa.table({"id": [i]}), namespace_client=ns, table_id=[*db, "events"], mode=mode)
@@ -102,7 +92,7 @@ def test_table_commands_and_versions(cli: Cli, ns: IcebergLanceNamespace, db: li
     assert cli.json("tables", "remove-orphans", table, "--older-than", "0s", "--dry-run")["files"] == []
 
 
-def test_soft_delete_lifecycle_commands(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_soft_delete_lifecycle_commands(cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]) -> None:
     for name in ("kept", "gone"):
         lance.write_dataset(pa.table({"x": [1]}), namespace_client=ns, table_id=[*db, name])
         ns.drop_table({"id": [*db, name]})
@@ -119,7 +109,7 @@ def test_soft_delete_lifecycle_commands(cli: Cli, ns: IcebergLanceNamespace, db:
     assert cli("tables", "status", ".".join([*db, "gone"])).stdout == "not_found\n"
 
 
-def test_exit_codes_and_one_line_errors(cli: Cli, db: list[str]) -> None:
+def test_exit_codes_and_one_line_errors(cli: CommandLine, db: list[str]) -> None:
     missing = cli("tables", "describe", ".".join([*db, "missing"]))
     assert missing.returncode == 3 and missing.stderr.count("\n") == 1
     assert missing.stderr.startswith("error: TableNotFound (4):") and "Traceback" not in missing.stderr
@@ -147,14 +137,14 @@ def test_exit_codes_and_one_line_errors(cli: Cli, db: list[str]) -> None:
     assert debug.returncode == 3 and "Traceback" in debug.stderr
 
 
-def test_secrets_stay_out_of_cli_output(cli: Cli, db: list[str]) -> None:
+def test_secrets_stay_out_of_cli_output(cli: CommandLine, db: list[str]) -> None:
     secret = "cli-SECRET-7f3e"
     result = cli("tables", "describe", ".".join([*db, "missing"]), "-p", f"auth_token={secret}", "--debug")
     assert result.returncode == 3
     assert secret not in result.stdout + result.stderr
 
 
-def test_catalog_from_pyiceberg_configuration(cli: Cli, endpoint: str, warehouse: str, tmp_path: Path) -> None:
+def test_catalog_from_pyiceberg_configuration(cli: CommandLine, endpoint: str, warehouse: str, tmp_path: Path) -> None:
     (tmp_path / ".pyiceberg.yaml").write_text(f"catalog:\n  lake:\n    uri: {endpoint}\n")
     listed = cli("--catalog", "lake", "namespaces", "list", warehouse, "--json", LANCE_ICEBERG_ENDPOINT="")
     assert listed.returncode == 0, listed.stderr
@@ -183,7 +173,7 @@ def _directory_with_tables(root: Path) -> None:
 
 
 def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
 ) -> None:
     source = tmp_path / "directory"
     source.mkdir()

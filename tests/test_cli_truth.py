@@ -10,53 +10,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import lance
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.cli.data_commands import INDEX_PARAMETERS, SCALAR_INDEX_TYPES
 from lance_iceberg_ns.data.indices import SCALAR_TYPES, TOKENIZER_FIELDS, VECTOR_FIELDS, VECTOR_TYPES
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
+from lance_iceberg_ns.tables.tombstones import Tombstone
 from lance_iceberg_ns.testing import local_catalog
 
-from .helpers import other_client
-
-
-class Cli:
-    """Runs the command as a user would, the catalog given by LANCE_ICEBERG_* variables."""
-
-    def __init__(self, endpoint: str, root: Path | None, home: Path) -> None:
-        self.environ = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.upper().startswith(("LANCE_ICEBERG_", "PYICEBERG_"))
-        }
-        self.environ.update(LANCE_ICEBERG_ENDPOINT=endpoint, PYICEBERG_HOME=str(home), COLUMNS="200")
-        if root is not None:
-            self.environ["LANCE_ICEBERG_ROOT"] = str(root)
-
-    def __call__(self, *arguments: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "lance_iceberg_ns.cli", *arguments],
-            env=self.environ,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    def json(self, *arguments: str, code: int = 0) -> Any:
-        done = self(*arguments, "--json")
-        assert done.returncode == code, done.stderr
-        return json.loads(done.stdout)  # stdout is JSON and nothing else
-
-
-@pytest.fixture
-def cli(endpoint: str, lance_root: Path, tmp_path: Path) -> Cli:
-    return Cli(endpoint, lance_root, tmp_path)
+from .helpers import CliResult, CommandLine, other_client, run_cli
 
 
 def _write(ns: IcebergLanceNamespace, table_id: list[str], rows: int = 3) -> None:
@@ -64,7 +30,7 @@ def _write(ns: IcebergLanceNamespace, table_id: list[str], rows: int = 3) -> Non
 
 
 def test_purge_says_what_it_purged_and_skipped_and_why_and_exits_1(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str], endpoint: str
 ) -> None:
     warehouse, namespace = db
     for name in ("old", "young"):
@@ -107,7 +73,9 @@ def test_purge_says_what_it_purged_and_skipped_and_why_and_exits_1(
     assert nothing.returncode == 1 and json.loads(nothing.stdout)["purged"] == []  # the foreign entry stays
 
 
-def test_remove_orphans_says_what_it_kept_as_too_young(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_remove_orphans_says_what_it_kept_as_too_young(
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]
+) -> None:
     _write(ns, [*db, "t"])
     table = ".".join([*db, "t"])
     stray = Path(ns.describe_table({"id": [*db, "t"]}).location) / "data" / "stray.lance"
@@ -119,7 +87,7 @@ def test_remove_orphans_says_what_it_kept_as_too_young(cli: Cli, ns: IcebergLanc
     assert (removed["files"], removed["kept"]) == (["data/stray.lance"], []) and not stray.exists()
 
 
-def test_drops_and_creates_say_what_happened(cli: Cli, ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_drops_and_creates_say_what_happened(cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]) -> None:
     warehouse = db[0]
     missing = cli("namespaces", "drop", f"{warehouse}.typo")
     assert missing.returncode == 3 and "NamespaceNotFound" in missing.stderr and missing.stdout == ""
@@ -146,7 +114,7 @@ def test_drops_and_creates_say_what_happened(cli: Cli, ns: IcebergLanceNamespace
 def test_root_is_required_to_place_data_and_property_keys_are_checked(
     endpoint: str, lance_root: Path, tmp_path: Path, db: list[str]
 ) -> None:
-    rootless = Cli(endpoint, None, tmp_path)
+    rootless = CommandLine(endpoint, None, tmp_path)
     table = ".".join([*db, "later"])
     refused = rootless("tables", "declare", table)
     assert refused.returncode == 2 and "give --root DIR" in refused.stderr
@@ -183,7 +151,7 @@ def test_serve_says_where_it_places_tables(endpoint: str, lance_root: Path) -> N
 
 
 def test_ids_are_read_as_meant_one_part_namespaces_and_dotted_new_names(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str]
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
     one_part = cli("namespaces", "create", "sales")
     assert one_part.returncode == 2 and "give WAREHOUSE.NAMESPACE (e.g. wh.sales)" in one_part.stderr
@@ -204,18 +172,18 @@ def test_ids_are_read_as_meant_one_part_namespaces_and_dotted_new_names(
 
 
 def test_a_catalog_without_a_prefix_gets_a_hint_and_one_with_none(
-    cli: Cli, tmp_path: Path, db: list[str], lance_root: Path
+    cli: CommandLine, tmp_path: Path, db: list[str], lance_root: Path
 ) -> None:
     assert "hint:" not in cli("namespaces", "list", db[0]).stderr
     with local_catalog(tmp_path / "unprefixed", prefix_style="none") as server:
-        plain = Cli(server.endpoint, lance_root, tmp_path)
+        plain = CommandLine(server.endpoint, lance_root, tmp_path)
         created = plain("namespaces", "create", "any_wh.sales", "--json")
         assert created.returncode == 0 and json.loads(created.stdout)["created"] is True
         assert created.stderr.count("\n") == 1 and "has no warehouse prefix: 'any_wh' is only a label" in created.stderr
 
 
 def test_long_work_reports_its_time_and_index_parameters_are_checked(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str]
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
     vectors = pa.FixedSizeListArray.from_arrays(pa.array(np.random.default_rng(2).random(256 * 8, dtype=np.float32)), 8)
     lance.write_dataset(pa.table({"id": range(256), "vec": vectors}), namespace_client=ns, table_id=[*db, "v"])
@@ -249,20 +217,14 @@ def test_long_work_reports_its_time_and_index_parameters_are_checked(
     assert json.loads(quiet.stdout)["dropped_indices"] == ["id_idx", "vec_idx"] and on_terminal == ""
 
 
-def _on_a_terminal(cli: Cli, *arguments: str) -> tuple[subprocess.CompletedProcess[str], str]:
+def _on_a_terminal(cli: CommandLine, *arguments: str) -> tuple[CliResult, str]:
     """Run the command with its stderr on a terminal (a pseudo-terminal): what it showed there."""
     import pty
 
     reader, writer = pty.openpty()
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "lance_iceberg_ns.cli", *arguments],
-            env={**cli.environ, "TERM": "xterm"},
-            stdout=subprocess.PIPE,
-            stderr=writer,
-            text=True,
-            timeout=180,
-        )
+        with open(writer, "w", encoding="utf-8", closefd=False) as terminal:
+            done = run_cli(arguments, {**cli.environ, "TERM": "xterm"}, stderr=terminal)
     finally:
         os.close(writer)
     shown = b""
@@ -279,7 +241,7 @@ def _on_a_terminal(cli: Cli, *arguments: str) -> tuple[subprocess.CompletedProce
 
 
 def test_tags_stand_for_versions_and_restore_names_the_indices_it_drops(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str]
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
     table_id = [*db, "t"]
     table = ".".join(table_id)

@@ -3,10 +3,6 @@ in process and through the REST server."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +16,7 @@ from lance_namespace.errors import InvalidInputError, TableNotFoundError, TableV
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import serve_in_background
 
-from .helpers import create_plain_iceberg_table, write_values
+from .helpers import CommandLine, create_plain_iceberg_table, write_values
 
 
 def test_count_rows_sees_the_latest_version_with_a_predicate_and_at_a_version(
@@ -128,17 +124,12 @@ def test_list_all_tables_walks_a_warehouse_with_pages(
     assert first.tables + rest.tables == everything and rest.page_token is None
 
 
-def test_cli_lists_tables_recursively(
-    ns: IcebergLanceNamespace, warehouse: str, endpoint: str, lance_root: Path
-) -> None:
-
+def test_cli_lists_tables_recursively(ns: IcebergLanceNamespace, warehouse: str, cli: CommandLine) -> None:
     for namespace in ([warehouse, "a"], [warehouse, "a", "deep"]):
         ns.create_namespace({"id": namespace})
         write_values(ns, [*namespace, "t"], [1])
-    environ = {**os.environ, "LANCE_ICEBERG_ENDPOINT": endpoint, "LANCE_ICEBERG_ROOT": str(lance_root)}
-    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "tables", "list", warehouse, "--recursive", "--json"]
-    listed = subprocess.run(command, capture_output=True, text=True, env=environ, check=True)
-    assert json.loads(listed.stdout)["tables"] == [f"{warehouse}.a.deep.t", f"{warehouse}.a.t"]
+    listed = cli.json("tables", "list", warehouse, "--recursive")
+    assert listed["tables"] == [f"{warehouse}.a.deep.t", f"{warehouse}.a.t"]
 
 
 def test_data_routes_have_their_own_streamed_body_limit(endpoint: str, lance_root: Path, db: list[str]) -> None:

@@ -30,8 +30,8 @@ from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsE
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import RunningServer
-from lance_iceberg_ns.versions.managed import VERSION_KEY
 from lance_iceberg_ns.versions.manifests import version_of_manifest
+from lance_iceberg_ns.versions.snapshots import VERSION_KEY
 
 from .helpers import create_plain_iceberg_table, files_under, ipc
 

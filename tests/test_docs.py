@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from lance_iceberg_ns.cli import cli
-from lance_iceberg_ns.config.settings import KNOWN_KEYS
+from lance_iceberg_ns.config.properties import KNOWN_KEYS, markdown_table
 
 from .helpers import script_module
 
@@ -36,8 +36,10 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert "list-tables-latency.png" in performance and (DOCS / "images" / "list-tables-latency.png").exists()
 
 
-def test_configuration_page_lists_every_property() -> None:
+def test_configuration_page_shows_the_table_of_properties_as_the_code_holds_it() -> None:
     page = (DOCS / "configuration.md").read_text()
+    table = markdown_table()
+    assert table in page, f"docs/configuration.md must show the table of properties exactly as:\n{table}"
     missing = [key for key in sorted(KNOWN_KEYS) if f"| `{key}` |" not in page]
     assert not missing, f"docs/configuration.md does not document {missing}"
 
@@ -73,6 +75,17 @@ def test_operations_page_lists_every_implemented_operation() -> None:
     page = (DOCS / "operations.md").read_text()
     missing = [name for name in implemented if f"`{name}`" not in page]
     assert len(implemented) >= 16 and not missing, f"docs/operations.md does not document {missing}"
+
+
+def test_the_install_section_lists_every_extra_once() -> None:
+    """The one install section (docs/index.md) has a row for each extra of pyproject.toml; the
+    README points to it rather than listing extras of its own."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extras = re.findall(r"(?m)^([a-z0-9_-]+) = ", pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0])
+    install = (DOCS / "index.md").read_text().split("\n## Install\n")[1].split("\n## ")[0]
+    rows = re.findall(r"(?m)^\| `([a-z0-9_-]+)` \|", install)
+    assert len(extras) >= 10 and sorted(rows) == sorted(extras), (extras, rows)
+    assert "(docs/index.md#install)" in (ROOT / "README.md").read_text()
 
 
 def _run_all() -> Any:

@@ -6,10 +6,7 @@ in tests/test_spark_iceberg.py."""
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,16 @@ from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 from lance_iceberg_ns.testing.build import HC5_RELOCATION, _relocate_names
 
-from .helpers import catalog_state, create_plain_iceberg_table, files_under, ipc, other_client, write_values
+from .helpers import (
+    CliResult,
+    CommandLine,
+    catalog_state,
+    create_plain_iceberg_table,
+    files_under,
+    ipc,
+    other_client,
+    write_values,
+)
 
 
 def _properties(endpoint: str, table_id: list[str]) -> dict[str, str]:
@@ -142,7 +148,7 @@ def test_a_catalog_that_refuses_the_protection_does_not_stop_a_write(
 
 
 def test_protect_command_protects_every_lance_table_of_a_warehouse_once(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path, tmp_path: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path, cli: CommandLine
 ) -> None:
     warehouse, sub = db[0], [*db, "sub"]
     ns.create_namespace(CreateNamespaceRequest(id=sub))
@@ -165,27 +171,20 @@ def test_protect_command_protects_every_lance_table_of_a_warehouse_once(
     plain_before = _properties(endpoint, [*db, "plain"])
     for name in ("top", "nested", "declared", "elsewhere"):
         _unprotect(endpoint, tables[name])
-    environ = {
-        **{k: v for k, v in os.environ.items() if not k.upper().startswith(("LANCE_ICEBERG_", "PYICEBERG_"))},
-        "LANCE_ICEBERG_ENDPOINT": endpoint,
-        "LANCE_ICEBERG_ROOT": str(lance_root),
-        "PYICEBERG_HOME": str(tmp_path),
-    }
 
-    def cli(*arguments: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "lance_iceberg_ns.cli", "tables", "protect", *arguments]
-        done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
+    def protect(*arguments: str) -> CliResult:
+        done = cli("tables", "protect", *arguments)
         assert done.returncode == 0, done.stderr
         return done
 
     def as_json(*arguments: str) -> Any:
-        return json.loads(cli(*arguments, "--json").stdout)
+        return json.loads(protect(*arguments, "--json").stdout)
 
     one_namespace = as_json(warehouse, db[1])  # db and beneath, not "other"
     assert sorted(one_namespace["protected"]) == sorted(".".join(tables[n]) for n in ("top", "nested", "declared"))
     assert one_namespace["already_protected_count"] == 1  # the soft-deleted one, in the trash
     assert not _protected(_properties(endpoint, tables["elsewhere"]))
-    human = cli(warehouse).stdout
+    human = protect(warehouse).stdout
     assert "protected 1 Lance table(s); 4 already were" in human and ".".join(tables["elsewhere"]) in human
     again = as_json(warehouse)
     assert (again["protected_count"], again["already_protected_count"]) == (0, 5)
@@ -194,10 +193,8 @@ def test_protect_command_protects_every_lance_table_of_a_warehouse_once(
     assert _properties(endpoint, [*db, "plain"]) == plain_before  # never touched
 
 
-def test_protect_command_for_a_missing_namespace_is_not_found(endpoint: str, lance_root: Path, db: list[str]) -> None:
-    environ = {**os.environ, "LANCE_ICEBERG_ENDPOINT": endpoint, "LANCE_ICEBERG_ROOT": str(lance_root)}
-    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "tables", "protect", db[0], "missing"]
-    done = subprocess.run(command, capture_output=True, text=True, env=environ, timeout=120)
+def test_protect_command_for_a_missing_namespace_is_not_found(cli: CommandLine, db: list[str]) -> None:
+    done = cli("tables", "protect", db[0], "missing")
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("error: NamespaceNotFound") and "Traceback" not in done.stderr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +23,11 @@ from lance_namespace.errors import (
     ServiceUnavailableError,
     ThrottlingError,
     UnauthenticatedError,
+    from_error_code,
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.errors import HTTP_STATUS, ExitCode, exit_code_for, http_status_for, is_refusal
 
 from .stubs import OAuthRecordingStub, StatusStubServer
 
@@ -77,6 +80,109 @@ def test_connection_refused_is_service_unavailable(tmp_path: Path) -> None:
     with ns, pytest.raises(ServiceUnavailableError) as caught:
         ns.list_namespaces(ListNamespacesRequest(id=["wh"]))
     assert caught.value.code == ErrorCode.SERVICE_UNAVAILABLE
+
+
+# Every code's HTTP status (the spec's table, 429 for Throttling) and exit code (docs/cli.md), as
+# they were before one table held them: the table must reproduce each, and name every code.
+STATUS_AND_EXIT_CODE = {
+    ErrorCode.UNSUPPORTED: (406, 7),
+    ErrorCode.NAMESPACE_NOT_FOUND: (404, 3),
+    ErrorCode.NAMESPACE_ALREADY_EXISTS: (409, 4),
+    ErrorCode.NAMESPACE_NOT_EMPTY: (409, 4),
+    ErrorCode.TABLE_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_ALREADY_EXISTS: (409, 4),
+    ErrorCode.TABLE_INDEX_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_INDEX_ALREADY_EXISTS: (409, 4),
+    ErrorCode.TABLE_TAG_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_TAG_ALREADY_EXISTS: (409, 4),
+    ErrorCode.TRANSACTION_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_VERSION_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_COLUMN_NOT_FOUND: (404, 3),
+    ErrorCode.INVALID_INPUT: (400, 2),
+    ErrorCode.CONCURRENT_MODIFICATION: (409, 4),
+    ErrorCode.PERMISSION_DENIED: (403, 6),
+    ErrorCode.UNAUTHENTICATED: (401, 6),
+    ErrorCode.SERVICE_UNAVAILABLE: (503, 5),
+    ErrorCode.INTERNAL: (500, 1),
+    ErrorCode.INVALID_TABLE_STATE: (409, 4),
+    ErrorCode.TABLE_SCHEMA_VALIDATION_ERROR: (400, 2),
+    ErrorCode.THROTTLING: (429, 5),
+    ErrorCode.TABLE_BRANCH_NOT_FOUND: (404, 3),
+    ErrorCode.TABLE_BRANCH_ALREADY_EXISTS: (409, 4),
+}
+
+
+def test_every_error_code_keeps_its_http_status_and_exit_code() -> None:
+    assert set(HTTP_STATUS) == set(ErrorCode) == set(STATUS_AND_EXIT_CODE)
+    assert {code: (http_status_for(code), exit_code_for(code)) for code in ErrorCode} == STATUS_AND_EXIT_CODE
+    # the wire and the command line hand over plain ints
+    assert {int(code): http_status_for(int(code)) for code in ErrorCode} == {
+        int(code): status for code, (status, _exit) in STATUS_AND_EXIT_CODE.items()
+    }
+
+
+def test_an_error_code_not_in_the_table_is_an_unexpected_server_error() -> None:
+    for unknown in (-1, len(ErrorCode), 999):
+        assert (http_status_for(unknown), exit_code_for(unknown), is_refusal(unknown)) == (500, 1, False)
+
+
+def test_only_a_4xx_is_a_refusal() -> None:
+    refused = {code for code, (status, _exit) in STATUS_AND_EXIT_CODE.items() if status < 500}
+    assert {code for code in ErrorCode if is_refusal(code)} == refused
+    assert set(ErrorCode) - refused == {ErrorCode.SERVICE_UNAVAILABLE, ErrorCode.INTERNAL}
+
+
+def test_the_command_line_exits_by_the_table() -> None:
+    """The command line's own exit codes (kept apart so that it starts without lance_namespace) are
+    the table's numbers, and its exit code for a Lance error is the table's."""
+    from lance_iceberg_ns import cli
+    from lance_iceberg_ns.cli import base
+
+    assert (base.EXIT_UNEXPECTED, base.EXIT_USAGE, base.EXIT_UNAVAILABLE) == (
+        ExitCode.UNEXPECTED,
+        ExitCode.INVALID_INPUT,
+        ExitCode.UNAVAILABLE,
+    )
+    assert {code: cli.exit_code_for(code) for code in ErrorCode} == {
+        code: exit_code for code, (_status, exit_code) in STATUS_AND_EXIT_CODE.items()
+    }
+
+
+def test_the_errors_page_shows_the_table() -> None:
+    """docs/errors.md's table of status, codes and exit code: each row's codes answer with its
+    statuses and exit with its code, and every code has its row."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "errors.md").read_text()
+    rows = re.findall(r"^\| (\d[^|]*) \| (\d[^|]*) \| (\d) [^|]+ \|$", page, re.MULTILINE)
+    shown = {
+        ErrorCode(int(code)): (statuses, int(exit_code))
+        for statuses, codes, exit_code in rows
+        for code in re.findall(r"\d+", codes)
+    }
+    assert set(shown) == set(ErrorCode)
+    for code, (statuses, exit_code) in shown.items():
+        assert str(http_status_for(code)) in re.findall(r"\d+", statuses) and exit_code == exit_code_for(code), code
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=[code.name for code in ErrorCode])
+def test_an_atomic_commit_deletes_its_files_only_when_the_catalog_refused_it(
+    code: ErrorCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal (4xx) published nothing, so the commit's files go; after a 5xx the commit may have
+    landed and they stay. Staging and publishing are replaced by fakes that fail with each code."""
+    from lance_iceberg_ns.jobs import atomic
+
+    discarded: list[object] = []
+
+    def publish_fails(*_args: object) -> None:
+        raise from_error_code(int(code), "injected")
+
+    monkeypatch.setattr(atomic, "stage_all", lambda staging, writes: None)
+    monkeypatch.setattr(atomic, "publish", publish_fails)
+    monkeypatch.setattr(atomic, "discard_all", lambda staging, writes: discarded.append(writes))
+    with pytest.raises(LanceNamespaceError) as caught:
+        atomic.commit_together(None, None, [])  # type: ignore[arg-type]
+    assert caught.value.code == code
+    assert bool(discarded) == (STATUS_AND_EXIT_CODE[code][0] < 500) == is_refusal(code)
 
 
 @pytest.mark.parametrize(

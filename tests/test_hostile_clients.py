@@ -15,8 +15,9 @@ import requests
 from lance_namespace import DescribeTableRequest
 
 from lance_iceberg_ns import companion_table_schema
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
 from lance_iceberg_ns.server import serve_in_background
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone
+from lance_iceberg_ns.tables.tombstones import Tombstone
 
 from .conftest import SECRET_MARK
 from .helpers import files_under, other_client

@@ -13,8 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.versions import managed
-from lance_iceberg_ns.versions import manifests as versions
+from lance_iceberg_ns.versions import manifests
 
 from .conftest import RequestCounter
 
@@ -49,14 +48,13 @@ class _CountedFiles:
 def file_operations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The operations on a table's files made through the modules that read managed versions."""
     operations: list[str] = []
-    original = managed.filesystem_for
+    original = manifests.filesystem_for
 
     def counting(location: str, storage_options: Any) -> tuple[Any, str]:
         filesystem, root = original(location, storage_options)
         return _CountedFiles(filesystem, operations), root
 
-    for module in (managed, versions):
-        monkeypatch.setattr(module, "filesystem_for", counting)
+    monkeypatch.setattr(manifests, "filesystem_for", counting)
     return operations
 
 

@@ -107,11 +107,11 @@ def test_a_version_another_writer_committed_through_the_catalog_is_no_write_by_l
     """The final manifest of another writer's version is on disk only after the catalog has it: a
     write that loaded the table just before another writer committed asks the catalog again
     rather than taking that version for a write by location."""
-    import lance_iceberg_ns.versions.managed as managed
+    from lance_iceberg_ns.versions import snapshots
 
     table_id = [*db, "events"]
     lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id)
-    looked = managed.written_by_path_after
+    looked = snapshots.written_by_path_after
     with IcebergLanceNamespace(**properties) as other:
         raced: list[int] = []
 
@@ -121,7 +121,7 @@ def test_a_version_another_writer_committed_through_the_catalog_is_no_write_by_l
                 other.insert_into_table({"id": table_id}, ipc(_rows(100, 10)))
             return looked(table, storage_options)
 
-        monkeypatch.setattr(managed, "written_by_path_after", another_writer_commits_first)
+        monkeypatch.setattr(snapshots, "written_by_path_after", another_writer_commits_first)
         managed_ns.insert_into_table({"id": table_id}, ipc(_rows(110, 10)))
     assert raced and lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 120
 
@@ -374,7 +374,7 @@ def test_a_version_committed_through_the_catalog_after_the_table_was_loaded_is_n
     from lance_namespace import CreateTableVersionRequest
 
     from lance_iceberg_ns.identifiers import parse_table_id
-    from lance_iceberg_ns.versions.managed import latest_version
+    from lance_iceberg_ns.versions.snapshots import latest_version
 
     table_id = [*db, "events"]
     location = lance.write_dataset(_rows(0, 1), namespace_client=managed_ns, table_id=table_id).uri

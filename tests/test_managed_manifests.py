@@ -26,7 +26,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
-from lance_iceberg_ns.versions import finalizing
+from lance_iceberg_ns.versions import manifests
 from lance_iceberg_ns.versions.manifests import manifest_name
 
 from .helpers import ipc, other_client, stage_manifest
@@ -173,7 +173,7 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
 ) -> None:
     table_id = [*db, "raced"]
     location = _create(managed_ns, table_id, [1])
-    create = managed_ns._versions.create
+    create = managed_ns._versions.create_table_version
     raced: list[int] = []
 
     def racing(request: Any) -> Any:  # a writer by location commits between the check and the commit
@@ -182,7 +182,7 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
             lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
         return create(request)
 
-    monkeypatch.setattr(managed_ns._versions, "create", racing)
+    monkeypatch.setattr(managed_ns._versions, "create_table_version", racing)
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert raced == [2] and _versions(managed_ns, table_id) == [1]
@@ -208,7 +208,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     location = _create(managed_ns, table_id, [1])
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # the raced version takes over v1's list
     _create(managed_ns, other_id, [10])
-    original = getattr(finalizing, step)
+    original = getattr(manifests, step)
     raced: list[str] = []
 
     def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
@@ -217,7 +217,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
             lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
         return original(place, *args)
 
-    monkeypatch.setattr(finalizing, step, racing)
+    monkeypatch.setattr(manifests, step, racing)
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         if batch:  # the other table goes back too
             write_together(
@@ -225,7 +225,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
             )
         else:
             managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    monkeypatch.setattr(finalizing, step, original)
+    monkeypatch.setattr(manifests, step, original)
     assert raced and sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
     assert _versions(managed_ns, table_id) == [1, 2] and _versions(managed_ns, other_id) == [1]
     assert _rows(managed_ns, other_id) == [10]
@@ -249,19 +249,19 @@ def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_
     table_id, other_id = [*db, "raced"], [*db, "other"]
     location = _create(managed_ns, table_id, [1])
     _create(managed_ns, other_id, [10])
-    finalize = finalizing.finalize
+    finalize = manifests.finalize
 
     def racing(place: str, *args: Any) -> Any:
         if place == location:
             lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
         return finalize(place, *args)
 
-    monkeypatch.setattr(finalizing, "finalize", racing)
+    monkeypatch.setattr(manifests, "finalize", racing)
     with pytest.raises(InternalError, match="writer by location committed it too"):
         write_together(
             managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
         )
-    monkeypatch.setattr(finalizing, "finalize", finalize)
+    monkeypatch.setattr(manifests, "finalize", finalize)
     assert _rows(managed_ns, other_id) == [10, 11] and _versions(managed_ns, other_id) == [1, 2]
     assert sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
     assert _versions(managed_ns, table_id) == [1, 2]  # and the catalog's, its manifest staged
@@ -274,16 +274,16 @@ def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_com
     into place, copies the staged manifest to its final name itself: the same manifest, no race."""
     table_id = [*db, "read"]
     location = _create(managed_ns, table_id, [1])
-    finalize = finalizing.finalize
+    finalize = manifests.finalize
 
     def read_first(place: str, storage_options: Any, version: Any) -> Any:
         staged = os.path.join(location, "_versions", version.manifest_path.rsplit("/", 1)[-1])
         shutil.copy(staged, staged.rsplit("-", 5)[0])  # the final name: the staged one without its UUID
         return finalize(place, storage_options, version)
 
-    monkeypatch.setattr(finalizing, "finalize", read_first)
+    monkeypatch.setattr(manifests, "finalize", read_first)
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-    monkeypatch.setattr(finalizing, "finalize", finalize)
+    monkeypatch.setattr(manifests, "finalize", finalize)
     assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
     assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))

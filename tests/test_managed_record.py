@@ -16,9 +16,9 @@ from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.versions import finalizing, managed
-from lance_iceberg_ns.versions.managed import VERSION_KEY
+from lance_iceberg_ns.versions import manifests, snapshots
 from lance_iceberg_ns.versions.manifests import manifest_name
+from lance_iceberg_ns.versions.snapshots import VERSION_KEY
 
 from .helpers import other_client, stage_manifest
 
@@ -98,11 +98,11 @@ def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_versio
     table_id = [*db, "t"]
     _append(managed_ns, table_id, 1)
     with monkeypatch.context() as writer_dies:  # version 2's writer dies between the catalog commit and the copy
-        writer_dies.setattr(finalizing, "finalize", lambda location, options, version: version)
+        writer_dies.setattr(manifests, "finalize", lambda location, options, version: version)
         _append(managed_ns, table_id, 2)
     location = managed_ns.describe_table({"id": table_id}).location
     with monkeypatch.context() as store_refuses:  # and the store refuses the copy to its final name for now
-        store_refuses.setattr(managed, "_finalize_abandoned", lambda *args, **kwargs: False)
+        store_refuses.setattr(manifests, "finalize_abandoned", lambda *args, **kwargs: False)
         for version in (3, 4, 5):
             with IcebergLanceNamespace(**managed_ns.properties) as other_writer:
                 other_writer.create_table_version(
@@ -159,7 +159,7 @@ def test_a_table_that_recorded_every_version_lets_the_old_ones_go_at_its_next_co
 ) -> None:
     table_id = [*db, "t"]
     with monkeypatch.context() as recorded_all:  # as tables were recorded before: a snapshot per version
-        recorded_all.setattr(managed, "_superseded", lambda table, options, finalized: [])
+        recorded_all.setattr(snapshots, "superseded", lambda table, options, finalized: [])
         for value in range(1, 9):
             _append(managed_ns, table_id, value)
     assert _recorded(endpoint, table_id) == [str(v) for v in range(1, 9)]

@@ -29,10 +29,10 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.jobs.orphans import find_orphan_files, remove_orphan_files
-from lance_iceberg_ns.versions import managed
 from lance_iceberg_ns.versions import operations as versioning
-from lance_iceberg_ns.versions.managed import MANIFEST_KEY, VERSION_KEY
+from lance_iceberg_ns.versions import snapshots
 from lance_iceberg_ns.versions.manifests import manifest_name, version_of_manifest
+from lance_iceberg_ns.versions.snapshots import MANIFEST_KEY, VERSION_KEY
 
 from .helpers import ipc, other_client, stage_manifest
 
@@ -781,7 +781,7 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
     catalog = other_client(endpoint, db[0])
     companion = catalog.load_table((db[1], "orders"))
     companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
-    plan = managed.plan_version
+    plan = snapshots.plan_version
     engine_commits: list[int] = []
 
     def engine_commits_on_its_branch_once(table: Any, *args: Any, **kwargs: Any) -> Any:
@@ -791,7 +791,7 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
             _engine_commit(endpoint, orders, branch="audit")
         return planned
 
-    monkeypatch.setattr(managed, "plan_version", engine_commits_on_its_branch_once)
+    monkeypatch.setattr(snapshots, "plan_version", engine_commits_on_its_branch_once)
     published = write_together(
         managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"id": [2]}), "append")]
     )

@@ -119,7 +119,7 @@ def test_default_locations_escape_names_and_stay_under_an_object_store_root() ->
 
 
 def test_table_uris_escape_names_so_a_client_decoding_them_stays_put(tmp_path: Path) -> None:
-    from lance_iceberg_ns.storage.datasets import table_uri
+    from lance_iceberg_ns.storage.locations import table_uri
 
     uri = table_uri(f"{tmp_path}/%2e%2e/%2e%2e/t.lance")
     assert uri == f"file://{tmp_path}/%252e%252e/%252e%252e/t.lance"

@@ -23,8 +23,7 @@ from lance_namespace.errors import InvalidInputError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.config.settings import Settings
-from lance_iceberg_ns.data import opening
-from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.data import datasets, opening
 
 from .conftest import RequestCounter
 from .helpers import ipc, write_values

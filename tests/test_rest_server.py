@@ -46,7 +46,7 @@ from lance_namespace.errors import (
     from_error_code,
 )
 
-from lance_iceberg_ns.errors.translation import http_status_for
+from lance_iceberg_ns.errors import http_status_for
 from lance_iceberg_ns.server import RunningServer, serve_in_background
 
 from .stubs import OAuthRecordingStub

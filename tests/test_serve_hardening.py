@@ -81,7 +81,7 @@ def test_a_config_file_line_that_is_not_exactly_a_setting_stops_serve_naming_its
 
 
 def test_a_config_file_sets_nothing_in_the_environment(own_environment: dict[str, str], tmp_path: Path) -> None:
-    from lance_iceberg_ns.cli.serving import settings_from_environment
+    from lance_iceberg_ns.server.settings import ServeSettings
 
     config = tmp_path / "serve.env"
     config.write_text(
@@ -93,7 +93,7 @@ def test_a_config_file_sets_nothing_in_the_environment(own_environment: dict[str
     )
     own_environment["LANCE_ICEBERG_NS_CONFIG_FILE"] = str(config)
     before = dict(own_environment)
-    settings, _ = settings_from_environment()
+    settings = ServeSettings.from_environment()
     assert settings.auth_tokens == (TOKEN,) and settings.forward_bearer_token
     assert settings.properties["auth_token"] == CATALOG_SECRET  # reaches the bridge in the settings
     assert settings.properties["endpoint"] == "http://catalog.example:8181"
@@ -334,7 +334,7 @@ def test_the_cores_counted_are_the_affinity_capped_by_the_cgroup_quota(
 def test_serve_beyond_loopback_without_a_token_refuses_to_start(
     own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.cli.serving import _is_loopback
+    from lance_iceberg_ns.server.settings import is_loopback
 
     root = ["--root", str(tmp_path)]
     for host in ("0.0.0.0", "::", "example.com"):
@@ -349,7 +349,7 @@ def test_serve_beyond_loopback_without_a_token_refuses_to_start(
     del own_environment["LANCE_ICEBERG_NS_ALLOW_ANONYMOUS"]
     own_environment["LANCE_ICEBERG_NS_AUTH_TOKEN"] = TOKEN
     assert _serve(capsys, *root, "--host", "0.0.0.0")[0] == 5
-    assert [_is_loopback(host) for host in ("127.0.0.2", "::1", "[::1]", "localhost", "0.0.0.0", "10.0.0.1", "")] == [
+    assert [is_loopback(host) for host in ("127.0.0.2", "::1", "[::1]", "localhost", "0.0.0.0", "10.0.0.1", "")] == [
         True,
         True,
         True,

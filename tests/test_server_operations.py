@@ -326,13 +326,13 @@ def test_json_logs_carry_each_request_id_and_no_secret(catalog_server: Any, tmp_
 
 def test_every_serve_option_has_a_variable() -> None:
     from lance_iceberg_ns.cli.serve import serve_command
-    from lance_iceberg_ns.cli.serving import variable_for
+    from lance_iceberg_ns.server.settings import variable_for
 
     own = [param for param in serve_command.params if param.name not in _COMMON and param.name != "help"]
     assert len(own) >= 14
     for param in own:
         if param.name == "auth_tokens":
-            continue  # LANCE_ICEBERG_NS_AUTH_TOKEN, comma-separated (server_tokens)
+            continue  # LANCE_ICEBERG_NS_AUTH_TOKEN, comma-separated (bearer_tokens)
         assert param.envvar == variable_for(param.opts[0]), param.name  # type: ignore[attr-defined]
 
 
@@ -350,7 +350,7 @@ def own_environment(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def test_settings_come_from_variables_and_a_file_the_variables_winning(
     own_environment: dict[str, str], tmp_path: Path
 ) -> None:
-    from lance_iceberg_ns.cli.serving import settings_from_environment
+    from lance_iceberg_ns.server.settings import ServeSettings
 
     config = tmp_path / "serve.env"
     config.write_text(
@@ -362,9 +362,9 @@ def test_settings_come_from_variables_and_a_file_the_variables_winning(
         f"LANCE_ICEBERG_NS_AUTH_TOKEN={TOKEN}\n"
     )
     own_environment.update({"LANCE_ICEBERG_NS_CONFIG_FILE": str(config), "LANCE_ICEBERG_NS_DATA_THREADS": "3"})
-    settings, log_format = settings_from_environment()
+    settings = ServeSettings.from_environment()
     assert settings.properties["endpoint"] == "http://catalog.example:8181"
-    assert (settings.data_threads, settings.max_data_body_bytes, log_format) == (3, 7 * 1024 * 1024, "json")
+    assert (settings.data_threads, settings.max_data_body_bytes, settings.log_format) == (3, 7 * 1024 * 1024, "json")
     assert settings.auth_tokens == (TOKEN,)
     assert TOKEN not in repr(settings)
 
@@ -881,7 +881,8 @@ def _compose_service() -> dict[str, Any]:
 
 def test_the_dockerfile_and_the_compose_service_agree_with_the_cli() -> None:
     from lance_iceberg_ns.cli.base import CliState
-    from lance_iceberg_ns.cli.serve import AUTH_TOKEN_VARIABLE, serve_command
+    from lance_iceberg_ns.cli.serve import serve_command
+    from lance_iceberg_ns.server.settings import AUTH_TOKEN_VARIABLE
 
     service = _compose_service()
     dockerfile_path = ROOT / "compose" / service["build"]["context"] / service["build"]["dockerfile"]

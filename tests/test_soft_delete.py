@@ -20,7 +20,8 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, Tombstone, parse_duration
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
+from lance_iceberg_ns.tables.tombstones import Tombstone
 
 from .conftest import RequestCounter
 from .helpers import other_client
@@ -255,14 +256,3 @@ def test_a_purge_deletes_the_manifests_then_the_marker_last(
     assert ns.purge_table(table_id) == 1
     assert "data" in removed and removed.index("_versions") > removed.index("data")
     assert removed[-1] == "metadata" and not os.path.exists(location)
-
-
-def test_durations() -> None:
-    assert [parse_duration(text) for text in ("30s", "15m", "12h", "7d", "2w", "90")] == [
-        30,
-        900,
-        43200,
-        604800,
-        1209600,
-        90,
-    ]

@@ -198,6 +198,37 @@ def test_drop_declared_only_table_at_once_leaves_no_files(
     assert not os.path.exists(declared.location)
 
 
+def test_resolve_table_answers_where_the_table_is_and_which_entry_it_is(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    proved = ns.resolve_table([*db, "t"], proved=True)
+    assert (proved.location, proved.managed) == (declared.location, False)
+    assert proved.entry.name == (db[0], *db[1:], "t") and proved.entry.table_uuid
+    assert ns.resolve_table([*db, "t"]).place == proved.place
+    with pytest.raises(TableNotFoundError):
+        ns.resolve_table([*db, "absent"])
+
+
+def test_remove_declared_table_takes_back_only_that_entry_and_only_while_nothing_was_written(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    written = ns.declare_table(DeclareTableRequest(id=[*db, "written"]))
+    write_lance(written.location)
+    assert ns.remove_declared_table([*db, "written"], ns.resolve_table([*db, "written"]).place) is False
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "written"], check_declared=True)).is_only_declared is False
+    first = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    first_place = ns.resolve_table([*db, "t"]).place
+    ns.deregister_table(DeregisterTableRequest(id=[*db, "t"]))
+    second = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))  # another client took the name meanwhile
+    assert ns.remove_declared_table([*db, "t"], first_place) is False
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == second.location
+    assert ns.remove_declared_table([*db, "t"], ns.resolve_table([*db, "t"]).place) is True
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+    assert not os.path.exists(second.location) and first.location != second.location
+
+
 def test_drop_missing_table_raises_table_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
     with pytest.raises(TableNotFoundError):
         ns.drop_table(DropTableRequest(id=[*db, "absent"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from lance_namespace.errors import InvalidInputError
@@ -191,7 +192,7 @@ def test_read_batches_are_large_but_wide_rows_get_fewer() -> None:
 def test_rows_reach_lances_writer_in_batches_of_a_few_megabytes() -> None:
     import pyarrow as pa
 
-    from lance_iceberg_ns.storage.datasets import WRITE_BATCH_BYTES, in_write_batches, write_reader
+    from lance_iceberg_ns.data.datasets import WRITE_BATCH_BYTES, in_write_batches, write_reader
 
     small = pa.table({"id": pa.array(range(1_200_000), pa.int64())}).to_batches(max_chunksize=1_000)  # 8 kB each
     joined = list(in_write_batches(small))
@@ -212,3 +213,24 @@ def test_rows_reach_lances_writer_in_batches_of_a_few_megabytes() -> None:
     assert list(in_write_batches(apart)) == apart
     reader = write_reader(pa.Table.from_batches(small))
     assert [batch.num_rows for batch in reader] == [batch.num_rows for batch in joined]
+
+
+def test_a_file_uri_is_local_and_its_files_are_where_lance_reads_them(tmp_path: Path) -> None:
+    from lance_iceberg_ns.storage import files
+    from lance_iceberg_ns.storage.locations import is_local, local_path, normalize_location
+
+    assert is_local("/data/t.lance") and is_local("file:///data/t.lance") and is_local("FILE:///data/t.lance")
+    assert not is_local("s3://bucket/t.lance") and not is_local("gs://bucket/t.lance")
+    assert is_local(normalize_location("file:///data/t.lance")) and is_local("/data/a://b.lance")
+    assert local_path("file:///data/a%20b.lance") == "/data/a b.lance"  # decoded, as Lance decodes it
+    assert local_path("file://localhost/data/t.lance/") == "/data/t.lance"
+    assert local_path("/data/t.lance") == "/data/t.lance"
+    with pytest.raises(InvalidInputError):
+        local_path("file://elsewhere/data/t.lance")
+    place = tmp_path / "a b"
+    place.mkdir()
+    (place / "marker").write_bytes(b"1")
+    filesystem, path = files.filesystem_for(place.as_uri(), {})
+    assert filesystem.type_name == "local" and path == str(place)
+    assert files.read_file(place.as_uri(), "marker", {}) == b"1" and files.read_file(str(place), "gone", {}) is None
+    assert not files.is_empty_directory(place.as_uri(), {}) and files.entries_at(place.as_uri(), {}) == {"marker"}

@@ -18,7 +18,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.versions.manifests import version_of_manifest
+from lance_iceberg_ns.versions.manifests import final_manifest_name, is_staged, names_a_manifest, version_of_manifest
 
 from .helpers import ipc
 
@@ -102,6 +102,16 @@ def test_manifest_names_of_both_naming_schemes() -> None:
     assert version_of_manifest("18446744073709551613.manifest") == 2
     assert version_of_manifest("2.manifest-0b1c") is None
     assert version_of_manifest("latest_version_hint.json") is None
+
+
+def test_a_staged_manifest_is_named_as_pylance_stages_it() -> None:
+    """``<final name>-<uuid>``, the UUID as Rust's ``uuid`` spells it; anything else is no staged manifest."""
+    staged = "18446744073709551613.manifest-0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+    assert is_staged(f"t.lance/_versions/{staged}") and final_manifest_name(staged) == "18446744073709551613.manifest"
+    assert final_manifest_name(f"t.lance/_versions/{staged}") == "18446744073709551613.manifest"
+    for other in ("2.manifest", "2.manifest-0b1c", "x.manifest-0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d", "2.manifest#1"):
+        assert not is_staged(other) and final_manifest_name(other) == other
+    assert names_a_manifest(staged) and names_a_manifest("2.manifest") and not names_a_manifest("2.manifest-0b1c")
 
 
 @pytest.mark.parametrize("managed", ["false", "true"])

@@ -33,6 +33,7 @@ from lance_iceberg_ns.catalog.listing import (
     shared_table_types,
 )
 from lance_iceberg_ns.catalog.managed_state import ManagedState
+from lance_iceberg_ns.catalog.property_rules import check_requested_properties, plain_property_key
 from lance_iceberg_ns.catalog.warehouses import (
     BridgeRestCatalog,
     TableSummary,
@@ -41,9 +42,7 @@ from lance_iceberg_ns.catalog.warehouses import (
     release_warehouse_catalogs,
 )
 from lance_iceberg_ns.config.settings import Settings, looks_secret
-from lance_iceberg_ns.identifiers import NamespaceId, TableId
-from lance_iceberg_ns.storage.locations import check_requested_properties, plain_property_key
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
 
 logger = logging.getLogger(__name__)
 

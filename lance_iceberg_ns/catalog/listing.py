@@ -33,9 +33,8 @@ from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
-from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, parse_namespace_id
 from lance_iceberg_ns.paging import page_after, take_page
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 TABLE_TYPE_KEY = "table_type"
 TABLE_TYPE_LANCE = "lance"
@@ -87,15 +86,17 @@ class TableListing:
     """Lance tables by name: the catalog lists the names, and what each is comes from the
     remembered types first, then from lookups in parallel (see the module docstring).
     ``has_data`` tells whether a location holds a dataset yet (for listings without declared
-    tables); ``lookup_threads`` sizes the batches a page is looked up in."""
+    tables); ``lookup_threads`` sizes the batches a page is looked up in; ``warehouses`` are those
+    a listing of every table covers when it names none."""
 
     catalog: Callable[[str], BridgeRestCatalog]
     types: TableTypes
     lookups: Callable[[], Executor]
     has_data: Callable[[str], bool]
     lookup_threads: int
+    warehouses: tuple[str, ...]
 
-    def tables(self, request: ListTablesRequest) -> ListTablesResponse:
+    def list_tables(self, request: ListTablesRequest) -> ListTablesResponse:
         """A page of the Lance tables of a namespace, by name (the root and a warehouse hold
         namespaces, never tables). Raises NoSuchNamespaceError."""
         namespace = parse_namespace_id(request.id)
@@ -116,11 +117,11 @@ class TableListing:
         )
         return ListTablesResponse(tables=page, page_token=token)
 
-    def all_tables(self, request: ListTablesRequest, warehouses: tuple[str, ...]) -> ListTablesResponse:
+    def list_all_tables(self, request: ListTablesRequest) -> ListTablesResponse:
         """A page of every Lance table beneath a warehouse or namespace (or every one of
         ``warehouses``), as full identifiers joined by ``$``."""
         top = parse_namespace_id(request.id)
-        tops = [top] if top is not None else [NamespaceId(warehouse, ()) for warehouse in warehouses]
+        tops = [top] if top is not None else [NamespaceId(warehouse, ()) for warehouse in self.warehouses]
         if not tops:
             raise InvalidInputError("Give the warehouse to list, or configure the property 'warehouses'")
         include_declared = request.include_declared is not False

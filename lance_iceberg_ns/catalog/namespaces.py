@@ -25,12 +25,11 @@ from lance_namespace.errors import InvalidInputError, NamespaceNotEmptyError, Na
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns.catalog.companions import Companions
+from lance_iceberg_ns.catalog.property_rules import RESERVED_LOCATION_PROPERTIES, plain_property_key
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
-from lance_iceberg_ns.identifiers import NamespaceId, parse_namespace_id
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, parse_namespace_id, trash_path
 from lance_iceberg_ns.paging import page_after, take_page
 from lance_iceberg_ns.request_rules import parse_mode
-from lance_iceberg_ns.storage.locations import RESERVED_LOCATION_PROPERTIES, plain_property_key
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
 
 
 def namespace_below_warehouse(raw_id: list[str] | None, action: str) -> NamespaceId:
@@ -58,7 +57,7 @@ class Namespaces:
         self._companions = companions
         self._warehouses = warehouses
 
-    def create(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
+    def create_namespace(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
         namespace = namespace_below_warehouse(request.id, "create")
         mode = parse_mode(request.mode, "create", ("create", "existok", "overwrite"), "create_namespace")
         catalog = self._companions.catalog(namespace.warehouse)
@@ -74,7 +73,7 @@ class Namespaces:
                 catalog.create_namespace(namespace.path, request.properties or {})
         return CreateNamespaceResponse(properties=answered(catalog.load_namespace_properties(namespace.path)))
 
-    def children(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
+    def list_namespaces(self, request: ListNamespacesRequest) -> ListNamespacesResponse:
         namespace = parse_namespace_id(request.id)
         if namespace is None:
             children = list(self._warehouses)
@@ -84,7 +83,7 @@ class Namespaces:
         page, token = take_page(page_after(children, request.page_token), request.limit, lambda names: names, 1000)
         return ListNamespacesResponse(namespaces=page, page_token=token)
 
-    def describe(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
+    def describe_namespace(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
         namespace = parse_namespace_id(request.id)
         if namespace is None:
             return DescribeNamespaceResponse(properties={})
@@ -93,7 +92,7 @@ class Namespaces:
             return DescribeNamespaceResponse(properties={})
         return DescribeNamespaceResponse(properties=answered(catalog.load_namespace_properties(namespace.path)))
 
-    def drop(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
+    def drop_namespace(self, request: DropNamespaceRequest) -> DropNamespaceResponse:
         parse_mode(request.behavior, "restrict", ("restrict",), "drop_namespace behavior (drop the tables first)")
         missing_ok = parse_mode(request.mode, "skip", ("skip", "fail"), "drop_namespace") == "skip"
         namespace = namespace_below_warehouse(request.id, "drop")
@@ -122,7 +121,7 @@ class Namespaces:
             )
         catalog.drop_namespace(trash_path(namespace.path))
 
-    def exists(self, request: NamespaceExistsRequest) -> None:
+    def namespace_exists(self, request: NamespaceExistsRequest) -> None:
         namespace = parse_namespace_id(request.id)
         if namespace is None:
             return

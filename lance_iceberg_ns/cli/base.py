@@ -9,42 +9,19 @@ from typing import Any
 
 import click
 
-# Lance error code → exit code (see the package docstring); every code of lance_namespace's
-# ErrorCode has its row (tests/test_cli.py holds it to the enum).
-_EXIT_CODES = {
-    0: 7,
-    1: 3,
-    2: 4,
-    3: 4,
-    4: 3,
-    5: 4,
-    6: 3,
-    7: 4,
-    8: 3,
-    9: 4,
-    10: 3,
-    11: 3,
-    12: 3,
-    13: 2,
-    14: 4,
-    15: 6,
-    16: 6,
-    17: 5,
-    18: 1,
-    19: 4,
-    20: 2,
-    21: 5,
-    22: 3,  # branch not found
-    23: 4,  # branch already exists
-}
+# lance_iceberg_ns.errors.codes.ExitCode's numbers for failures that are not Lance errors (a usage
+# error, a busy port), here so that the command line starts without loading lance_namespace.
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 5
 
 
 def exit_code_for(error_code: int) -> int:
-    """The exit code for a Lance error code."""
-    return _EXIT_CODES.get(error_code, EXIT_UNEXPECTED)
+    """The exit code for a Lance error code, from the kind of its HTTP status
+    (``lance_iceberg_ns.errors.codes``, loaded only once a command has failed)."""
+    from lance_iceberg_ns.errors.codes import exit_code_for as exit_code_by_status
+
+    return exit_code_by_status(error_code)
 
 
 class CliError(click.ClickException):
@@ -112,7 +89,8 @@ class CliState:
         return self.delimiter.join(parts)
 
 
-def _state() -> CliState:
+def current_state() -> CliState:
+    """The options of the command running now (``CliState``)."""
     return click.get_current_context().ensure_object(CliState)
 
 
@@ -170,7 +148,7 @@ def common_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-def _command(
+def object_command(
     group: click.Group, name: str, argument: str, cls: type[click.Command] = click.Command
 ) -> Callable[[Callable[..., Any]], click.Command]:
     """A command of ``group`` on one object, named by ARGUMENT (its identifier), that takes the
@@ -184,15 +162,16 @@ def _command(
     return decorate
 
 
-def _emit(data: Any, human: Callable[[], None]) -> None:
+def emit(data: Any, human: Callable[[], None]) -> None:
     """JSON with ``--json``, else the human form."""
-    if _state().as_json:
+    if current_state().as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
         human()
 
 
-def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def show_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print rows under their column names, for a person."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -203,11 +182,12 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     Console(width=200, soft_wrap=True).print(table)
 
 
-def _fields(pairs: Iterable[tuple[str, Any]]) -> None:
-    _table(("field", "value"), ((key, value) for key, value in pairs if value not in (None, "", {}, [])))
+def show_fields(pairs: Iterable[tuple[str, Any]]) -> None:
+    """Print the fields that have a value, one a row, for a person."""
+    show_table(("field", "value"), ((key, value) for key, value in pairs if value not in (None, "", {}, [])))
 
 
-def _value(text: str) -> Any:
+def cli_value(text: str) -> Any:
     """A parameter given on the command line: a number or a boolean as such, else the text."""
     try:
         return json.loads(text)
@@ -215,7 +195,7 @@ def _value(text: str) -> Any:
         return text
 
 
-def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+def each_page(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
     """Every page of a listing, following its page tokens."""
     token = None
     while True:
@@ -226,11 +206,12 @@ def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
             return
 
 
-def _all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
-    return [item for page in _pages(fetch) for item in getattr(page, items) or []]
+def all_pages(fetch: Callable[[str | None], Any], items: str) -> list[Any]:
+    """The ``items`` of every page of a listing, in order."""
+    return [item for page in each_page(fetch) for item in getattr(page, items) or []]
 
 
-def _fetcher(ns: Any, operation: str, **request: Any) -> Callable[[str | None], Any]:
+def page_fetcher(ns: Any, operation: str, **request: Any) -> Callable[[str | None], Any]:
     """One page of a listing operation for a page token, the rest of its request fixed."""
     return lambda token: getattr(ns, operation)({**request, "page_token": token})
 

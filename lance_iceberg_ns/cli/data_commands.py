@@ -7,17 +7,17 @@ import sys
 import click
 
 from lance_iceberg_ns.cli.base import (
-    _all_pages,
-    _command,
-    _emit,
-    _fetcher,
-    _fields,
-    _pages,
-    _state,
-    _table,
-    _value,
+    all_pages,
     cli,
+    cli_value,
+    current_state,
+    each_page,
+    emit,
     exit_code_for,
+    object_command,
+    page_fetcher,
+    show_fields,
+    show_table,
     tables,
 )
 from lance_iceberg_ns.cli.catalog_commands import resolve_version
@@ -59,7 +59,7 @@ def index_parameters(index_type: str, settings: tuple[str, ...]) -> dict[str, ob
         known = ", ".join(sorted({*SCALAR_TYPES, *VECTOR_TYPES}))
         raise click.UsageError(f"Unknown index type {index_type!r}; one of: {known}")
     valid = INDEX_PARAMETERS.get(canonical, frozenset())
-    parameters = {key: _value(text) for key, text in (item.partition("=")[::2] for item in settings)}
+    parameters = {key: cli_value(text) for key, text in (item.partition("=")[::2] for item in settings)}
     unknown = sorted(set(parameters) - valid)
     if unknown:
         takes = f"valid: {', '.join(sorted(valid))}" if valid else "it takes none"
@@ -67,23 +67,23 @@ def index_parameters(index_type: str, settings: tuple[str, ...]) -> dict[str, ob
     return parameters
 
 
-@_command(tables, "count", "table_id")
+@object_command(tables, "count", "table_id")
 @click.option("--where", "predicate", help="only rows matching this SQL predicate")
 @click.option("--version", help="at this version (a number or a tag)")
 def tables_count(table_id: str, predicate: str | None, version: str | None) -> None:
     """How many rows a table has."""
-    state = _state()
+    state = current_state()
     ns, identifier = state.namespace(), state.identifier(table_id)
     number = resolve_version(ns, identifier, version)
     count = ns.count_table_rows({"id": identifier, "predicate": predicate, "version": number}).count
-    _emit({"table": table_id, "rows": count}, lambda: click.echo(count))
+    emit({"table": table_id, "rows": count}, lambda: click.echo(count))
 
 
-@_command(tables, "stats", "table_id")
+@object_command(tables, "stats", "table_id")
 def tables_stats(table_id: str) -> None:
     """A table's rows, bytes, indices and fragments."""
-    response = _state().call("get_table_stats", table_id)
-    _emit(response.to_dict(), lambda: _fields(response.to_dict().items()))
+    response = current_state().call("get_table_stats", table_id)
+    emit(response.to_dict(), lambda: show_fields(response.to_dict().items()))
 
 
 @tables.group("indices")
@@ -91,19 +91,19 @@ def indices() -> None:
     """A table's indices."""
 
 
-@_command(indices, "list", "table_id")
+@object_command(indices, "list", "table_id")
 def indices_list(table_id: str) -> None:
     """The indices of a table."""
-    state = _state()
-    found = _all_pages(_fetcher(state.namespace(), "list_table_indices", id=state.identifier(table_id)), "indexes")
+    state = current_state()
+    found = all_pages(page_fetcher(state.namespace(), "list_table_indices", id=state.identifier(table_id)), "indexes")
     rows = [(i.index_name, i.index_type, ",".join(i.columns), i.num_indexed_rows, i.num_unindexed_rows) for i in found]
-    _emit(
+    emit(
         {"indices": [index.to_dict() for index in found]},
-        lambda: _table(("index", "type", "columns", "indexed rows", "unindexed rows"), rows),
+        lambda: show_table(("index", "type", "columns", "indexed rows", "unindexed rows"), rows),
     )
 
 
-@_command(indices, "create", "table_id")
+@object_command(indices, "create", "table_id")
 @click.option("--column", required=True, help="the column to index")
 @click.option("--type", "index_type", required=True, help="IVF_PQ, IVF_HNSW_SQ, BTREE, BITMAP, LABEL_LIST, FTS, ...")
 @click.option("--name", help="the index name (default: Lance's, from the column)")
@@ -112,24 +112,24 @@ def indices_create(table_id: str, column: str, index_type: str, name: str | None
     """Build an index on a column (vector types build a vector index, the rest a scalar one);
     --set takes only the parameters of the index type."""
     parameters = index_parameters(index_type, settings)
-    state = _state()
+    state = current_state()
     scalar = index_type.upper() in SCALAR_INDEX_TYPES
     operation = "create_table_scalar_index" if scalar else "create_table_index"
     with working(f"building a {index_type.upper()} index on {column}", state.as_json) as watch:
         state.call(operation, table_id, column=column, index_type=index_type.upper(), name=name, **parameters)
-    _emit(
+    emit(
         {"table": table_id, "column": column, "index_type": index_type.upper(), "elapsed_seconds": watch.seconds},
         lambda: click.echo(f"created a {index_type.upper()} index on {column} of {table_id}"),
     )
     done(watch, state.as_json)
 
 
-@_command(indices, "drop", "table_id")
+@object_command(indices, "drop", "table_id")
 @click.argument("index_name")
 def indices_drop(table_id: str, index_name: str) -> None:
     """Drop an index."""
-    _state().call("drop_table_index", table_id, index_name=index_name)
-    _emit({"table": table_id, "dropped": index_name}, lambda: click.echo(f"dropped {index_name}"))
+    current_state().call("drop_table_index", table_id, index_name=index_name)
+    emit({"table": table_id, "dropped": index_name}, lambda: click.echo(f"dropped {index_name}"))
 
 
 @tables.group("tags")
@@ -137,38 +137,38 @@ def tags() -> None:
     """A table's tags: names for versions."""
 
 
-@_command(tags, "list", "table_id")
+@object_command(tags, "list", "table_id")
 def tags_list(table_id: str) -> None:
     """The tags of a table."""
-    state = _state()
-    pages = _pages(_fetcher(state.namespace(), "list_table_tags", id=state.identifier(table_id)))
+    state = current_state()
+    pages = each_page(page_fetcher(state.namespace(), "list_table_tags", id=state.identifier(table_id)))
     tags_by_name = {name: contents for page in pages for name, contents in (page.tags or {}).items()}
     rows = [(name, contents.version) for name, contents in sorted(tags_by_name.items())]
     as_json = {"tags": {name: contents.to_dict() for name, contents in tags_by_name.items()}}
-    _emit(as_json, lambda: _table(("tag", "version"), rows))
+    emit(as_json, lambda: show_table(("tag", "version"), rows))
 
 
-@_command(tags, "create", "table_id")
+@object_command(tags, "create", "table_id")
 @click.argument("tag")
 @click.argument("version")
 def tags_create(table_id: str, tag: str, version: str) -> None:
     """Name a version (a number, or another tag) of a table."""
-    state = _state()
+    state = current_state()
     ns, identifier = state.namespace(), state.identifier(table_id)
     number = resolve_version(ns, identifier, version)
     ns.create_table_tag({"id": identifier, "tag": tag, "version": number})
-    _emit({"table": table_id, "tag": tag, "version": number}, lambda: click.echo(f"tagged version {number} {tag}"))
+    emit({"table": table_id, "tag": tag, "version": number}, lambda: click.echo(f"tagged version {number} {tag}"))
 
 
-@_command(tags, "delete", "table_id")
+@object_command(tags, "delete", "table_id")
 @click.argument("tag")
 def tags_delete(table_id: str, tag: str) -> None:
     """Delete a tag (the version stays)."""
-    _state().call("delete_table_tag", table_id, tag=tag)
-    _emit({"table": table_id, "deleted": tag}, lambda: click.echo(f"deleted tag {tag}"))
+    current_state().call("delete_table_tag", table_id, tag=tag)
+    emit({"table": table_id, "deleted": tag}, lambda: click.echo(f"deleted tag {tag}"))
 
 
-@_command(tables, "remove-orphans", "table_id")
+@object_command(tables, "remove-orphans", "table_id")
 @click.option("--older-than", default="3d", show_default=True, help="only files last written this long ago")
 @click.option("--dry-run", is_flag=True, help="list them, delete nothing")
 def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None:
@@ -177,7 +177,7 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
     still be running, so keeping them is the purpose of the cut-off, not a failure)."""
     from lance_iceberg_ns.jobs.orphans import remove_orphan_files
 
-    state = _state()
+    state = current_state()
     with working(f"scanning {table_id} for orphan files", state.as_json) as watch:
         found = remove_orphan_files(state.namespace(), state.identifier(table_id), older_than, dry_run)
     verb = "would delete" if dry_run else "deleted"
@@ -192,11 +192,11 @@ def tables_remove_orphans(table_id: str, older_than: str, dry_run: bool) -> None
         click.echo(f"{verb} {len(found.files)} orphan file(s), {found.bytes} bytes; kept {len(kept)} (too young)")
 
     answer = {"files": found.files, "bytes": found.bytes, "dry_run": dry_run, "kept": kept}
-    _emit({**answer, "elapsed_seconds": watch.seconds}, human)
+    emit({**answer, "elapsed_seconds": watch.seconds}, human)
     done(watch, state.as_json)
 
 
-@_command(cli, "import-directory", "directory")
+@object_command(cli, "import-directory", "directory")
 @click.option("--into", "into", required=True, help="the target namespace: WAREHOUSE.NAMESPACE")
 @click.option("--dry-run", is_flag=True, help="say what would be registered, register nothing")
 @click.option("--storage", multiple=True, metavar="KEY=VALUE", help="storage option for the directory (repeatable)")
@@ -208,7 +208,7 @@ def import_directory_command(directory: str, into: str, dry_run: bool, storage: 
 
     from lance_iceberg_ns.jobs.directory_import import CONFLICT, import_directory
 
-    state = _state()
+    state = current_state()
     root = state.root_for("import-directory")  # tables outside it and allowed_locations are copied into it
     progress = Progress(transient=True, disable=state.as_json or not sys.stderr.isatty())
     task = progress.add_task("importing", total=None)
@@ -227,9 +227,11 @@ def import_directory_command(directory: str, into: str, dry_run: bool, storage: 
 
     def human() -> None:
         click.echo(f"storage root: {root}")
-        _table(("directory table", "catalog table", "outcome", "reason"), rows)
+        show_table(("directory table", "catalog table", "outcome", "reason"), rows)
         click.echo(", ".join(f"{count} {outcome}" for outcome, count in counts.items()) or "no tables found")
 
-    _emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts, "root": root}, human)
+    emit({"tables": [t.__dict__ for t in summary.tables], "summary": counts, "root": root}, human)
     if summary.count(CONFLICT):
-        raise SystemExit(exit_code_for(5))  # a conflict, as for TableAlreadyExists
+        from lance_namespace.errors import ErrorCode
+
+        raise SystemExit(exit_code_for(ErrorCode.TABLE_ALREADY_EXISTS))  # a conflict: the table is there

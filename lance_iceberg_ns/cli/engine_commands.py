@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lance_iceberg_ns.cli.base import _command, _emit, _state, _table, tables
+from lance_iceberg_ns.cli.base import current_state, emit, object_command, show_table, tables
 from lance_iceberg_ns.cli.feedback import done, working
 
 
@@ -20,35 +20,33 @@ class _ProtectCommand(click.Command):
         super().format_help_text(ctx, formatter)
 
 
-@_command(tables, "protect", "warehouse", cls=_ProtectCommand)
+@object_command(tables, "protect", "warehouse", cls=_ProtectCommand)
 @click.argument("namespace_ids", nargs=-1, metavar="[NAMESPACE]...")
 def tables_protect(warehouse: str, namespace_ids: tuple[str, ...]) -> None:
     """Keep Iceberg engines off the Lance tables of WAREHOUSE (or of each NAMESPACE of it, and
     beneath; soft-deleted ones too): {protection} where missing.
     Tables declared since this protection existed have it; plain Iceberg tables are never touched."""
     from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
-    from lance_iceberg_ns.errors.translation import translated_errors
     from lance_iceberg_ns.identifiers import parse_namespace_id
 
-    state = _state()
-    companions = state.namespace().companions
+    state = current_state()
+    ns = state.namespace()
     protected, already = [], []
     with working(f"protecting the Lance tables of {warehouse}", state.as_json) as watch:
         for path in namespace_ids or ("",):
-            with translated_errors(f"protect {state.name([warehouse, *state.identifier(path)])}"):
-                top = parse_namespace_id([warehouse, *state.identifier(path)])
-                if top is None:
-                    raise click.UsageError("Give the warehouse whose Lance tables to protect")
-                found = companions.protect_beneath(top)
+            namespace_id = [warehouse, *state.identifier(path)]
+            if parse_namespace_id(namespace_id) is None:
+                raise click.UsageError("Give the warehouse whose Lance tables to protect")
+            found = ns.protect_tables(namespace_id)  # its errors are Lance errors, with the namespace
             protected += [state.name([warehouse, *identifier]) for identifier in found.protected]
             already += [state.name([warehouse, *identifier]) for identifier in found.already]
 
     def human() -> None:
         click.echo(f"protected {len(protected)} Lance table(s); {len(already)} already were")
         if protected:
-            _table(("protected now",), ([name] for name in protected))
+            show_table(("protected now",), ([name] for name in protected))
 
-    _emit(
+    emit(
         {
             "protected": protected,
             "already_protected": already,

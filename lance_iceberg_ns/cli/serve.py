@@ -1,107 +1,144 @@
-"""The foreground commands ``serve`` and ``demo`` (``local-catalog``: ``local_catalog``; ``main``: ``running``)."""
+"""The foreground commands ``serve`` and ``demo`` (``local-catalog``: ``local_catalog``; ``main``: ``running``).
+
+``serve``'s flags are the server's settings (``server.settings.SERVE_OPTIONS``), each read by the
+server's own reader and each with its ``LANCE_ICEBERG_NS_*`` variable; ``--config-file`` (a file of
+such variables) supplies defaults. A flag on the command line wins over the variable, the variable
+over the file, the file over the default. ``cli.serving`` turns the options into ``ServeSettings``
+and serves them.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, _state, cli, common_options
-from lance_iceberg_ns.cli.serving import production_options, serve_setting
+from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, CliState, cli, common_options, current_state
+from lance_iceberg_ns.cli.serving import environment_kept, run_server, settings_from_options
+from lance_iceberg_ns.server.settings import (
+    AUTH_TOKEN_VARIABLE,
+    CONFIG_FILE_VARIABLE,
+    SERVE_OPTIONS,
+    SERVER_VARIABLE_PREFIX,
+    ServeOption,
+    ServeSettingsError,
+    read_config_file,
+)
 
-DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # as lance_iceberg_ns.server.guard's, without importing the server extra
-DEFAULT_DATA_THREADS = 8  # as lance_iceberg_ns.server.capacity's
+CONFIG_FILE_VALUES = "lance_iceberg_ns.config_file"  # ctx.meta key: the file's LANCE_ICEBERG_NS_* values
 
 
-AUTH_TOKEN_VARIABLE = "LANCE_ICEBERG_NS_AUTH_TOKEN"  # the server's bearer tokens, by commas or newlines
+class SettingType(click.ParamType):
+    """A server setting's reader as a click type: the flag, its variable and the config file's
+    line are read by the same rules as the server reads the environment."""
 
+    def __init__(self, option: ServeOption) -> None:
+        self.read = option.read
+        self.name = option.read.metavar.lower()
 
-def server_tokens(given: Sequence[str], token_file: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The bearer tokens the server requires: ``--auth-token`` (seen by anyone who lists the
-    processes), ``LANCE_ICEBERG_NS_AUTH_TOKEN`` (separated by commas or newlines) and
-    ``--auth-token-file`` (one a line); blank entries are skipped, but a variable or a file that
-    holds no token at all is a usage error rather than a server open to all."""
-    environ = os.environ if environ is None else environ
-    from_variable = environ.get(AUTH_TOKEN_VARIABLE, "").replace(",", "\n").splitlines()
-    if AUTH_TOKEN_VARIABLE in environ and not any(token.strip() for token in from_variable):
-        raise click.UsageError(  # whoever set it meant the server to require a token
-            f"{AUTH_TOKEN_VARIABLE} is set but holds no token: give one, or unset it to serve without tokens"
-        )
-    tokens = [*given, *from_variable]
-    if token_file:
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str | None:
+        return self.read.metavar
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):  # a default, read already
+            return value
         try:
-            with open(token_file, encoding="utf-8") as lines:
-                from_file = [line.strip() for line in lines if line.strip()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(f"cannot read {token_file}: {exc}", param_hint="--auth-token-file") from None
-        if not from_file:
-            raise click.BadParameter(f"{token_file} holds no token", param_hint="--auth-token-file")
-        tokens += from_file
-    return [token.strip() for token in tokens if token.strip()]
+            return self.read(value)
+        except ServeSettingsError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _load_config_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """Read the file's settings before any other option is read (this option is eager), strictly
+    (``read_config_file``: a bad line is a usage error naming its line, never its value). Nothing
+    is written to the environment, so no worker or subprocess inherits a secret from it: serve
+    settings become click defaults (a flag or a variable still wins), the bridge's
+    ``LANCE_ICEBERG_*`` properties join the explicit ones unless a variable sets them."""
+    from lance_iceberg_ns.config.sources import CATALOG_VARIABLE, environment_properties
+
+    if not path:
+        return path
+    try:
+        found = read_config_file(path)
+    except ServeSettingsError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    state = ctx.ensure_object(CliState)
+    serve_values: dict[str, str] = {}
+    for name, value in found.items():
+        if name in os.environ:
+            continue  # the variable set in the environment wins
+        if name.startswith(SERVER_VARIABLE_PREFIX):
+            serve_values[name] = value
+        elif name == CATALOG_VARIABLE:
+            state.catalog = state.catalog or value
+        for key, property_value in environment_properties({name: value}).items():
+            if key in ("endpoint", "root"):  # the state's own fields, which the flags set
+                setattr(state, key, getattr(state, key) or property_value)
+            else:
+                state.properties.setdefault(key, property_value)
+    defaults = {
+        option.field: serve_values[option.variable] for option in SERVE_OPTIONS if option.variable in serve_values
+    }
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta[CONFIG_FILE_VALUES] = serve_values
+    return path
+
+
+def _flag(option: ServeOption) -> Callable[..., Any]:
+    """The click option of a server setting, shown in ``--help`` beside its variable."""
+    shown: dict[str, Any] = {"envvar": option.variable, "show_envvar": True, "help": option.help}
+    if option.is_switch:
+        return click.option(option.flag, is_flag=True, default=option.default, **shown)
+    shown["show_default"] = option.default is not None
+    return click.option(option.flag, type=SettingType(option), default=option.default, **shown)
+
+
+def serve_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``serve``'s own options: one for every server setting, ``--auth-token`` and ``--config-file``."""
+    options = [_flag(option) for option in SERVE_OPTIONS]
+    at_token_file = next(index for index, option in enumerate(SERVE_OPTIONS) if option.field == "auth_token_file")
+    options.insert(
+        at_token_file,
+        click.option(
+            "--auth-token",
+            "auth_tokens",
+            multiple=True,
+            help=f"a bearer token clients must present (repeatable; visible in the process list: prefer "
+            f"{AUTH_TOKEN_VARIABLE} or --auth-token-file)",
+        ),
+    )
+    options.append(
+        click.option(
+            "--config-file",
+            type=click.Path(exists=True, dir_okay=False),
+            is_eager=True,
+            expose_value=False,
+            callback=_load_config_file,
+            envvar=CONFIG_FILE_VARIABLE,
+            show_envvar=True,
+            help="a file of LANCE_ICEBERG_NS_* (and LANCE_ICEBERG_*) settings, NAME=value a line; "
+            "the variables set in the environment win over it",
+        )
+    )
+    for option in reversed(options):
+        function = option(function)
+    return function
 
 
 @cli.command("serve")
-@production_options
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=2333, show_default=True)
-@click.option(
-    "--auth-token",
-    "auth_tokens",
-    multiple=True,
-    help=f"a bearer token clients must present (repeatable; visible in the process list: prefer {AUTH_TOKEN_VARIABLE} "
-    "or --auth-token-file)",
-)
-@click.option(
-    "--auth-token-file",
-    type=click.Path(dir_okay=False),
-    help="a file of bearer tokens clients may present, one a line",
-)
-@click.option("--forward-bearer-token", is_flag=True, help="send each caller's bearer token to the Iceberg catalog")
-@click.option(
-    "--allow-anonymous",
-    is_flag=True,
-    help="serve without a bearer token on a --host other machines can reach (anyone reaching the port may "
-    "read, write and drop tables); without it such a server refuses to start",
-)
-@click.option("--access-log", is_flag=True, help="log every request (method, path, status)")
-@serve_setting(
-    "--max-data-body-mb",
-    click.IntRange(min=1),
-    256,
-    "the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
-)
-@serve_setting(
-    "--request-read-timeout",
-    click.FloatRange(min=0, min_open=True),
-    DEFAULT_REQUEST_READ_TIMEOUT,
-    "seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
-)
-@serve_setting(
-    "--data-threads",
-    click.IntRange(min=1),
-    DEFAULT_DATA_THREADS,
-    "requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
-    "four times as many waiting are answered 503; catalog requests have threads of their own",
-)
-@click.option(
-    "--share-static-credentials",
-    is_flag=True,
-    help="also hand clients the secret storage.* options configured here (trusted setups only)",
-)
+@serve_options
 @common_options
 def serve_command(**options: Any) -> None:
     """Serve the Lance REST Namespace API over the Iceberg REST catalog.
 
     Every option can be given as a LANCE_ICEBERG_NS_* variable instead, or in --config-file."""
-    from lance_iceberg_ns.cli.serving import CONFIG_FILE_VALUES, environment_kept, run_server, serve_settings
-
-    state = _state()
-    from_file = click.get_current_context().meta.get(CONFIG_FILE_VALUES)
+    state = current_state()
+    from_file = click.get_current_context().meta.get(CONFIG_FILE_VALUES, {})
     with environment_kept():  # serving sets variables for Lance and its workers: as found once it stops
-        settings, shown_endpoint = serve_settings(state, options, from_file)
-        run_server(settings, shown_endpoint, state, options)
+        settings = settings_from_options(state, options, from_file)
+        run_server(settings, state)
 
 
 @cli.command("demo")

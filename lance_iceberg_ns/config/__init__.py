@@ -1,5 +1,6 @@
-"""Configuration: the bridge's properties parsed once into typed ``Settings`` (``settings``), and
-where properties come from besides explicit arguments (``sources``)."""
+"""Configuration: the table of properties (``properties``), the bridge's properties parsed once by
+it into typed ``Settings`` (``settings``), the one grammar of durations (``durations``), and where
+properties come from besides explicit arguments (``sources``)."""
 
 from lance_iceberg_ns.config.settings import ICEBERG_PREFIX, KNOWN_KEYS, STORAGE_PREFIX, Settings, looks_secret
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.config.settings import ICEBERG_PREFIX, KNOWN_KEYS, STORAGE_PREFIX
-from lance_iceberg_ns.storage.credentials import lance_storage_options
+from lance_iceberg_ns.config.storage_keys import lance_storage_options
 
 ENVIRONMENT_PREFIX = "LANCE_ICEBERG_"
 CATALOG_VARIABLE = "LANCE_ICEBERG_CATALOG"  # names the pyiceberg catalog to start from

@@ -2,8 +2,9 @@
 
 These modules speak pylance and Arrow, never the catalog. The namespace resolves a table id
 through the catalog into a ``ResolvedTable`` (its location, the storage options to reach it, and
-whether the catalog manages its versions), opens its dataset in one place (``data.opening``), and
-hands the dataset and the request to the module that owns the operation.
+whether the catalog manages its versions), opens its dataset through ``data.opening`` (which keeps it
+open; ``data.datasets`` alone opens one), and hands the dataset and the request to the module that
+owns the operation.
 """
 
 from __future__ import annotations

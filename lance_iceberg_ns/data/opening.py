@@ -1,4 +1,4 @@
-"""Datasets kept open for the data operations (opened by ``datasets``, the one place that opens them).
+"""Datasets kept open for the data operations (opened through ``data.datasets``).
 
 The reference implementation reopens a dataset on every call, so each call sees the latest
 committed version. Here an open dataset is kept per place and, on each use, its latest version
@@ -58,9 +58,9 @@ from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, PermissionDeniedError
 
 from lance_iceberg_ns.cache import RecentlyUsed
-from lance_iceberg_ns.data import ResolvedTable, request_arrived
+from lance_iceberg_ns.data import ResolvedTable, datasets, request_arrived
 from lance_iceberg_ns.errors.pylance import state_refused
-from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.ownership import Entry
 
 K = TypeVar("K")
@@ -359,7 +359,7 @@ class OpenDatasets:
         try:
             self._prove_place(table.location, table.entry, table.storage_options)
         except PermissionDeniedError:
-            if datasets.is_empty_directory(table.location, table.storage_options):
+            if files.is_empty_directory(table.location, table.storage_options):
                 raise _missing(table) from None
             raise
 

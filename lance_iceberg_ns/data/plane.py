@@ -66,11 +66,11 @@ from lance_namespace import (
 )
 from lance_namespace.errors import ConcurrentModificationError, PermissionDeniedError
 
-from lance_iceberg_ns.data import ResolvedTable, indices, ipc, reads, schema, tags, writes
+from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.request_rules import refuse_branch
-from lance_iceberg_ns.storage import datasets
+from lance_iceberg_ns.storage import files
 
 T = TypeVar("T")
 Resolve = Callable[[Sequence[str], bool], ResolvedTable]  # (table id, writing) → the live table
@@ -85,6 +85,10 @@ class DataPlane:
         self._lookups = lookups
 
     # --- the seam -----------------------------------------------------------------------------
+
+    def dataset(self, table_id: Sequence[str], version: int | str | None = None) -> lance.LanceDataset:
+        """The live table's dataset (at ``version``), for reading, through the one opener."""
+        return self._datasets.open(self._resolve(table_id, False), version, reading=True)
 
     def _read(
         self, table_id: Sequence[str], read: Callable[[lance.LanceDataset], T], version: int | str | None = None
@@ -119,7 +123,7 @@ class DataPlane:
             return self._resolve(table_id, True)
         except PermissionDeniedError:
             table = self._resolve(table_id, False)
-            if datasets.is_empty_directory(table.location, table.storage_options):
+            if files.is_empty_directory(table.location, table.storage_options):
                 name = f"Table {'.'.join(table.id)}"
                 raise datasets.missing_dataset_error(table.location, table.storage_options, name) from None
             raise
@@ -150,14 +154,14 @@ class DataPlane:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def insert(self, request: InsertIntoTableRequest, request_data: bytes | None) -> InsertIntoTableResponse:
+    def insert_into_table(self, request: InsertIntoTableRequest, request_data: bytes | None) -> InsertIntoTableResponse:
         table = self._writable(request.id or [], request.branch)
         mode = writes.insert_mode(request.mode)
         data = ipc.read_arrow_stream(request_data, "insert_into_table")
         with self._committing(table.id):
             return writes.insert(self._datasets, table, data, mode)
 
-    def merge_insert(
+    def merge_insert_into_table(
         self, request: MergeInsertIntoTableRequest, request_data: bytes | None
     ) -> MergeInsertIntoTableResponse:
         table = self._writable(request.id or [], request.branch)
@@ -165,67 +169,69 @@ class DataPlane:
         with self._committing(table.id):
             return writes.merge_insert_into(self._datasets, table, request, data)
 
-    def update(self, request: UpdateTableRequest) -> UpdateTableResponse:
+    def update_table(self, request: UpdateTableRequest) -> UpdateTableResponse:
         with self._committing(request.id or []):
             return writes.update(self._to_write(request.id or [], request.branch), request)
 
-    def delete(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
+    def delete_from_table(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
         with self._committing(request.id or []):
             return writes.delete(self._to_write(request.id or [], request.branch), request.predicate)
 
     # --- tags and branches --------------------------------------------------------------------
 
-    def list_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
+    def list_table_tags(self, request: ListTableTagsRequest) -> ListTableTagsResponse:
         return self._read(request.id or [], lambda dataset: tags.list_tags(dataset, request.page_token, request.limit))
 
-    def tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
+    def get_table_tag_version(self, request: GetTableTagVersionRequest) -> GetTableTagVersionResponse:
         return self._read(request.id or [], lambda dataset: tags.tag_version(dataset, request.tag))
 
-    def create_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
+    def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
         dataset = self._refs_of(request.id or [], request.branch, "create_table_tag")
         tags.create_tag(dataset, request.tag, request.version, request.branch)
         return CreateTableTagResponse()
 
-    def update_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
+    def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
         dataset = self._refs_of(request.id or [], request.branch, "update_table_tag")
         tags.update_tag(dataset, request.tag, request.version, request.branch)
         return UpdateTableTagResponse()
 
-    def delete_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
+    def delete_table_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
         tags.delete_tag(self._refs_of(request.id or [], None, "delete_table_tag"), request.tag)
         return DeleteTableTagResponse()
 
-    def list_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
+    def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
         page_token, limit = request.page_token, request.limit
         return self._read(request.id or [], lambda dataset: tags.list_branches(dataset, page_token, limit))
 
-    def create_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
+    def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
         dataset = self._refs_of(request.id or [], request.name or "?", "create_table_branch")
         tags.create_branch(dataset, request.name, request.from_branch, request.from_version)
         return CreateTableBranchResponse()
 
-    def delete_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
+    def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
         tags.delete_branch(self._refs_of(request.id or [], request.name or "?", "delete_table_branch"), request.name)
         return DeleteTableBranchResponse()
 
     # --- schema -------------------------------------------------------------------------------
 
-    def add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
+    def alter_table_add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
         with self._committing(request.id or []):
             return AlterTableAddColumnsResponse(version=schema.add_columns(dataset, request.new_columns))
 
-    def alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
+    def alter_table_alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
         with self._committing(request.id or []):
             return AlterTableAlterColumnsResponse(version=schema.alter_columns(dataset, request.alterations))
 
-    def drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
+    def alter_table_drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
         dataset = self._to_write(request.id or [], request.branch)
         with self._committing(request.id or []):
             return AlterTableDropColumnsResponse(version=schema.drop_columns(dataset, request.columns))
 
-    def update_schema_metadata(self, request: UpdateTableSchemaMetadataRequest) -> UpdateTableSchemaMetadataResponse:
+    def update_table_schema_metadata(
+        self, request: UpdateTableSchemaMetadataRequest
+    ) -> UpdateTableSchemaMetadataResponse:
         dataset = self._to_write(request.id or [], request.branch)
         return UpdateTableSchemaMetadataResponse(
             metadata=schema.update_schema_metadata(dataset, request.metadata or {})
@@ -233,47 +239,47 @@ class DataPlane:
 
     # --- reads and search ---------------------------------------------------------------------
 
-    def count_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
+    def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
         count = self._read(
             request.id or [], lambda dataset: reads.count_rows(dataset, request.predicate), request.version
         )
         return CountTableRowsResponse(count=count)
 
-    def query(self, request: QueryTableRequest) -> QueryAnswer:
+    def query_table(self, request: QueryTableRequest) -> QueryAnswer:
         start = lambda dataset: reads.start_query(dataset, request)  # noqa: E731
         return self._read_started(request.id or [], start, request.version)
 
-    def explain(self, request: ExplainTableQueryPlanRequest) -> str:
+    def explain_table_query_plan(self, request: ExplainTableQueryPlanRequest) -> str:
         query, verbose = request.query, bool(request.verbose)
         return self._read(request.id or [], lambda dataset: reads.explain(dataset, query, verbose), query.version)
 
-    def analyze(self, request: AnalyzeTableQueryPlanRequest) -> str:
+    def analyze_table_query_plan(self, request: AnalyzeTableQueryPlanRequest) -> str:
         query = QueryTableRequest.model_validate(request.model_dump(exclude={"id"}))
         return self._read(request.id or [], lambda dataset: reads.analyze(dataset, query), request.version)
 
-    def stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
+    def get_table_stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
         return self._read(request.id or [], reads.table_stats)
 
     # --- indices ------------------------------------------------------------------------------
 
-    def create_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
+    def create_table_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
         with self._committing(request.id or []):
             return indices.create(self._to_write(request.id or []), request)
 
-    def create_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
+    def create_table_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
         with self._committing(request.id or []):
             created = indices.create(self._to_write(request.id or []), request, scalar_only=True)
         return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
 
-    def list_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
+    def list_table_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
         page_token, limit = request.page_token, request.limit
         return self._read(
             request.id or [], lambda dataset: indices.list_indices(dataset, page_token, limit), request.version
         )
 
-    def index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
+    def describe_table_index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
         return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), request.version)
 
-    def drop_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
+    def drop_table_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
         with self._committing(request.id or []):
             return indices.drop(self._to_write(request.id or []), request.index_name)

@@ -21,12 +21,13 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError
 
+from lance_iceberg_ns.config.durations import duration_seconds
 from lance_iceberg_ns.data import ResolvedTable
+from lance_iceberg_ns.data.datasets import dataset_exists
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.limits import duration_seconds
+from lance_iceberg_ns.limits import MAX_DURATION_SECONDS
 from lance_iceberg_ns.request_rules import parse_mode
-from lance_iceberg_ns.storage.datasets import dataset_exists
 
 INSERT_MODES = ("append", "overwrite")
 
@@ -85,9 +86,9 @@ def merge_insert(
 
 
 def parse_timeout(raw: str) -> timedelta:
-    """How long a merge-insert retries its commit: ``30s``, ``500ms``, ``2m``, ``1h`` or seconds,
-    within ``limits.MAX_DURATION_SECONDS``. Raises InvalidInputError."""
-    return timedelta(seconds=duration_seconds(raw, "timeout"))
+    """How long a merge-insert retries its commit: a duration (``30s``, ``500ms``, ``2m`` or
+    seconds; see ``config.durations``) within ``limits.MAX_DURATION_SECONDS``. Raises InvalidInputError."""
+    return timedelta(seconds=duration_seconds(raw, "timeout", maximum=MAX_DURATION_SECONDS))
 
 
 def update(dataset: lance.LanceDataset, request: UpdateTableRequest) -> UpdateTableResponse:

@@ -175,38 +175,3 @@ def public_message(message: str) -> str:
     if len(message) > _LONGEST_MESSAGE:
         message = message[: _LONGEST_MESSAGE - 1] + "…"
     return message or "An error occurred"
-
-
-# The HTTP status for each Lance error code (Lance REST Namespace spec); 21 is not in the spec's
-# table and takes the usual 429.
-_HTTP_STATUS_BY_CODE = {
-    0: 406,
-    1: 404,
-    2: 409,
-    3: 409,
-    4: 404,
-    5: 409,
-    6: 404,
-    7: 409,
-    8: 404,
-    9: 409,
-    10: 404,
-    11: 404,
-    12: 404,
-    13: 400,
-    14: 409,
-    15: 403,
-    16: 401,
-    17: 503,
-    18: 500,
-    19: 409,
-    20: 400,
-    21: 429,
-    22: 404,
-    23: 409,
-}
-
-
-def http_status_for(code: int) -> int:
-    """The HTTP status a REST server answers with for a Lance error code (500 if unknown)."""
-    return _HTTP_STATUS_BY_CODE.get(int(code), 500)

@@ -19,8 +19,8 @@ import pyarrow.fs as pafs
 from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, DescribeTableVersionRequest
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError, TableVersionNotFoundError
 
+from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.storage.datasets import check_own_version
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name
 from lance_iceberg_ns.versions.refusals import latest_gone_error, written_by_path_error
 

@@ -26,11 +26,15 @@ from lance_namespace import (
     BatchCreateTableVersionsRequest,
     CreateTableVersionEntry,
     CreateTableVersionResponse,
+    DescribeTableResponse,
+    DescribeTableVersionResponse,
+    LanceNamespace,
+    ListTableVersionsResponse,
     TableVersion,
 )
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
-from lance_iceberg_ns.errors.translation import http_status_for
+from lance_iceberg_ns.errors.codes import is_refusal
 from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.jobs.planned_writes import WRITE_MODES, TableWrite
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
@@ -39,16 +43,31 @@ from lance_iceberg_ns.versions.operations import refuse_across_warehouses
 STAGING_THREADS = 8  # writes staged at once by one atomic commit
 
 
-class StagingNamespace(IcebergLanceNamespace):
-    """The bridge, except that versions are recorded for a later atomic commit instead of being
-    created. Each is answered as its staged manifest: declined, pylance would keep the manifest
-    too, but would first check with pauses (about a fifth of a second) whether the version landed
-    anyway, and log two warnings."""
+class StagingNamespace(LanceNamespace):
+    """What pylance commits through while an atomic commit is staged: a bridge of its own
+    (``bridge``, built from ``properties``) answers every question, with all the bridge applies to
+    each call, but a version is recorded for the later atomic commit instead of being created.
+    Each is answered as its staged manifest: declined, pylance would keep the manifest too, but
+    would first check with pauses (about a fifth of a second) whether the version landed anyway,
+    and log two warnings. pylance asks only what a write through a namespace asks (the table, its
+    versions), and this answers only that."""
 
     def __init__(self, **properties: str) -> None:
-        super().__init__(**properties)
+        self.bridge = IcebergLanceNamespace(**properties)
         self._staged: dict[tuple[str, ...], CreateTableVersionEntry] = {}
         self._staged_lock = threading.Lock()
+
+    def namespace_id(self) -> str:
+        return self.bridge.namespace_id()
+
+    def describe_table(self, request: Any = None) -> DescribeTableResponse:
+        return self.bridge.describe_table(request)
+
+    def list_table_versions(self, request: Any = None) -> ListTableVersionsResponse:
+        return self.bridge.list_table_versions(request)
+
+    def describe_table_version(self, request: Any = None) -> DescribeTableVersionResponse:
+        return self.bridge.describe_table_version(request)
 
     def create_table_version(self, request: Any = None) -> Any:
         fields = dict(request) if isinstance(request, Mapping) else request.to_dict()
@@ -69,6 +88,10 @@ class StagingNamespace(IcebergLanceNamespace):
     def staged(self, table_id: Sequence[str]) -> CreateTableVersionEntry | None:
         with self._staged_lock:
             return self._staged.get(tuple(table_id))
+
+    def close(self) -> None:
+        """Release the bridge's connections."""
+        self.bridge.close()
 
 
 @dataclass(frozen=True)
@@ -140,7 +163,7 @@ def commit_together(
     try:
         return publish(ns, staging, [list(plan.table_id) for plan, _written in writes])
     except LanceNamespaceError as exc:
-        if http_status_for(exc.code) < 500:  # refused: nothing was published
+        if is_refusal(exc.code):  # nothing was published
             discard_all(staging, writes)
         raise
 

@@ -60,13 +60,13 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns.catalog.companions import stored_properties
+from lance_iceberg_ns.data.datasets import dataset_exists
 from lance_iceberg_ns.errors.translation import translated_errors
-from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.storage.datasets import ICEBERG_METADATA_DIRECTORY, dataset_exists, filesystem_for, local_path
-from lance_iceberg_ns.storage.locations import TABLE_DIRECTORY_SUFFIX, is_local, normalize_location
+from lance_iceberg_ns.storage.files import ICEBERG_METADATA_DIRECTORY, filesystem_for
+from lance_iceberg_ns.storage.locations import TABLE_DIRECTORY_SUFFIX, is_local, local_path, normalize_location
 from lance_iceberg_ns.storage.ownership import MARKER
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ references.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,14 +20,13 @@ import lance
 import pyarrow.fs as pafs
 from lance_namespace import DescribeTableRequest
 
+from lance_iceberg_ns.config.durations import duration_seconds
+from lance_iceberg_ns.data.datasets import open_dataset
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, filesystem_for, open_dataset
-from lance_iceberg_ns.tables.tombstones import parse_duration
-from lance_iceberg_ns.versions.managed import final_manifest_name
+from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.versions.manifests import leftover_manifests
 
 DATA_DIRECTORY = "data"
-# a copy under way: pylance's ("<n>.manifest#<k>"), or the bridge's (``datasets.copy_unless_taken``)
-_COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest(#\d+|\.[0-9a-f]{32}\.copying)$")
 DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
 
 
@@ -59,19 +57,6 @@ def _referenced_data_files(dataset: lance.LanceDataset, location: str, storage_o
     return referenced
 
 
-def _leftover_manifests(listed: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
-    """Manifest copies under ``_versions/`` that nothing reads: staged manifests whose final copy
-    exists (pylance keeps them when the catalog manages the versions), and the temporary files of
-    interrupted copies (``<name>.manifest#<n>``)."""
-    names = {info.base_name for info in listed}
-    leftovers = []
-    for info in listed:
-        final = final_manifest_name(info.base_name)
-        if (final != info.base_name and final in names) or _COPY_IN_PROGRESS.match(info.base_name):
-            leftovers.append(info)
-    return leftovers
-
-
 def find_orphan_files(
     location: str,
     storage_options: Mapping[str, str],
@@ -83,14 +68,14 @@ def find_orphan_files(
     than ``older_than`` ago (a duration such as ``"3d"`` or seconds): data files no version
     references, and leftover manifest copies. Deleted unless ``dry_run``. ``dataset``: the
     dataset at ``location``, when the caller has it open."""
-    margin = older_than if isinstance(older_than, (int, float)) else parse_duration(older_than)
+    margin = older_than if isinstance(older_than, (int, float)) else duration_seconds(older_than, "older_than")
     filesystem, root = filesystem_for(location, storage_options)
     root = root.rstrip("/")
     data = filesystem.get_file_info(pafs.FileSelector(f"{root}/{DATA_DIRECTORY}", allow_not_found=True))
-    manifests = filesystem.get_file_info(pafs.FileSelector(f"{root}/{VERSIONS_DIRECTORY}", allow_not_found=True))
+    manifests = leftover_manifests(location, storage_options)
     referenced = _referenced_data_files(dataset or open_dataset(location, storage_options), location, storage_options)
     candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
-    candidates += [(VERSIONS_DIRECTORY, info) for info in _leftover_manifests(manifests)]
+    candidates += [(VERSIONS_DIRECTORY, info) for info in manifests]
     cutoff = time.time() - margin
     orphans: list[tuple[str, pafs.FileInfo]] = []
     young: list[tuple[str, pafs.FileInfo]] = []

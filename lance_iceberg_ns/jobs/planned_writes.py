@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from lance_namespace import DeclareTableRequest, DescribeTableRequest, LanceNamespace
 from lance_namespace.errors import (
     ConcurrentModificationError,
@@ -27,16 +25,15 @@ from lance_namespace.errors import (
     TableNotFoundError,
 )
 
+from lance_iceberg_ns.data import datasets
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.identifiers import in_default_namespace, parse_table_id
 from lance_iceberg_ns.jobs.adoption import refuse_if_written_by_location
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.storage import datasets
-from lance_iceberg_ns.versions.managed import discard_staged
+from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.versions.manifests import discard_staged, forget_version_hint
 
 WRITE_MODES = ("create", "append", "overwrite")
 _DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY = "data", "_transactions"  # in a Lance dataset
-_VERSION_HINT = "latest_version_hint.json"  # pylance's, in _versions/
 
 
 @dataclass(frozen=True)
@@ -254,8 +251,9 @@ class TableWrite:
                 **through_catalog,
             )
         except OSError:  # pylance reports a refused managed commit as of unknown outcome: say why
-            if isinstance(namespace, IcebergLanceNamespace) and self.managed:
-                refuse_if_written_by_location(namespace, self.table_id)
+            bridge = getattr(namespace, "bridge", namespace)  # an atomic commit's staging namespace asks one
+            if isinstance(bridge, IcebergLanceNamespace) and self.managed:
+                refuse_if_written_by_location(bridge, self.table_id)
             raise
         return WriteResult(self.location, dataset.version, len(fragments), dataset.count_rows())
 
@@ -263,7 +261,7 @@ class TableWrite:
         """Delete what this write wrote and will never publish: the data files of its fragments, its
         transaction file and the manifest it staged (``staged_manifest``, as the namespace was asked
         to create the version with). Every name is one it made itself, under its table's location."""
-        filesystem, root = datasets.filesystem_for(self.location, self.storage_options)
+        filesystem, root = files.filesystem_for(self.location, self.storage_options)
         names = [f"{_TRANSACTIONS_DIRECTORY}/{self.read_version or 0}-{self.transaction_uuid}.txn"]
         for metadata in fragment_metadata:
             for file in json.loads(metadata).get("files", []):
@@ -276,21 +274,15 @@ class TableWrite:
         if staged_manifest is not None:
             discard_staged(self.location, self.storage_options, staged_manifest)
         if self.read_version is None:  # back to declared, as it was
-            self._forget_first_version(filesystem, root.rstrip("/"))
+            self._forget_first_version()
 
-    def _forget_first_version(self, filesystem: pafs.FileSystem, root: str) -> None:
+    def _forget_first_version(self) -> None:
         """pylance, told the staged first version was made, hinted at it (``latest_version_hint.json``):
         with no manifest beside it, the hint and the directories left empty go, so that the place
         reads as declared and never written, not as a dataset whose files are missing."""
-        versions = f"{root}/{datasets.VERSIONS_DIRECTORY}"
-        listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
-        if [info.base_name for info in listed] == [_VERSION_HINT]:
-            with contextlib.suppress(OSError):
-                filesystem.delete_file(f"{versions}/{_VERSION_HINT}")
-        if datasets.is_local(self.location):
-            for directory in (_DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY, datasets.VERSIONS_DIRECTORY):
-                with contextlib.suppress(OSError):  # not empty: another writer's files are there
-                    os.rmdir(os.path.join(datasets.local_path(self.location), directory))
+        forget_version_hint(self.location, self.storage_options)
+        directories = (_DATA_DIRECTORY, _TRANSACTIONS_DIRECTORY, files.VERSIONS_DIRECTORY)
+        files.remove_empty_entries(self.location, directories)  # not empty: another writer's files are there
 
 
 def _written_dataset(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> lance.LanceDataset | None:
@@ -299,16 +291,13 @@ def _written_dataset(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> lanc
     try:
         return ns.dataset(list(table_id))
     except TableNotFoundError:
-        summary = ns.companions.load(
-            parse_table_id(in_default_namespace(list(table_id), ns.settings.default_namespace))
-        )
-        try:
-            location = ns.placement.prove(summary)  # a location with nothing of the entry's own is not written to
+        try:  # a location with nothing of the entry's own is not written to
+            declared = ns.resolve_table(list(table_id), proved=True)
         except PermissionDeniedError:
             raise TableNotFoundError(
                 f"Table {'.'.join(table_id)} has no data, and its location is not its own"
             ) from None
-        if datasets.dataset_exists(location, ns.placement.entry_options(summary)):
+        if datasets.dataset_exists(declared.location, declared.storage_options):
             raise  # written meanwhile: not a first version
         return None
 

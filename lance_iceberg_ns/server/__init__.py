@@ -1,6 +1,9 @@
 """A Lance REST Namespace server in front of any ``LanceNamespace`` (by default the Iceberg
 bridge), so that every Lance client — pylance's ``RestNamespace``, lancedb in any language, the
 lance-spark connector — uses tables stored in the Iceberg catalog. Needs the ``server`` extra.
+
+Importing the package loads nothing of that extra: the command line reads the server's settings
+(``settings``) before any command runs, and each name below loads its module on first use.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
-from lance_namespace import LanceNamespace
-
-from lance_iceberg_ns.server.guard import DEFAULT_REQUEST_READ_TIMEOUT, read_deadline_protocol
+from lance_iceberg_ns.server.settings import DEFAULT_REQUEST_READ_TIMEOUT, ServeSettings
 
 if TYPE_CHECKING:
+    import uvicorn
+    from lance_namespace import LanceNamespace
+
     from lance_iceberg_ns.server.app import create_app
     from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER, parse_path_id
     from lance_iceberg_ns.server.factory import create_app_from_env
@@ -45,6 +48,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "DEFAULT_DELIMITER",
     "RunningServer",
+    "ServeSettings",
     "create_app",
     "create_app_from_env",
     "parse_path_id",
@@ -86,7 +90,10 @@ def serve_in_background(
 ) -> RunningServer:
     """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one.
     A client has ``request_read_timeout`` seconds to send a whole request (see ``guard``)."""
+    import uvicorn
+
     from lance_iceberg_ns.server.app import create_app
+    from lance_iceberg_ns.server.guard import read_deadline_protocol
 
     app = create_app(
         namespace,

@@ -8,7 +8,7 @@ around them the health checks (``health``), metrics, request IDs and audit log (
 The app is a bare Starlette app: every endpoint reads its own request, so FastAPI's request
 machinery and the layers it adds around every call (its body limit, telemetry and exit stack)
 would only cost time on each query. FastAPI still writes ``/openapi.json``, from routes that
-document each operation's request model (``endpoints._documented``).
+document each operation's request model (``endpoints.documented_endpoint``).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
-from lance_iceberg_ns.server.endpoints import _arrow_body_doc, _documented, _endpoint, namespace_resolver
+from lance_iceberg_ns.server.endpoints import arrow_body_doc, documented_endpoint, namespace_resolver, serving_endpoint
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
 from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
 from lance_iceberg_ns.server.logs import forget_secrets_in_logs
 from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
-from lance_iceberg_ns.server.responses import EveryFailureAnswered, _install_error_handlers
+from lance_iceberg_ns.server.responses import EveryFailureAnswered, install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
 
 TITLE = "Lance REST Namespace"
@@ -74,22 +74,22 @@ def create_app(
     app.router.redirect_slashes = False  # a redirect would be built from the client's Host header
     documented = APIRouter()
     for route in ROUTES:
-        app.router.routes.append(_served(route.path, _endpoint(route, resolve, threads), route.method))
+        app.router.routes.append(_served(route.path, serving_endpoint(route, resolve, threads), route.method))
         documented.add_api_route(
             route.path,
-            _documented(route),
+            documented_endpoint(route),
             methods=[route.method],
             name=route.operation,
             operation_id=route.operation,
             responses={400: {"description": "Invalid input"}, 404: {"description": "Not found"}},
-            openapi_extra=_arrow_body_doc() if route.arrow_body else None,
+            openapi_extra=arrow_body_doc() if route.arrow_body else None,
         )
     metrics: Callable[[Request], Response] = metrics_endpoint
     if forward_bearer_token and not auth_tokens and properties is not None:  # no token of its own to ask for
         metrics = forwarded_token_metrics_endpoint(str(properties["endpoint"]))
     app.router.routes.append(_served("/metrics", metrics, "GET"))
     app.router.routes.append(Route("/openapi.json", _openapi_endpoint(documented), include_in_schema=False))
-    _install_error_handlers(app)
+    install_error_handlers(app)
     app.add_middleware(
         GuardMiddleware,
         auth_tokens=list(auth_tokens),

@@ -25,8 +25,8 @@ from lance_namespace.errors import ServiceUnavailableError
 from starlette.concurrency import run_in_threadpool
 
 from lance_iceberg_ns.server.routes import Route
+from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS
 
-DEFAULT_DATA_THREADS = 8
 WAITING_PER_THREAD = 4
 
 T = TypeVar("T")

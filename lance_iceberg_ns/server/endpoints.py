@@ -4,7 +4,7 @@ Each endpoint takes the bare request: in a worker thread (the data routes' own o
 ``capacity``) it reads the path and the query string, reads the identifier as Lance's clients encode
 it, parses the body, builds the request (validated once, by the operation's request model) and calls
 the caller's namespace. ``/openapi.json`` describes each route from a signature built from the same
-model (``_documented``), so that the documentation and the fields read agree.
+model (``documented_endpoint``), so that the documentation and the fields read agree.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
 from lance_iceberg_ns.server.logs import record_audited_ids
-from lance_iceberg_ns.server.responses import ARROW_STREAM, _render, _validation_summary
+from lance_iceberg_ns.server.responses import ARROW_STREAM, render_result, validation_summary
 from lance_iceberg_ns.server.routes import Route
 
 DEFAULT_DELIMITER = "$"
@@ -166,7 +166,8 @@ def namespace_resolver(
     return resolve_fixed
 
 
-def _arrow_body_doc() -> dict[str, Any]:
+def arrow_body_doc() -> dict[str, Any]:
+    """What ``/openapi.json`` says of a request body of Arrow IPC stream bytes."""
     return {
         "requestBody": {
             "required": False,
@@ -197,9 +198,9 @@ def _parameters(route: Route, model: type[BaseModel]) -> list[inspect.Parameter]
     return parameters
 
 
-def _documented(route: Route) -> Callable[..., Awaitable[Response]]:
+def documented_endpoint(route: Route) -> Callable[..., Awaitable[Response]]:
     """What ``/openapi.json`` says of ``route``: its JSON body described by the request model.
-    Never called; the endpoint that serves the route reads the body itself (``_endpoint``)."""
+    Never called; the endpoint that serves the route reads the body itself (``serving_endpoint``)."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
 
     async def documented(**arguments: Any) -> Response:
@@ -210,7 +211,9 @@ def _documented(route: Route) -> Callable[..., Awaitable[Response]]:
     return documented
 
 
-def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callable[[Request], Awaitable[Response]]:
+def serving_endpoint(
+    route: Route, resolve: Resolve, threads: WorkerThreads
+) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint for ``route``, served without FastAPI's parameter machinery (the request model
     validates everything once, ``_build_request``). The body is read here; everything else
     (reading the path and the query string, parsing and validating the body, the operation, the
@@ -238,7 +241,7 @@ def _endpoint(route: Route, resolve: Resolve, threads: WorkerThreads) -> Callabl
         result = method(request, body) if route.arrow_body else method(request)
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)  # the body is one field of the response
-        return _render(result)
+        return render_result(result)
 
     async def endpoint(http_request: Request) -> Response:
         threads.check_room(route)
@@ -277,7 +280,7 @@ class _QueryString:
                 arguments[field] = adapter.validate_python(value)
             except ValidationError as exc:
                 located = [{**error, "loc": ("query", field, *error.get("loc", ()))} for error in exc.errors()]
-                raise InvalidInputError(_validation_summary(located)) from None
+                raise InvalidInputError(validation_summary(located)) from None
         return arguments
 
 
@@ -322,5 +325,5 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     try:
         request = model.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInputError(_validation_summary(exc.errors())) from None
+        raise InvalidInputError(validation_summary(exc.errors())) from None
     return request

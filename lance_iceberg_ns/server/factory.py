@@ -4,7 +4,8 @@
 through the pipe uvicorn starts it with, so that neither the bearer tokens nor the catalog's
 secrets appear on a command line or in an environment of their own making. For a process manager
 of your own (gunicorn with uvicorn's worker class, say), ``create_app_from_env`` reads the same
-settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE_ICEBERG_NS_*``:
+settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE_ICEBERG_NS_*``
+(``ServeSettings.from_environment``):
 
     gunicorn -k uvicorn.workers.UvicornWorker -w 4 -b 0.0.0.0:2333 \\
         'lance_iceberg_ns.server:create_app_from_env()'
@@ -16,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import click
 from lance_namespace.errors import LanceNamespaceError
 from starlette.applications import Starlette
 from uvicorn.config import STARTUP_FAILURE
@@ -29,31 +29,7 @@ from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """Everything ``create_app`` is built from, secrets included (kept out of ``repr``)."""
-
-    properties: Mapping[str, str] = field(repr=False)
-    auth_tokens: tuple[str, ...] = field(default=(), repr=False)
-    forward_bearer_token: bool = False
-    max_data_body_bytes: int | None = None
-    share_static_credentials: bool = False
-    data_threads: int | None = None
-
-    def app_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "properties": dict(self.properties),
-            "auth_tokens": list(self.auth_tokens),
-            "forward_bearer_token": self.forward_bearer_token,
-            "share_static_credentials": self.share_static_credentials,
-        }
-        if self.max_data_body_bytes is not None:
-            options["max_data_body_bytes"] = self.max_data_body_bytes
-        if self.data_threads is not None:
-            options["data_threads"] = self.data_threads
-        return options
+from lance_iceberg_ns.server.settings import ServeSettings, ServeSettingsError
 
 
 @dataclass(frozen=True)
@@ -83,7 +59,7 @@ def _startup_failure_ends_the_worker() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        explained = isinstance(exc, (click.ClickException, LanceNamespaceError))  # its message says it all
+        explained = isinstance(exc, (ServeSettingsError, LanceNamespaceError))  # its message says it all
         logging.getLogger(__name__).error("This worker could not build the app: %s", exc, exc_info=not explained)
         raise SystemExit(STARTUP_FAILURE) from None
 
@@ -170,12 +146,11 @@ def create_app_from_env() -> Starlette:
     exit code 3 (SystemExit), which uvicorn's and gunicorn's supervisors take for a failed start."""
     import logging.config
 
-    from lance_iceberg_ns.cli.serving import settings_from_environment
     from lance_iceberg_ns.server.logs import log_config
 
     with _startup_failure_ends_the_worker():
-        settings, log_format = settings_from_environment()
-    config = log_config(log_format)
+        settings = ServeSettings.from_environment()
+    config = log_config(settings.log_format)
     config["loggers"] = {"lance_iceberg_ns": config["loggers"]["lance_iceberg_ns"]}  # the host's own stay
     config["loggers"]["lance_iceberg_ns.audit"] = {"level": "INFO"}
     config.pop("root")

@@ -20,6 +20,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from lance_iceberg_ns.limits import DEFAULT_MAX_DATA_BYTES, data_bytes_allowed
 from lance_iceberg_ns.server.responses import error_body, error_response
 from lance_iceberg_ns.server.routes import ROUTES
+from lance_iceberg_ns.server.settings import DEFAULT_REQUEST_READ_TIMEOUT
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DATA_BODY_BYTES = DEFAULT_MAX_DATA_BYTES  # Arrow IPC bodies of the data routes (create, insert, merge)
@@ -113,7 +114,6 @@ class BodyTooLarge(StarletteHTTPException):
         super().__init__(413, "The request body is too large")
 
 
-DEFAULT_REQUEST_READ_TIMEOUT = 30.0
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024
 BODY_BYTES_PER_SECOND = 1024 * 1024  # a body is given this rate on top of the read timeout
 

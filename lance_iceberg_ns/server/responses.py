@@ -29,7 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
-from lance_iceberg_ns.errors.translation import http_status_for, is_panic, public_message
+from lance_iceberg_ns.errors.codes import http_status_for
+from lance_iceberg_ns.errors.translation import is_panic, public_message
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ async def answer_error(message: str, code: int, instance: str, status: int | Non
     return await run_in_threadpool(error_response, message, code, instance, status)
 
 
-def _render(result: Any) -> Response:
+def render_result(result: Any) -> Response:
+    """An operation's answer as HTTP: no body, Arrow IPC bytes (a query's rows), or JSON."""
     if result is None:
         return Response(status_code=200)
     if isinstance(result, QueryTableResponse | QueryAnswer):  # query results travel as Arrow IPC file bytes
@@ -76,7 +78,7 @@ def _render(result: Any) -> Response:
     return JSONResponse(result)
 
 
-def _validation_summary(errors: Sequence[Any]) -> str:
+def validation_summary(errors: Sequence[Any]) -> str:
     """What was wrong with the input, field by field (the first few), without echoing the values."""
     parts = []
     for error in errors[:_MOST_FIELD_ERRORS]:
@@ -87,7 +89,8 @@ def _validation_summary(errors: Sequence[Any]) -> str:
     return "Invalid request: " + "; ".join(parts)
 
 
-def _install_error_handlers(app: Starlette) -> None:
+def install_error_handlers(app: Starlette) -> None:
+    """Answer every failure of ``app`` as a Lance error response."""
     app.add_exception_handler(LanceNamespaceError, _namespace_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(ClientDisconnect, _gone)  # type: ignore[arg-type]

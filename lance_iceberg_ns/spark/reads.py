@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 from lance_namespace import DescribeTableRequest
 
+from lance_iceberg_ns.data import datasets
 from lance_iceberg_ns.jobs.planned_writes import cast_columns
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.storage import datasets
 
 # A read task holds at most this many bytes of fragments: Spark's spark.sql.files.maxPartitionBytes.
 MAX_TASK_BYTES = 128 * 1024 * 1024

@@ -12,21 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# Iceberg storage property → Lance (object_store) storage option.
-ICEBERG_TO_LANCE = {
-    "s3.access-key-id": "aws_access_key_id",
-    "s3.secret-access-key": "aws_secret_access_key",
-    "s3.session-token": "aws_session_token",
-    "s3.endpoint": "aws_endpoint",
-    "s3.region": "aws_region",
-    "client.region": "aws_region",
-    "gcs.oauth2.token": "google_storage_token",
-    "gcs.project-id": "google_project_id",
-}
-# Expiry properties (milliseconds since the epoch) → expires_at_millis.
-EXPIRY_KEYS = ("s3.session-token-expires-at-ms", "gcs.oauth2.token-expires-at")
-ADLS_SAS_TOKEN = "adls.sas-token."  # adls.sas-token.<account host>
-ADLS_SAS_EXPIRY = "adls.sas-token-expires-at-ms."
+from lance_iceberg_ns.config.storage_keys import lance_storage_options
 
 
 def best_credential(storage_credentials: Iterable[Mapping[str, Any]], location: str) -> dict[str, str]:
@@ -37,25 +23,6 @@ def best_credential(storage_credentials: Iterable[Mapping[str, Any]], location: 
         if location.startswith(prefix) and (best is None or len(prefix) > len(str(best.get("prefix", "")))):
             best = credential
     return {str(k): str(v) for k, v in (best or {}).get("config", {}).items()}
-
-
-def lance_storage_options(iceberg_properties: Mapping[str, str]) -> dict[str, str]:
-    """Lance storage options for Iceberg storage properties (unknown keys are left out)."""
-    options: dict[str, str] = {}
-    for key, value in iceberg_properties.items():
-        if key in ICEBERG_TO_LANCE:
-            options[ICEBERG_TO_LANCE[key]] = value
-        elif key.startswith(ADLS_SAS_TOKEN):
-            options["azure_storage_account_name"] = key[len(ADLS_SAS_TOKEN) :].split(".", 1)[0]
-            options["azure_storage_sas_token"] = value
-    if iceberg_properties.get("s3.path-style-access", "").lower() == "true":
-        options["aws_virtual_hosted_style_request"] = "false"
-    if options.get("aws_endpoint", "").startswith("http://"):
-        options["allow_http"] = "true"
-    expiries = [int(v) for k, v in iceberg_properties.items() if k in EXPIRY_KEYS or k.startswith(ADLS_SAS_EXPIRY)]
-    if expiries:
-        options["expires_at_millis"] = str(min(expiries))
-    return options
 
 
 def vended_storage_options(

@@ -17,8 +17,8 @@ link under the root cannot lead outside it.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
-import unicodedata
 import uuid
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -27,14 +27,32 @@ from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+_SCHEME_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
 TABLE_DIRECTORY_SUFFIX = ".lance"
 _URI_SAFE = "-_.~!$&'()*+,;=:@"  # what stays unescaped in an object-store path segment
 
 
 def is_local(location: str) -> bool:
-    """True for a local path (normalized locations carry no ``file://``)."""
-    return "://" not in location
+    """True for a location on this machine: a path (as ``normalize_location`` gives every local
+    location, even one whose names hold ``://``) or a ``file://`` URI."""
+    match = _SCHEME_PREFIX.match(location)
+    return match is None or match.group(1).lower() == "file"
+
+
+def local_path(location: str) -> str:
+    """The path on this machine of a local location: a path as it is, a ``file://`` URI as Lance
+    reads it (percent-decoded, ``localhost`` or no host). Raises ``InvalidInputError`` for a
+    ``file://`` URI of another host."""
+    return normalize_location(location) if is_local(location) and _SCHEME_PREFIX.match(location) else location
+
+
+def table_uri(location: str) -> str:
+    """A complete URI for a location (``file://`` for local paths, escaped: a name such as
+    ``%2e%2e`` stays a name when a client decodes the URI)."""
+    if _SCHEME_PREFIX.match(location):
+        return location
+    return pathlib.Path(os.path.abspath(location)).as_uri()
 
 
 def _resolved_segments(path: str, original: str) -> list[str]:
@@ -178,34 +196,3 @@ class LocationPolicy:
         if not is_local(self.root):
             segments = [quote(segment, safe=_URI_SAFE) for segment in segments]
         return self.confine("/".join([self.root, *segments]))
-
-
-# Iceberg table properties that say where a catalog or engine writes: a client may not set them on a
-# companion table (Polaris refuses them too), or it could send the catalog's files elsewhere.
-RESERVED_LOCATION_PROPERTIES = frozenset(
-    {
-        "location",
-        "write.metadata.path",
-        "write.data.path",
-        "write.object-storage.path",
-        "write.object-storage.enabled",
-        "write.folder-storage.path",
-        "write.location-provider.impl",
-        "write.object-storage.partitioned-paths",
-    }
-)
-
-
-def plain_property_key(key: str) -> str:
-    """A property key as a catalog may read it: without spaces around it, invisible characters or case."""
-    return "".join(ch for ch in key if unicodedata.category(ch) not in ("Cf", "Cc")).strip().lower()
-
-
-def check_requested_properties(properties: dict[str, str], own_prefix: str) -> None:
-    """Raise ``InvalidInputError`` when request properties try to set where data or metadata go, or
-    the bridge's own bookkeeping (keys starting with ``own_prefix``)."""
-    if any(plain_property_key(key).startswith(own_prefix) for key in properties):
-        raise InvalidInputError(f"Properties starting with {own_prefix!r} are the bridge's own")
-    reserved = sorted(key for key in properties if plain_property_key(key) in RESERVED_LOCATION_PROPERTIES)
-    if reserved:
-        raise InvalidInputError(f"These properties decide where files go and cannot be set: {', '.join(reserved)}")

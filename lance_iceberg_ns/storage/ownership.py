@@ -32,18 +32,13 @@ same location in the same instant could both succeed.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import os
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
-from lance_iceberg_ns.storage.datasets import filesystem_for
-from lance_iceberg_ns.storage.locations import is_local
+from lance_iceberg_ns.storage import files
 
 MARKER = ".lance-iceberg-ns-owner.json"
 
@@ -106,69 +101,27 @@ class Owner:
         return bool(entry.name) and self.table == ".".join(entry.name)  # a marker of before names were kept
 
 
-def _marker_path(location: str) -> str:
-    return f"{location.rstrip('/')}/{MARKER}"
-
-
 def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | None:
     """The marker at ``location``, or ``None`` when there is none."""
-    if is_local(location):
-        try:
-            fd = os.open(_marker_path(location), os.O_RDONLY | os.O_NOFOLLOW)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError:  # a symbolic link where the marker should be: nobody's valid claim
-            return Owner("", None, (), "(a symbolic link in place of the ownership marker)")
-        with os.fdopen(fd, "rb") as handle:
-            return Owner.from_json(handle.read())
-    filesystem, path = filesystem_for(location, storage_options)
-    marker = f"{path.rstrip('/')}/{MARKER}"
-    if filesystem.get_file_info(marker).type == pafs.FileType.NotFound:
-        return None
-    with filesystem.open_input_stream(marker) as stream:
-        return Owner.from_json(stream.read())
+    try:
+        data = files.read_file(location, MARKER, storage_options)
+    except files.NotOpened:  # a symbolic link where the marker should be: nobody's valid claim
+        return Owner("", None, (), "(a symbolic link in place of the ownership marker)")
+    return None if data is None else Owner.from_json(data)
 
 
 def _write_marker(location: str, owner: Owner, storage_options: Mapping[str, str], exclusive: bool) -> bool:
     """Write the marker: with ``exclusive`` a new one, only if there is none (False if there was
-    one); without, over the one there (False, on local file systems, if it is gone: a purge that
-    deleted the location meanwhile must not see it made again)."""
-    if is_local(location) and exclusive:
-        os.makedirs(location, exist_ok=True)
-        try:
-            fd = os.open(_marker_path(location), os.O_WRONLY | os.O_NOFOLLOW | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(owner.to_json())
-        return True
-    if is_local(location):  # whole or not at all: a proof reading it meanwhile sees the old or the new
-        if not os.path.lexists(_marker_path(location)):
-            return False
-        staged = f"{_marker_path(location)}.{uuid.uuid4().hex}"
-        try:
-            with open(staged, "xb") as handle:
-                handle.write(owner.to_json())
-        except FileNotFoundError:  # the location is gone
-            return False
-        os.replace(staged, _marker_path(location))
-        return True
-    if exclusive and read_owner(location, storage_options) is not None:
-        return False
-    filesystem, path = filesystem_for(location, storage_options)
-    with filesystem.open_output_stream(f"{path.rstrip('/')}/{MARKER}") as stream:
-        stream.write(owner.to_json())
-    return True
+    one); without, over the one there, whole or not at all: a proof reading it meanwhile sees the
+    old or the new (False, on local file systems, if it is gone: a purge that deleted the location
+    meanwhile must not see it made again)."""
+    if exclusive:
+        return files.create_file(location, MARKER, owner.to_json(), storage_options)
+    return files.replace_file(location, MARKER, owner.to_json(), storage_options)
 
 
 def _remove_marker(location: str, storage_options: Mapping[str, str]) -> None:
-    if is_local(location):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(_marker_path(location))
-        return
-    filesystem, path = filesystem_for(location, storage_options)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        filesystem.delete_file(f"{path.rstrip('/')}/{MARKER}")
+    files.delete_file(location, MARKER, storage_options)
 
 
 def _markers_above(location: str, top: str, storage_options: Mapping[str, str]) -> str | None:
@@ -181,19 +134,9 @@ def _markers_above(location: str, top: str, storage_options: Mapping[str, str]) 
     return None
 
 
-def _markers_below(location: str, storage_options: Mapping[str, str]) -> str | None:
-    """A directory strictly under ``location`` that holds a marker (links are not followed)."""
-    if is_local(location):
-        for folder, _subfolders, files in os.walk(location, followlinks=False):
-            if MARKER in files and folder.rstrip("/") != location.rstrip("/"):
-                return folder
-        return None
-    filesystem, path = filesystem_for(location, storage_options)
-    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
-    for info in listed:
-        if info.base_name == MARKER and info.path.rsplit("/", 1)[0] != path.rstrip("/"):
-            return info.path.rsplit("/", 1)[0]
-    return None
+def _markers_below(location: str, storage_options: Mapping[str, str]) -> bool:
+    """Whether a directory strictly under ``location`` holds a marker (links are not followed)."""
+    return files.holds_below(location, MARKER, storage_options)
 
 
 def check_free(location: str, top: str, storage_options: Mapping[str, str]) -> None:
@@ -222,49 +165,26 @@ class Claim:
         with contextlib.suppress(OSError):
             entry = Entry(self.owner.entry, self.owner.table_uuid, self.owner.claim)
             release(self.location, entry, self.storage_options)
-        if self.made_from is None:
-            return
-        folder = self.location
-        while len(folder) >= len(self.made_from):
-            try:
-                os.rmdir(folder)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # someone else's now
-                    return
-                # never made (missing, or a name too long): its parent may have been
-            folder = folder.rsplit("/", 1)[0]
+        if self.made_from is not None:
+            files.remove_empty_directories(self.location, self.made_from)
 
     def undo_create(self) -> None:
         """``undo`` after the catalog failed to make the entry (a missing namespace, say): the
         metadata files the catalog writes before it checks go too, from a ``metadata/`` directory
         that was not there when the location was claimed (while claimed, no one else writes there)."""
         if not self.metadata_was_there:
-            metadata = os.path.join(self.location, "metadata")
-            with contextlib.suppress(OSError):
-                for name in os.listdir(metadata):
-                    if ".metadata.json" in name:  # Iceberg's, compressed or not
-                        os.remove(os.path.join(metadata, name))
-                os.rmdir(metadata)
+            files.delete_catalog_metadata(self.location)
         self.undo()
-
-
-def _first_missing_directory(location: str) -> str | None:
-    if not is_local(location) or os.path.exists(location):
-        return None
-    missing = location
-    while not os.path.exists(missing.rsplit("/", 1)[0] or "/"):
-        missing = missing.rsplit("/", 1)[0]
-    return missing
 
 
 def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, str]) -> Claim:
     """Claim ``location`` (under ``top``, the root or allowed location holding it) for ``owner``.
     Raises ``PermissionDeniedError`` when another entry owns it, or a location above or below it;
     then nothing is left behind."""
-    if is_local(location) and os.path.islink(location):
+    if files.is_link(location):
         raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
-    metadata_was_there = not is_local(location) or os.path.lexists(os.path.join(location, "metadata"))
-    made = Claim(location, owner, storage_options, _first_missing_directory(location), metadata_was_there)
+    metadata_was_there = files.has_entry(location, files.ICEBERG_METADATA_DIRECTORY)
+    made = Claim(location, owner, storage_options, files.first_missing_directory(location), metadata_was_there)
     try:
         written = _write_marker(location, owner, storage_options, exclusive=True)
     except OSError as exc:  # a file in the way, a name too long, a loop of links
@@ -296,7 +216,7 @@ def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> 
 def prove(location: str, entry: Entry, storage_options: Mapping[str, str]) -> Owner:
     """The marker at ``location``, when it names this entry. Raises ``PermissionDeniedError``
     (saying why) otherwise: the caller reads, deletes and changes nothing."""
-    if is_local(location) and os.path.islink(location):
+    if files.is_link(location):
         raise PermissionDeniedError(
             f"The location {location!r} is a symbolic link: nothing was read, deleted or changed"
         )
@@ -326,21 +246,9 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
 
 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:
-    """(location, marker) for every ownership marker under ``top`` (links are not followed)."""
-    if is_local(top):
-        for folder, subfolders, files in os.walk(top, followlinks=False):
-            if MARKER in files:
-                subfolders.clear()  # a table's location holds no other table
-                owner = read_owner(folder, storage_options)
-                if owner is not None:
-                    yield folder, owner
-        return
-    filesystem, path = filesystem_for(top, storage_options)
-    scheme = top.split("://", 1)[0]
-    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
-    for info in listed:
-        if info.base_name == MARKER:
-            location = f"{scheme}://{info.path.rsplit('/', 1)[0]}"
-            owner = read_owner(location, storage_options)
-            if owner is not None:
-                yield location, owner
+    """(location, marker) for every ownership marker under ``top`` (links are not followed; on a
+    local disk not inside a location that holds one: a table's location holds no other table)."""
+    for location in files.directories_holding(top, MARKER, storage_options):
+        owner = read_owner(location, storage_options)
+        if owner is not None:
+            yield location, owner

@@ -29,20 +29,21 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
-from lance_iceberg_ns.catalog.companions import Companions, shown, stored_properties
+from lance_iceberg_ns.catalog.companions import Companions, Protected, shown, stored_properties
 from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.config.settings import Settings
-from lance_iceberg_ns.data import ResolvedTable, ipc, writes
+from lance_iceberg_ns.data import ResolvedTable, datasets, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
-from lance_iceberg_ns.storage import datasets
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
+from lance_iceberg_ns.storage.locations import table_uri
 from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.storage.ownership import Entry
 from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.tables.tombstones import TableStatus
 from lance_iceberg_ns.tables.trash import Trash
-from lance_iceberg_ns.versions import managed
+from lance_iceberg_ns.versions import snapshots
 from lance_iceberg_ns.versions.refusals import latest_gone_error
 
 CREATE_MODES = ("create", "existok", "overwrite")
@@ -75,7 +76,7 @@ class Tables:
             id=tuple(table.parts),
             location=self.placement.prove(loaded) if writing else self.placement.confine(loaded.location),
             storage_options=self.placement.entry_options(loaded),
-            managed=managed.is_managed(loaded.properties),
+            managed=snapshots.is_managed(loaded.properties),
             entry=owner_entry(loaded),
         )
         if writing:  # proved its own: an entry made before the engine protection gains it
@@ -89,28 +90,37 @@ class Tables:
         location moved ahead of the catalog, takes no new version: refused before pylance stages
         one (it would only learn that the commit's result is unknown)."""
         current = self.companions.table_from_summary(table, loaded)
-        if managed.may_be_behind(current) or not managed.knows_latest(current):
+        if snapshots.may_be_behind(current) or not snapshots.knows_latest(current):
             current = self.companions.load_table(table, history=True)
-            managed.refuse_if_rolled_back(current)
-        written = managed.written_by_path_after(current, storage_options)
+            snapshots.refuse_if_rolled_back(current)
+        written = snapshots.written_by_path_after(current, storage_options)
         if written is not None:  # the catalog asked again: a writer through it finalizes only after its commit
             current = self.companions.load_table(table, history=True)
-            if managed.latest_version(current) < written:
-                raise managed.written_by_path(current, written)
-        elif managed.latest_gone(current, storage_options):  # asked again: another writer may have moved on since
+            if snapshots.latest_version(current) < written:
+                raise snapshots.written_by_path(current, written)
+        elif snapshots.latest_gone(current, storage_options):  # asked again: another writer may have moved on since
             current = self.companions.load_table(table, history=True)
-            if managed.latest_gone(current, storage_options):
-                raise latest_gone_error(".".join(current.name()), managed.latest_version(current))
+            if snapshots.latest_gone(current, storage_options):
+                raise latest_gone_error(".".join(current.name()), snapshots.latest_version(current))
+
+    def resolve_table(self, table_id: Sequence[str], proved: bool = False) -> ResolvedTable:
+        """``resolve`` for a tool beside the data half (Ray, a planned write): the live table and,
+        with ``proved``, its location shown to be the entry's own (PermissionDeniedError), with
+        nothing prepared for a write (``resolve(writing=True)`` does that)."""
+        table = parse_table_id(table_id)
+        loaded = self.companions.load(table)
+        resolved = self.resolved(table, loaded)
+        return replace(resolved, location=self.placement.prove(loaded)) if proved else resolved
 
     # --- operations -----------------------------------------------------------------------------
 
-    def declare(self, request: DeclareTableRequest) -> DeclareTableResponse:
+    def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
         table = parse_table_id(request.id)
         properties = stored_properties(request.properties)
         if self.settings.table_version_management:
-            properties.setdefault(managed.MANAGED_PROPERTY, "true")
-        if managed.is_managed(properties):
-            properties = {**managed.METADATA_RETENTION, **properties}
+            properties.setdefault(snapshots.MANAGED_PROPERTY, "true")
+        if snapshots.is_managed(properties):
+            properties = {**snapshots.METADATA_RETENTION, **properties}
         if request.location:
             location = self.placement.free_location(request.location)
         else:
@@ -125,10 +135,10 @@ class Tables:
             location=created.metadata.location,
             properties=shown(created.metadata.properties),
             storage_options=self.options.for_caller(vended),
-            managed_versioning=managed.is_managed(created.metadata.properties),
+            managed_versioning=snapshots.is_managed(created.metadata.properties),
         )
 
-    def describe(self, request: DescribeTableRequest) -> DescribeTableResponse:
+    def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "describe_table")
         if request.version is not None and request.tag:
@@ -146,16 +156,16 @@ class Tables:
             self.placement.prove_handed_out(loaded)  # a catalog copy of the entry is not handed its table's data
             location, properties = loaded.location, loaded.properties
             vended = self._vended(table, loaded) if vending else None
-            if managed.is_managed(properties):  # pylance asks for the latest version next: answer from this
+            if snapshots.is_managed(properties):  # pylance asks for the latest version next: answer from this
                 self.companions.managed.loaded(table, self.companions.table_from_summary(table, loaded))
         response = DescribeTableResponse(
             location=location,
             properties=shown(properties),
             storage_options=self.options.for_caller(vended),
-            managed_versioning=managed.is_managed(properties),
+            managed_versioning=snapshots.is_managed(properties),
         )
         if request.with_table_uri:
-            response.table_uri = datasets.table_uri(location)
+            response.table_uri = table_uri(location)
         wanted_version = request.version if request.version is not None else request.tag
         if request.load_detailed_metadata or wanted_version is not None:
             resolved = self.resolved(table, loaded or self.companions.load(table))
@@ -182,13 +192,13 @@ class Tables:
             storage_credentials = loaded.storage_credentials
         return vended_storage_options(loaded.config, storage_credentials, loaded.location)
 
-    def exists(self, request: TableExistsRequest) -> None:
+    def table_exists(self, request: TableExistsRequest) -> None:
         table = parse_table_id(request.id)
         loaded = self.companions.load(table)
         if request.version is not None:
             self.datasets.open(self.resolved(table, loaded), request.version, reading=True)
 
-    def drop(self, request: DropTableRequest) -> DropTableResponse:
+    def drop_table(self, request: DropTableRequest) -> DropTableResponse:
         table = parse_table_id(request.id)
         loaded = self.companions.load(table)
         if self.settings.soft_delete:
@@ -198,7 +208,7 @@ class Tables:
         self.datasets.forget_table(table.parts)  # read at once as gone, whatever read_consistency_interval
         return DropTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
 
-    def deregister(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
+    def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
         table = parse_table_id(request.id)
         loaded = self.companions.load(table)
         aside = self.companions.set_aside(table, loaded, why="deregistered")
@@ -207,15 +217,15 @@ class Tables:
         self.datasets.forget_table(table.parts)
         return DeregisterTableResponse(id=table.parts, location=loaded.location, properties=shown(loaded.properties))
 
-    def register(self, request: RegisterTableRequest) -> RegisterTableResponse:
+    def register_table(self, request: RegisterTableRequest) -> RegisterTableResponse:
         table = parse_table_id(request.id)
         mode = parse_mode(request.mode, "create", ("create", "overwrite"), "register_table")
         if not request.location:
             raise InvalidInputError("register_table needs the location of an existing Lance dataset")
         properties = stored_properties(request.properties)
-        if managed.is_managed(properties):
+        if snapshots.is_managed(properties):
             raise InvalidInputError(
-                f"{managed.MANAGED_PROPERTY} is set when a table is declared; "
+                f"{snapshots.MANAGED_PROPERTY} is set when a table is declared; "
                 "a registered dataset keeps Lance's own versions"
             )
         location = self.placement.dataset_location(request.location)
@@ -230,7 +240,7 @@ class Tables:
         self.datasets.forget_table(table.parts)  # whatever it named before (dropped elsewhere, say) is not read
         return RegisterTableResponse(location=created.metadata.location, properties=shown(created.metadata.properties))
 
-    def rename(self, request: RenameTableRequest) -> RenameTableResponse:
+    def rename_table(self, request: RenameTableRequest) -> RenameTableResponse:
         source = parse_table_id(request.id)
         if not request.new_table_name:
             raise InvalidInputError("rename_table needs new_table_name")
@@ -249,13 +259,13 @@ class Tables:
         self.datasets.forget_table(target.parts)  # it may have named a table since dropped elsewhere
         return RenameTableResponse()
 
-    def undrop(self, table_id: Sequence[str]) -> TableStatus:
-        """The trash brings the table back (``Trash.undrop``); the name's next read asks the catalog."""
-        status = self.trash.undrop(list(table_id))
+    def undrop_table(self, table_id: Sequence[str]) -> TableStatus:
+        """The trash brings the table back (``Trash.undrop_table``); the name's next read asks the catalog."""
+        status = self.trash.undrop_table(list(table_id))
         self.datasets.forget_table(parse_table_id(table_id).parts)
         return status
 
-    def create(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:
+    def create_table(self, request: CreateTableRequest, request_data: bytes | None) -> CreateTableResponse:
         table = parse_table_id(request.id)
         mode = parse_mode(request.mode, "create", CREATE_MODES, "create_table")
         rows = ipc.read_arrow_stream(request_data, "create_table")
@@ -281,7 +291,7 @@ class Tables:
         location of its own. True when a new table was declared."""
         if self.trash.restore_newest(table):
             return False
-        self.declare(DeclareTableRequest(id=table.parts, properties=request.properties))
+        self.declare_table(DeclareTableRequest(id=table.parts, properties=request.properties))
         return True
 
     def _undo_create(self, table: TableId, declared: bool) -> None:
@@ -292,3 +302,28 @@ class Tables:
             self.placement.remove(table, loaded)
         else:
             self.trash.soft_delete(table, loaded)
+
+    # --- for tools beside the operations ----------------------------------------------------------
+
+    def remove_declared_table(self, table_id: Sequence[str], place: tuple[str, Entry]) -> bool:
+        """Take back a table a tool declared for a write that failed: its entry, then its own files,
+        only while the name still holds that very entry at ``place`` (``ResolvedTable.place``) and
+        no dataset was written there. False, with nothing changed, otherwise. Raises
+        PermissionDeniedError (its location is not its own)."""
+        table = parse_table_id(table_id)
+        loaded = self.companions.find(table)
+        if loaded is None:
+            return False
+        resolved = self.resolved(table, loaded)
+        if resolved.place != tuple(place) or datasets.dataset_exists(resolved.location, resolved.storage_options):
+            return False
+        self.placement.remove(table, loaded)
+        return True
+
+    def protect_tables(self, namespace_id: Sequence[str]) -> Protected:
+        """Set the engine protection on every Lance table of a warehouse or namespace and beneath
+        it (``Companions.protect_beneath``). The root is InvalidInputError."""
+        top = parse_namespace_id(namespace_id)
+        if top is None:
+            raise InvalidInputError("Give the warehouse whose Lance tables to protect")
+        return self.companions.protect_beneath(top)

@@ -27,12 +27,12 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns.catalog.companions import CREATE_ID, Companions
 from lance_iceberg_ns.catalog.listing import is_lance_table, parallel_map, walk
 from lance_iceberg_ns.catalog.warehouses import TableSummary
-from lance_iceberg_ns.identifiers import NamespaceId, TableId
-from lance_iceberg_ns.storage import datasets, ownership
+from lance_iceberg_ns.data import datasets
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
+from lance_iceberg_ns.storage import files, ownership
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
 from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, normalize_location
 from lance_iceberg_ns.storage.options import StorageOptions
-from lance_iceberg_ns.tables.tombstones import TRASH_NAMESPACE, trash_path
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Placement:
             return location  # the claim says whose it is
         if datasets.dataset_exists(location, options):
             raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
-        if not datasets.is_empty_directory(location, options):
+        if not files.is_empty_directory(location, options):
             raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
         return location
 
@@ -181,7 +181,7 @@ class Placement:
         try:
             self.prove(entry)
         except PermissionDeniedError:
-            if not datasets.is_empty_directory(self.locations.confine(entry.location), self.entry_options(entry)):
+            if not files.is_empty_directory(self.locations.confine(entry.location), self.entry_options(entry)):
                 raise
 
     def still_proves(self, table: TableId, kept: Any) -> dict[str, str] | None:
@@ -254,7 +254,7 @@ class Placement:
         if held is not None and held.entry and not self._holders(held.entry[0], held, location):
             ownership.rewrite(location, held, None, options)
 
-    def unregistered(self, warehouse: str) -> list[Unregistered]:
+    def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
         """Locations under the root and the allowed locations whose marker names a table of
         ``warehouse`` that no entry of the catalog holds there any more: data an Iceberg engine's
         DROP TABLE left behind. Registering one adopts it."""
@@ -317,7 +317,7 @@ class Placement:
         """Delete the dataset's own files at a location the entry was shown to own (``prove``),
         once the entry is gone from the catalog."""
         self._let_go(location)
-        datasets.delete_owned_files(location, self.entry_options(entry), ownership.MARKER)
+        files.delete_owned_files(location, self.entry_options(entry), ownership.MARKER)
 
     def remove(self, table: TableId, loaded: TableSummary) -> None:
         """Once the entry has shown that it owns its location, remove it, then its own files."""

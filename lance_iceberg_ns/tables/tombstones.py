@@ -18,32 +18,13 @@ it is. Because the state is in the name:
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from lance_namespace.errors import InvalidInputError
-
-TRASH_NAMESPACE = "__lance_trash__"
 _SEPARATOR = "~"
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> float:
-    """``"30s"``, ``"15m"``, ``"12h"``, ``"7d"``, ``"2w"`` or plain seconds → seconds."""
-    match = _DURATION.match(str(text).lower())
-    if not match:
-        raise InvalidInputError(f"Not a duration: {text!r} (use e.g. 30s, 15m, 12h, 7d)")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def trash_path(namespace_path: tuple[str, ...]) -> tuple[str, ...]:
-    """The trash namespace of a namespace (inside the warehouse's catalog)."""
-    return (*namespace_path, TRASH_NAMESPACE)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Anyone who can write to the catalog can put an entry into a trash namespace, so 
 only on tombstones it made: a name of a tombstone's shape, a deletion time not in the future, a
 Lance companion, and a location whose ownership marker names that very tombstone (a soft delete
 carries the marker along its rename). Any other entry there is *foreign*: it is never brought
-back, never purged and never makes a name live; ``purgable`` reports it, with why, for a person
+back, never purged and never makes a name live; ``list_purgable_tables`` reports it, with why, for a person
 to look at.
 """
 
@@ -31,18 +31,24 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns.catalog.companions import Companions
 from lance_iceberg_ns.catalog.listing import is_lance_table, walk
 from lance_iceberg_ns.catalog.warehouses import TableSummary
-from lance_iceberg_ns.identifiers import NamespaceId, TableId, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.identifiers import (
+    TRASH_NAMESPACE,
+    NamespaceId,
+    TableId,
+    in_default_namespace,
+    parse_namespace_id,
+    parse_table_id,
+    trash_path,
+)
 from lance_iceberg_ns.tables.placement import Placement
 from lance_iceberg_ns.tables.tombstones import (
     NOT_DUE,
-    TRASH_NAMESPACE,
     PurgableTable,
     PurgeReport,
     SkippedPurge,
     TableStatus,
     Tombstone,
     tombstones_of,
-    trash_path,
 )
 
 FUTURE_SKEW_MS = 5 * 60 * 1000  # how far the clocks of bridges sharing a catalog may be apart
@@ -64,12 +70,16 @@ logger = logging.getLogger(__name__)
 
 
 class Trash:
-    """Soft-deleted tables of one bridge: set aside, brought back, purged, reported."""
+    """Soft-deleted tables of one bridge: set aside, brought back, purged, reported. A table id
+    ``purge_tables`` is given is placed in ``default_namespace`` as every operation's is."""
 
-    def __init__(self, companions: Companions, placement: Placement, ttl_seconds: float) -> None:
+    def __init__(
+        self, companions: Companions, placement: Placement, ttl_seconds: float, default_namespace: tuple[str, ...]
+    ) -> None:
         self._companions = companions
         self._placement = placement
         self._ttl_seconds = ttl_seconds
+        self._default_namespace = default_namespace
 
     def soft_delete(self, table: TableId, loaded: TableSummary) -> None:
         """Rename the live entry into the trash as a new tombstone (its marker then names the
@@ -132,14 +142,14 @@ class Trash:
                 continue
         return None
 
-    def undrop(self, table_id: list[str]) -> TableStatus:
+    def undrop_table(self, table_id: list[str]) -> TableStatus:
         """See ``IcebergLanceNamespace.undrop_table``."""
         table = parse_table_id(table_id)
         if not self.restore_newest(table):
             raise TableNotFoundError(f"Table {table} has no soft-deleted version to restore")
         return TableStatus("exists")
 
-    def purge(self, table_id: list[str]) -> int:
+    def purge_table(self, table_id: list[str]) -> int:
         """See ``IcebergLanceNamespace.purge_table``."""
         table = parse_table_id(table_id)
         tombstones = self.tombstones(table)
@@ -173,7 +183,9 @@ class Trash:
         self._placement.delete_owned(vouched.entry, vouched.location)
         return True
 
-    def purgable(self, namespace_id: list[str], deleted_before: datetime | None = None) -> list[PurgableTable]:
+    def list_purgable_tables(
+        self, namespace_id: list[str], deleted_before: datetime | None = None
+    ) -> list[PurgableTable]:
         """See ``IcebergLanceNamespace.list_purgable_tables``."""
         namespace = parse_namespace_id(namespace_id)
         if namespace is None:
@@ -190,7 +202,7 @@ class Trash:
         return sorted(found, key=lambda purgable: purgable.deleted_at_ms)
 
     def _examine(self, holder: NamespaceId, name: str) -> PurgableTable | None:
-        """What ``purgable`` says of one trash entry (None: gone meanwhile)."""
+        """What ``list_purgable_tables`` says of one trash entry (None: gone meanwhile)."""
         tombstone = Tombstone.parse(name)
         try:
             self.vouch(holder, name)
@@ -214,6 +226,18 @@ class Trash:
             if TRASH_NAMESPACE in children:
                 yield namespace, [ident[-1] for ident in catalog.list_tables(trash_path(namespace.path))]
 
+    def purge_tables(
+        self, ids: list[list[str]] | None, namespace_id: list[str] | None, deleted_before: datetime | None
+    ) -> list[list[str]]:
+        """See ``IcebergLanceNamespace.purge_tables``: each of ``ids`` as ``purge_table`` does (the
+        ids purged), or else the expired tables of ``namespace_id`` (``purge_expired``)."""
+        if ids is not None:
+            default = self._default_namespace
+            return [table_id for table_id in ids if self.purge_table(in_default_namespace(table_id, default))]
+        if namespace_id is None:
+            raise InvalidInputError("purge_tables needs ids, or the namespace whose expired tables to purge")
+        return self.purge_expired(namespace_id, deleted_before)
+
     def purge_expired(self, namespace_id: list[str], deleted_before: datetime | None) -> PurgeReport:
         """Purge every soft-deleted table of ``namespace_id`` (and beneath) deleted before
         ``deleted_before`` (default: now minus the trash's time to live). A foreign tombstone, or
@@ -223,7 +247,7 @@ class Trash:
             deleted_before = datetime.now(timezone.utc) - timedelta(seconds=self._ttl_seconds)
         cutoff_ms = int(deleted_before.timestamp() * 1000)
         report = PurgeReport()
-        for purgable in self.purgable(namespace_id):
+        for purgable in self.list_purgable_tables(namespace_id):
             skipped = self._purge_entry(purgable, cutoff_ms, deleted_before)
             if skipped is None:
                 report.append(purgable.id)
@@ -247,7 +271,7 @@ class Trash:
             logger.warning("Not purging %s (%s): %s", table, purgable.tombstone, refused)
             return f"ownership not proved: {refused}"
 
-    def status(self, table_id: list[str]) -> TableStatus:
+    def table_status(self, table_id: list[str]) -> TableStatus:
         """See ``IcebergLanceNamespace.table_status``."""
         table = parse_table_id(table_id)
         if self._companions.exists(table):

@@ -1,16 +1,24 @@
-"""Table versions, read from and restored on the Lance dataset itself (the catalog keeps no copy
-unless the table's versions are managed by it).
+"""Lance's manifests under a table's ``_versions/``: the one module that names them, looks for
+them, lists, moves and deletes them. The versions of a table whose versions are its own are read
+from here and from the dataset itself (the catalog keeps no copy).
 
 Each version is a manifest under ``_versions/``: ``<n>.manifest`` (naming scheme V1) or
 ``<u64::MAX - n>.manifest`` zero-padded to 20 digits (V2, what pylance writes now, so that an
 object store lists the newest first). Listing reads the directory once for paths and sizes and the
 dataset once for the commit times and summaries.
+
+pylance's namespace-backed commit stages a manifest under its final name followed by ``-<uuid>``
+(``_versions/<n>.manifest-<uuid>``) and leaves it to the namespace to give it its final name once
+the catalog has committed it, as the reference does (``finalize``). The final name is taken only
+when it is free: a writer by location may have committed the same version number in the moment
+between, and its manifest is never replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,14 +29,25 @@ import pyarrow.fs as pafs
 from lance_namespace import TableVersion
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableVersionNotFoundError
 
+from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.paging import page_of
-from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, check_own_version, filesystem_for
+from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, filesystem_for
 from lance_iceberg_ns.storage.locations import normalize_location
+from lance_iceberg_ns.versions.refusals import FinalNameTaken
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
-# pylance stages a version's manifest as its final name followed by ``-<uuid>``
+# A staged manifest, as pylance names one: its final name, ``-``, a UUID as Rust's ``uuid`` spells it.
 _STAGED = re.compile(r"^(?P<final>\d+\.manifest)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# A copy under way: pylance's (``<n>.manifest#<k>``), or this module's (``files.copy_unless_taken``).
+_COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest(#\d+|\.[0-9a-f]{32}\.copying)$")
+_VERSION_HINT = "latest_version_hint.json"  # pylance's, beside the manifests
+# A staged manifest older than this, with no final copy, was left by a writer that died.
+ABANDONED_AFTER_SECONDS = 60.0
+
+
+# --- names ---------------------------------------------------------------------------------------
 
 
 def version_of_manifest(name: str) -> int | None:
@@ -50,6 +69,33 @@ def manifest_directory(location: str) -> str:
     without the scheme and bucket, or the leading slash of a local path)."""
     path = location.split("://", 1)[1].partition("/")[2] if "://" in location else location
     return f"{unquote(path).strip('/')}/{VERSIONS_DIRECTORY}"
+
+
+def is_staged(manifest_path: str) -> bool:
+    """Whether a manifest path names a staged manifest (``<n>.manifest-<uuid>``)."""
+    return _STAGED.match(manifest_path.rsplit("/", 1)[-1]) is not None
+
+
+def final_manifest_name(manifest_path: str) -> str:
+    """The final file name of a (possibly staged) manifest path."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    match = _STAGED.match(name)
+    return match.group("final") if match else name
+
+
+def names_a_manifest(manifest_path: str) -> bool:
+    """Whether a path's file name is a manifest's, final (``….manifest``) or staged."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    return name.endswith(".manifest") or is_staged(name)
+
+
+def _directory(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
+    """The file system of the table at ``location`` and its ``_versions/`` there."""
+    filesystem, root = filesystem_for(location, storage_options)
+    return filesystem, f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+
+
+# --- a new version's manifest ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -76,9 +122,9 @@ def own_manifest(location: str, storage_options: Mapping[str, str], version: int
         )
     if not _is_directory_of(directory, location):
         raise InvalidInputError(f"manifest_path must be in the table's own _versions/ ({manifest_directory(location)})")
-    filesystem, root = filesystem_for(location, storage_options)
+    filesystem, versions = _directory(location, storage_options)
     names = [name, final] if staged else [name]
-    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{each}" for each in names])
+    found = filesystem.get_file_info([f"{versions}/{each}" for each in names])
     if found[0].type != pafs.FileType.File:
         raise InvalidInputError(f"No manifest {name} in the table's _versions/")
     if not staged:
@@ -103,18 +149,60 @@ def _is_directory_of(directory: str, location: str) -> bool:
     return candidate == own or ("://" in own and unquote(candidate) == unquote(own))
 
 
+# --- looks ------------------------------------------------------------------------------------------
+
+
 def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:
     """The final manifests in ``_versions/``, by version (one listing)."""
-    filesystem, root = filesystem_for(location, storage_options)
-    listed = filesystem.get_file_info(
-        pafs.FileSelector(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}", allow_not_found=True)
-    )
+    filesystem, versions = _directory(location, storage_options)
+    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
     found = {}
     for info in listed:
         version = version_of_manifest(info.base_name)
         if version is not None and info.type == pafs.FileType.File:
             found[version] = info
     return found
+
+
+def finalized_names(location: str, storage_options: Mapping[str, str], recorded: Sequence[str]) -> set[str]:
+    """Which of the ``recorded`` manifest paths have been finalized (their final names): a look at
+    each for a few, one listing of ``_versions/`` for more."""
+    filesystem, versions = _directory(location, storage_options)
+    names = [final_manifest_name(path) for path in recorded]
+    if len(names) <= 4:
+        infos = filesystem.get_file_info([f"{versions}/{name}" for name in names])
+    else:
+        infos = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
+    return {info.base_name for info in infos if info.type == pafs.FileType.File}
+
+
+def version_present(location: str, storage_options: Mapping[str, str], version: int, staged: str = "") -> bool:
+    """Whether a final manifest of ``version`` is in ``_versions/``, in either naming scheme (a
+    manifest planted under the other scheme's name must not pass for none), or the manifest
+    ``staged`` (a path) its writer staged: one look for all."""
+    names = [manifest_name(version), manifest_name(version, v2=False)]
+    if staged:
+        names.append(staged.rsplit("/", 1)[-1])
+    filesystem, versions = _directory(location, storage_options)
+    return any(info.type == pafs.FileType.File for info in filesystem.get_file_info([f"{versions}/{n}" for n in names]))
+
+
+def leftover_manifests(location: str, storage_options: Mapping[str, str]) -> list[pafs.FileInfo]:
+    """Manifest copies under ``_versions/`` that nothing reads: staged manifests whose final copy
+    exists (pylance keeps them when the catalog manages the versions), and the temporary files of
+    interrupted copies (``<name>.manifest#<n>``, ``<name>.manifest.<hex>.copying``). One listing."""
+    filesystem, versions = _directory(location, storage_options)
+    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
+    names = {info.base_name for info in listed}
+    leftovers = []
+    for info in listed:
+        final = final_manifest_name(info.base_name)
+        if (final != info.base_name and final in names) or _COPY_IN_PROGRESS.match(info.base_name):
+            leftovers.append(info)
+    return leftovers
+
+
+# --- versions read from the dataset itself -------------------------------------------------------------
 
 
 def listed_versions(location: str, storage_options: Mapping[str, str], below: int) -> list[TableVersion]:
@@ -142,17 +230,6 @@ def one_version(found: list[TableVersion], version: int) -> TableVersion:
         if candidate.version == version:
             return candidate
     raise TableVersionNotFoundError(f"Version {version} not found")
-
-
-def delete_manifests(location: str, storage_options: Mapping[str, str], doomed: Sequence[int]) -> None:
-    """Delete the final manifests of the ``doomed`` versions (in either naming scheme) from the
-    table's own ``_versions/``, its place proved by the caller: they are deleted versions."""
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    for version in doomed:
-        for name in (manifest_name(version), manifest_name(version, v2=False)):
-            with contextlib.suppress(FileNotFoundError):
-                filesystem.delete_file(f"{directory}/{name}")
 
 
 def _millis(timestamp: datetime | int) -> int:
@@ -207,3 +284,98 @@ def describe_version(
         if candidate.version == version or (version is None and candidate is found[-1]):
             return candidate
     raise TableVersionNotFoundError(f"Version {version} not found for the dataset at {location}")
+
+
+# --- changes ----------------------------------------------------------------------------------------
+
+
+def finalize(location: str, storage_options: Mapping[str, str], version: TableVersion) -> TableVersion:
+    """After the catalog committed ``version``: its manifest under its final name, the staged copy
+    gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
+    manifest itself: it expects the namespace to, as the reference does; otherwise a reader by
+    location sees the version before, and pylance's next open through the namespace finalizes it
+    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later.
+    A final name that already holds the same manifest (pylance, reading through the namespace,
+    copies a staged manifest into place itself) is this version's. Raises FinalNameTaken, having
+    moved nothing, when a writer by location committed the version number since the check before
+    the commit: its manifest is never replaced."""
+    name = version.manifest_path.rsplit("/", 1)[-1]
+    if not is_staged(name):
+        return version
+    filesystem, versions = _directory(location, storage_options)
+    staged, final = f"{versions}/{name}", final_manifest_name(name)
+    try:  # a rename where the store has one: a reader never sees a final manifest half written
+        if not files.move_unless_taken(filesystem, staged, f"{versions}/{final}"):
+            if not files.same_contents(filesystem, staged, f"{versions}/{final}"):
+                raise FinalNameTaken(final)
+            filesystem.delete_file(staged)
+    except OSError:
+        return version
+    final_path = f"{version.manifest_path[: -len(name)]}{final}"
+    return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
+
+
+def final_name_free(location: str, storage_options: Mapping[str, str], version: TableVersion) -> bool:
+    """Whether ``finalize`` will find the final name of ``version``'s staged manifest free (or
+    holding the same manifest): one look, before an atomic batch moves any table's manifest."""
+    name = version.manifest_path.rsplit("/", 1)[-1]
+    if not is_staged(name):
+        return True
+    filesystem, versions = _directory(location, storage_options)
+    staged, final = f"{versions}/{name}", f"{versions}/{final_manifest_name(name)}"
+    try:
+        return filesystem.get_file_info(final).type == pafs.FileType.NotFound or files.same_contents(
+            filesystem, staged, final
+        )
+    except OSError:
+        return True  # finalize finds out
+
+
+def finalize_abandoned(
+    location: str, storage_options: Mapping[str, str], recorded: str, after_seconds: float = ABANDONED_AFTER_SECONDS
+) -> bool:
+    """Copy the staged manifest ``recorded`` (a path) to its final name when it is older than
+    ``after_seconds``; False when it is younger (its writer may still be finalizing it) or is gone."""
+    filesystem, versions = _directory(location, storage_options)
+    staged = filesystem.get_file_info(f"{versions}/{recorded.rsplit('/', 1)[-1]}")
+    if staged.type != pafs.FileType.File or staged.mtime is None:
+        return False
+    if time.time() - staged.mtime.timestamp() < after_seconds:
+        return False
+    try:
+        if files.copy_unless_taken(filesystem, staged.path, f"{versions}/{final_manifest_name(recorded)}"):
+            return True
+    except OSError:
+        pass
+    return bool(finalized_names(location, storage_options, [recorded]))  # its writer moved it into place meanwhile
+
+
+def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
+    """Delete the staged manifest of a version that was refused, so refused attempts leave nothing
+    behind. Only a staged name, and only in the table's own ``_versions/``: the path is the caller's."""
+    name = manifest_path.rsplit("/", 1)[-1]
+    if not is_staged(name):
+        return
+    filesystem, versions = _directory(location, storage_options)
+    with contextlib.suppress(OSError):
+        filesystem.delete_file(f"{versions}/{name}")
+
+
+def delete_manifests(location: str, storage_options: Mapping[str, str], doomed: Sequence[int]) -> None:
+    """Delete the final manifests of the ``doomed`` versions (in either naming scheme) from the
+    table's own ``_versions/``, its place proved by the caller: they are deleted versions."""
+    filesystem, versions = _directory(location, storage_options)
+    for version in doomed:
+        for name in (manifest_name(version), manifest_name(version, v2=False)):
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_file(f"{versions}/{name}")
+
+
+def forget_version_hint(location: str, storage_options: Mapping[str, str]) -> None:
+    """Delete pylance's hint at the latest version (``latest_version_hint.json``) when it is alone
+    in ``_versions/``: no manifest is beside it, and the place reads as never written."""
+    filesystem, versions = _directory(location, storage_options)
+    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
+    if [info.base_name for info in listed] == [_VERSION_HINT]:
+        with contextlib.suppress(OSError):
+            filesystem.delete_file(f"{versions}/{_VERSION_HINT}")

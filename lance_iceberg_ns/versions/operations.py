@@ -1,5 +1,5 @@
 """Table versions: read from the Lance dataset itself (``versions``), or from the catalog for a
-table whose versions it manages (``managed``), where every new version is a compare-and-swap
+table whose versions it manages (``snapshots``), where every new version is a compare-and-swap
 commit, several tables' versions can move in one atomic commit, and old versions are forgotten.
 """
 
@@ -39,8 +39,8 @@ from lance_iceberg_ns.catalog.warehouses import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables.lifecycle import Tables
-from lance_iceberg_ns.versions import finalizing, managed
 from lance_iceberg_ns.versions import manifests as versions
+from lance_iceberg_ns.versions import snapshots
 from lance_iceberg_ns.versions.refusals import FinalNameTaken, written_by_path_error
 
 logger = logging.getLogger(__name__)
@@ -74,15 +74,15 @@ class Versions:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def page(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
+    def list_table_versions(self, request: ListTableVersionsRequest) -> ListTableVersionsResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "list_table_versions")
         latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
         kept = self._kept(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
         # a state kept a moment ago still answers unless a version after it shows on disk: another
         # process committed since (its final manifest), or a writer went by location
-        if kept is not None and managed.knows_latest(kept[0]) and managed.written_by_path_after(*kept) is None:
-            found = managed.managed_versions(*kept, self._state.finalized(table))
+        if kept is not None and snapshots.knows_latest(kept[0]) and snapshots.written_by_path_after(*kept) is None:
+            found = snapshots.managed_versions(*kept, self._state.finalized(table))
         else:
             found = self._all_versions(table, latest_only)
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
@@ -90,14 +90,14 @@ class Versions:
 
     def _all_versions(self, table: TableId, latest_only: bool) -> list[TableVersion]:
         summary = self._companions.load(table)
-        if not managed.is_managed(summary.properties):
+        if not snapshots.is_managed(summary.properties):
             return versions.table_versions(*self._open(table, summary))
         if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             self._state.loaded(table, loaded)
             return self._recorded_versions(table, loaded)
         loaded = self._companions.load_table(table, history=True)
-        earlier = self._earlier_versions(summary, managed.earliest_recorded(loaded))
+        earlier = self._earlier_versions(summary, snapshots.earliest_recorded(loaded))
         return earlier + self._recorded_versions(table, loaded)
 
     def _recorded_versions(self, table: TableId, loaded: Any) -> list[TableVersion]:
@@ -105,28 +105,28 @@ class Versions:
         asked again: another process's may have just landed) is a writer's by location (lance-ray,
         polars), or a rollback past every version: refused as such, where pylance would read it from disk."""
         files = self._files_of(table, loaded)
-        recorded = managed.managed_versions(loaded, files)
-        if recorded or (written := managed.written_by_path_after(loaded, files)) is None:
+        recorded = snapshots.managed_versions(loaded, files)
+        if recorded or (written := snapshots.written_by_path_after(loaded, files)) is None:
             return recorded
         loaded = self._managed_table(table, history=True)
-        recorded = managed.managed_versions(loaded, self._files_of(table, loaded))
+        recorded = snapshots.managed_versions(loaded, self._files_of(table, loaded))
         if not recorded:
-            managed.refuse_if_rolled_back(loaded)
-            raise managed.written_by_path(loaded, written)
+            snapshots.refuse_if_rolled_back(loaded)
+            raise snapshots.written_by_path(loaded, written)
         return recorded
 
-    def describe(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
+    def describe_table_version(self, request: DescribeTableVersionRequest) -> DescribeTableVersionResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "describe_table_version")
         summary = self._companions.load(table)
-        if managed.is_managed(summary.properties):
+        if snapshots.is_managed(summary.properties):
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
-            if request.version is not None and request.version != managed.latest_version(loaded):
+            if request.version is not None and request.version != snapshots.latest_version(loaded):
                 loaded = self._companions.load_table(table, history=True)
-            if request.version is not None and request.version < managed.earliest_recorded(loaded):
+            if request.version is not None and request.version < snapshots.earliest_recorded(loaded):
                 version = versions.one_version(self._earlier_versions(summary, request.version + 1), request.version)
             else:
-                version = managed.describe_managed_version(loaded, self._files_of(table, loaded), request.version)
+                version = snapshots.describe_managed_version(loaded, self._files_of(table, loaded), request.version)
         else:
             version = versions.describe_version(*self._open(table, summary), request.version)
         return DescribeTableVersionResponse(version=version)
@@ -164,7 +164,7 @@ class Versions:
 
     # --- writing ------------------------------------------------------------------------------
 
-    def restore(self, request: RestoreTableRequest) -> RestoreTableResponse:
+    def restore_table(self, request: RestoreTableRequest) -> RestoreTableResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "restore_table")
         if request.version is None:
@@ -173,19 +173,19 @@ class Versions:
         self._datasets.restore(resolved, request.version)
         return RestoreTableResponse()
 
-    def create(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
+    def create_table_version(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "create_table_version")
         kept = self._kept(table, LOADED_FOR_COMMIT_SECONDS)
         current = kept[0] if kept is not None else None
         if (
             current is None
-            or not managed.knows_latest(current)
-            or managed.may_be_behind(current)
-            or managed.latest_version(current) != request.version - 1
+            or not snapshots.knows_latest(current)
+            or snapshots.may_be_behind(current)
+            or snapshots.latest_version(current) != request.version - 1
         ):
             current = self._managed_table(table)
-        if not managed.knows_predecessor(current):  # loaded with its current snapshots only: the one to let go
+        if not snapshots.knows_predecessor(current):  # loaded with its current snapshots only: the one to let go
             current = self._managed_table(table, history=True)
         try:
             return self._commit_version(table, current, request, kept[1] if kept and current is kept[0] else None)
@@ -198,7 +198,7 @@ class Versions:
             # an Iceberg engine committed on top (Spark's DELETE FROM, DuckDB's INSERT), and the
             # version goes on top of that; or an engine rolled main back, and the version is refused.
             current = self._managed_table(table)
-            if managed.latest_version(current) != request.version - 1 and not managed.rolled_back(current):
+            if snapshots.latest_version(current) != request.version - 1 and not snapshots.rolled_back(current):
                 raise
             return self._commit_version(table, current, request)
 
@@ -212,9 +212,9 @@ class Versions:
         own = versions.own_manifest(current.metadata.location, files, request.version, request.manifest_path)
         try:
             current = self._refuse_written_by_path(table, current, files, request, own.final_exists)
-            commit = managed.plan_version(current, request, own.path, files, self._state.finalized(table))
+            commit = snapshots.plan_version(current, request, own.path, files, self._state.finalized(table))
         except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
-            managed.discard_staged(current.metadata.location, files, own.path)
+            versions.discard_staged(current.metadata.location, files, own.path)
             raise
         finalized = self._state.finalized(table)
         self._state.forget(table)  # whatever happens next, the remembered state is past
@@ -226,11 +226,11 @@ class Versions:
             commit.discard()
             raise
         try:
-            version = finalizing.finalize(current.metadata.location, files, commit.version)
+            version = versions.finalize(current.metadata.location, files, commit.version)
         except FinalNameTaken:  # a writer by location committed the version since the check
             raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
-        moved = [managed.final_manifest_name(version.manifest_path)] if version is not commit.version else []
-        self._state.committed(table, managed.committed(current, answer), [*moved, *finalized])  # the next write's
+        moved = [versions.final_manifest_name(version.manifest_path)] if version is not commit.version else []
+        self._state.committed(table, snapshots.committed(current, answer), [*moved, *finalized])  # the next write's
         return CreateTableVersionResponse(version=version)
 
     def _refuse_written_by_path(
@@ -243,27 +243,27 @@ class Versions:
         version. ``taken``: the final manifest of the request's staged one is already there. Only
         a version whose final manifest exists or that leaves a gap costs a look more. The table as
         it is known now."""
-        managed.refuse_if_rolled_back(current)  # a rollback leaves versions on disk the catalog is behind
+        snapshots.refuse_if_rolled_back(current)  # a rollback leaves versions on disk the catalog is behind
         if taken:
             current = self._managed_table(table)
-            if request.version <= managed.latest_version(current):
+            if request.version <= snapshots.latest_version(current):
                 raise ConcurrentModificationError(
                     f"Version {request.version} of {table} already exists (the latest is "
-                    f"{managed.latest_version(current)})"
+                    f"{snapshots.latest_version(current)})"
                 )
-        elif request.version <= managed.latest_version(current) + 1:
+        elif request.version <= snapshots.latest_version(current) + 1:
             return current
-        written = managed.written_by_path_after(current, files)
+        written = snapshots.written_by_path_after(current, files)
         if written is not None and not taken:  # asked again: a writer through the catalog may have committed it
             current = self._managed_table(table)
-            if request.version <= managed.latest_version(current) + 1:
+            if request.version <= snapshots.latest_version(current) + 1:
                 return current
-            written = managed.written_by_path_after(current, files)
+            written = snapshots.written_by_path_after(current, files)
         if taken or written is not None:
-            raise managed.written_by_path(current, written or request.version)
+            raise snapshots.written_by_path(current, written or request.version)
         return current
 
-    def create_together(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
+    def batch_create_table_versions(self, request: BatchCreateTableVersionsRequest) -> BatchCreateTableVersionsResponse:
         entries = list(request.entries or [])
         if not entries:
             raise InvalidInputError("batch_create_table_versions needs at least one entry")
@@ -273,12 +273,12 @@ class Versions:
             raise InvalidInputError("An atomic commit takes one version per table")
         try:
             return self._commit_together(tables, entries)
-        except iceberg.BadRequestError:  # as in ``create``: an engine's commit on another branch meanwhile
+        except iceberg.BadRequestError:  # as in ``create_table_version``: an engine's commit on another branch
             return self._commit_together(tables, entries)
 
     def _commit_together(self, tables: list[TableId], entries: list[Any]) -> BatchCreateTableVersionsResponse:
         """Commit every entry's version on top of its table as loaded now, in one catalog commit."""
-        commits: list[managed.VersionCommit] = []
+        commits: list[snapshots.VersionCommit] = []
         places: list[tuple[str, dict[str, str]]] = []
         try:
             for table, entry in zip(tables, entries, strict=True):
@@ -289,9 +289,9 @@ class Versions:
                 try:  # as a single commit: a version written by location behind the catalog is refused
                     loaded = self._refuse_written_by_path(table, loaded, places[-1][1], entry, own.final_exists)
                 except InvalidTableStateError:
-                    managed.discard_staged(*places[-1], own.path)
+                    versions.discard_staged(*places[-1], own.path)
                     raise
-                commits.append(managed.plan_version(loaded, entry, own.path, places[-1][1]))
+                commits.append(snapshots.plan_version(loaded, entry, own.path, places[-1][1]))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except iceberg.CommitStateUnknownException:  # it may have landed: the manifest lists must stay
@@ -301,12 +301,12 @@ class Versions:
                 commit.discard()
             raise
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
-            if not finalizing.final_name_free(*place, commit.version):  # nothing moved yet: all go back
+            if not versions.final_name_free(*place, commit.version):  # nothing moved yet: all go back
                 raise self._taken_back(table, entry.version, commits, places)
         done: list[TableVersion] = []
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
-                done.append(finalizing.finalize(*place, commit.version))
+                done.append(versions.finalize(*place, commit.version))
             except FinalNameTaken:  # taken since the look: all go back unless some are in place already
                 if not done:
                     raise self._taken_back(table, entry.version, commits, places) from None
@@ -317,7 +317,7 @@ class Versions:
         self,
         table: TableId,
         version: int,
-        commits: Sequence[managed.VersionCommit],
+        commits: Sequence[snapshots.VersionCommit],
         places: Sequence[tuple[str, dict[str, str]]],
     ) -> LanceNamespaceError:
         """The refusal of versions the catalog committed, none moved into place yet, while a writer
@@ -330,26 +330,26 @@ class Versions:
         except (iceberg.CommitFailedException, *LOST_ANSWER):
             return _diverged(table, version, "the catalog moved on since")
         for (location, files), commit in zip(places, commits, strict=True):
-            managed.discard_staged(location, files, commit.version.manifest_path)
+            versions.discard_staged(location, files, commit.version.manifest_path)
             commit.discard(taken_back=True)
         return written_by_path_error(str(table), version, version - 1)
 
-    def delete(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
+    def batch_delete_table_versions(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "batch_delete_table_versions")
         summary = self._companions.load(table)
         location = self._placement.prove(summary)  # its manifests are deleted too
         files = self._placement.entry_options(summary)
         loaded = self._managed_table(table, history=True)
-        earliest, latest = managed.earliest_recorded(loaded), managed.latest_version(loaded)
+        earliest, latest = snapshots.earliest_recorded(loaded), snapshots.latest_version(loaded)
         earlier = [v.version for v in versions.listed_versions(location, files, earliest)]
         # ranges are [start, end), an end of -1 reaching the latest; matched against the versions there
         # are, never spelled out (a range may span 2**63 numbers)
         ranges = [(r.start_version, latest + 1 if r.end_version == -1 else r.end_version) for r in request.ranges or []]
-        there = sorted({*earlier, *managed.recorded_versions(loaded)})
+        there = sorted({*earlier, *snapshots.recorded_versions(loaded)})
         wanted = [v for v in there if any(start <= v < end for start, end in ranges)]
         self._refuse_held(table, summary, loaded, wanted)
-        requirements, updates = managed.plan_removal(loaded, wanted)
+        requirements, updates = snapshots.plan_removal(loaded, wanted)
         if updates:
             self._companions.catalog(table.warehouse).commit_changes([(tuple(loaded.name()), requirements, updates)])
         versions.delete_manifests(location, files, wanted)
@@ -358,7 +358,7 @@ class Versions:
     def _refuse_held(self, table: TableId, summary: TableSummary, loaded: Any, wanted: list[int]) -> None:
         """InvalidTableStateError, before anything is deleted, when a Lance tag or an Iceberg tag or
         branch holds one of the ``wanted`` versions: deleting its manifest would break the tag."""
-        holders = managed.held_versions(loaded)
+        holders = snapshots.held_versions(loaded)
         if any(v not in holders for v in wanted):  # only then is the dataset opened for its tags
             dataset = self._datasets.open(self._resolved(table, summary, False), reading=True)
             tags = {int(tag["version"]): f"Lance tag {name!r}" for name, tag in dataset.tags.list().items()}
@@ -372,10 +372,10 @@ class Versions:
     def _managed_table(self, table: TableId, history: bool = False) -> Any:
         """The companion table of a table with managed versions (pyiceberg's ``Table``)."""
         loaded = self._companions.load_table(table, history)
-        if not managed.is_managed(loaded.properties):
+        if not snapshots.is_managed(loaded.properties):
             raise UnsupportedOperationError(
                 f"The versions of {table} are Lance's own; the catalog manages them only for tables declared "
-                f"with {managed.MANAGED_PROPERTY}=true"
+                f"with {snapshots.MANAGED_PROPERTY}=true"
             )
         return self._with_latest(table, loaded)
 
@@ -383,6 +383,6 @@ class Versions:
         """``loaded``, or the table with its whole history when an Iceberg engine's snapshot on top
         of ``main`` hides the latest Lance version from a load of the current snapshots only, or
         when ``main`` was rolled back and the numbers already used are off it."""
-        if managed.knows_latest(loaded) and not managed.may_be_behind(loaded):
+        if snapshots.knows_latest(loaded) and not snapshots.may_be_behind(loaded):
             return loaded
         return self._companions.load_table(table, history=True)

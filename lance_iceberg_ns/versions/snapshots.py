@@ -1,4 +1,7 @@
-"""Lance table versions managed by the Iceberg catalog: the catalog is the commit arbiter.
+"""Lance table versions managed by the Iceberg catalog, as the catalog records them in its
+snapshots: the catalog is the commit arbiter. This module reads and plans what the catalog holds
+(summaries, lineage, the commits); what is on disk under ``_versions/`` it asks
+``versions.manifests``, which alone looks at and changes those files.
 
 A managed table (property ``table_version_management=true`` on its companion table) records its
 latest Lance version as the Iceberg snapshot its ``main`` branch points at. The snapshot's summary
@@ -23,7 +26,7 @@ are deleted.
 
 pylance stages each manifest (``_versions/<n>.manifest-<uuid>``) and asks the namespace to create
 the version with that path; the namespace copies it to its final name once the catalog committed
-(``finalize``), so readers by location see it at once. The catalog keeps the staged path (a
+(``manifests.finalize``), so readers by location see it at once. The catalog keeps the staged path (a
 snapshot is immutable); reads answer the final path, and finalize it themselves when a writer died
 before that copy, as does the commit that lets the version go. Staged copies left behind are
 removed with the orphan files (``lance_iceberg_ns.jobs.orphans``).
@@ -39,7 +42,6 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow.fs as pafs
 from lance_namespace import TableVersion
 from lance_namespace.errors import (
     ConcurrentModificationError,
@@ -66,9 +68,8 @@ from pyiceberg.table.update import (
 
 from lance_iceberg_ns.catalog.companions import missing_protection
 from lance_iceberg_ns.limits import MAX_VERSION
-from lance_iceberg_ns.storage import datasets
-from lance_iceberg_ns.storage.datasets import VERSIONS_DIRECTORY, filesystem_for
-from lance_iceberg_ns.versions.manifests import manifest_directory, manifest_name
+from lance_iceberg_ns.versions import manifests
+from lance_iceberg_ns.versions.manifests import final_manifest_name, manifest_directory
 from lance_iceberg_ns.versions.refusals import forged, rolled_back_error, written_by_path_error
 
 MANAGED_PROPERTY = "table_version_management"
@@ -86,21 +87,11 @@ METADATA_RETENTION = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
-# A staged manifest older than this, with no final copy, was left by a writer that died.
-ABANDONED_AFTER_SECONDS = 60.0
-STAGED_MANIFEST = re.compile(r"^(?P<final>.+\.manifest)-[0-9a-fA-F-]+$")
 
 
 def is_managed(properties: Mapping[str, str] | None) -> bool:
     """True when a companion table's versions are managed by the catalog."""
     return str((properties or {}).get(MANAGED_PROPERTY, "")).lower() == "true"
-
-
-def final_manifest_name(manifest_path: str) -> str:
-    """The final file name of a (possibly staged) manifest path."""
-    name = manifest_path.rsplit("/", 1)[-1]
-    match = STAGED_MANIFEST.match(name)
-    return match.group("final") if match else name
 
 
 def _main_is(snapshot_id: int | None) -> AssertRefSnapshotId:
@@ -224,23 +215,9 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
 def _recorded_manifest(snapshot: Snapshot) -> str:
     """The manifest path a snapshot recorded (staged, as the writer gave it), refused as ``_summary_number`` refuses."""
     recorded = _summary(snapshot).get(MANIFEST_KEY, "")
-    name = recorded.rsplit("/", 1)[-1]
-    if not (name.endswith(".manifest") or STAGED_MANIFEST.match(name)):
+    if not manifests.names_a_manifest(recorded):
         raise forged(snapshot, MANIFEST_KEY, recorded, "not the path of a Lance manifest")
     return recorded
-
-
-def _final_manifests(location: str, storage_options: Mapping[str, str], recorded: Sequence[str]) -> set[str]:
-    """Which of the recorded manifests have been finalized (their final names): a look at each
-    for a few, one listing of ``_versions/`` for more."""
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    names = [final_manifest_name(path) for path in recorded]
-    if len(names) <= 4:
-        infos = filesystem.get_file_info([f"{directory}/{name}" for name in names])
-    else:
-        infos = filesystem.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-    return {info.base_name for info in infos if info.type == pafs.FileType.File}
 
 
 def managed_versions(
@@ -253,7 +230,7 @@ def managed_versions(
     unknown = [_recorded_manifest(s) for s in lineage if final_manifest_name(_recorded_manifest(s)) not in finalized]
     finals = set(finalized)
     if unknown:
-        finals |= _final_manifests(table.metadata.location, storage_options, unknown)
+        finals |= manifests.finalized_names(table.metadata.location, storage_options, unknown)
     return [_table_version(snapshot, finals, table.metadata.location) for snapshot in lineage]
 
 
@@ -271,22 +248,11 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
         )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)
-    finals = _final_manifests(table.metadata.location, storage_options, [recorded])
+    finals = manifests.finalized_names(table.metadata.location, storage_options, [recorded])
     final_name = final_manifest_name(recorded)
-    if final_name not in finals and _finalize_abandoned(table.metadata.location, storage_options, recorded):
+    if final_name not in finals and manifests.finalize_abandoned(table.metadata.location, storage_options, recorded):
         finals.add(final_name)
     return _table_version(snapshot, finals, table.metadata.location)
-
-
-def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:
-    """Delete the staged manifest of a version that was refused, so refused attempts leave nothing
-    behind. Only a staged name, and only in the table's own ``_versions/``: the path is the caller's."""
-    name = manifest_path.rsplit("/", 1)[-1]
-    if not STAGED_MANIFEST.match(name):
-        return
-    filesystem, root = filesystem_for(location, storage_options)
-    with contextlib.suppress(OSError):
-        filesystem.delete_file(f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}")
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
@@ -296,8 +262,7 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
     location committed it; with a state kept from earlier, another writer may also have committed
     it through the catalog since."""
     following = latest_version(table) + 1
-    there = _in_versions(table, storage_options, [manifest_name(following), manifest_name(following, v2=False)])
-    return following if any(there) else None
+    return following if manifests.version_present(table.metadata.location, storage_options, following) else None
 
 
 def latest_gone(table: Table, storage_options: Mapping[str, str]) -> bool:
@@ -308,17 +273,8 @@ def latest_gone(table: Table, storage_options: Mapping[str, str]) -> bool:
     snapshot = _latest_lance_snapshot(table)
     if snapshot is None:
         return False
-    latest = _version_of(snapshot)
-    recorded = _recorded_manifest(snapshot).rsplit("/", 1)[-1]
-    names = [manifest_name(latest), manifest_name(latest, v2=False), *([recorded] if recorded else [])]
-    return not any(_in_versions(table, storage_options, names))
-
-
-def _in_versions(table: Table, storage_options: Mapping[str, str], names: Sequence[str]) -> list[bool]:
-    """Which of ``names`` are files in the table's ``_versions/`` (one look for all)."""
-    filesystem, root = filesystem_for(table.metadata.location, storage_options)
-    found = filesystem.get_file_info([f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}/{name}" for name in names])
-    return [info.type == pafs.FileType.File for info in found]
+    recorded = _recorded_manifest(snapshot)
+    return not manifests.version_present(table.metadata.location, storage_options, _version_of(snapshot), recorded)
 
 
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:
@@ -326,27 +282,7 @@ def written_by_path(table: Table, version: int) -> InvalidTableStateError:
     return written_by_path_error(".".join(table.name()), version, latest_version(table))
 
 
-def _finalize_abandoned(
-    location: str, storage_options: Mapping[str, str], recorded: str, after_seconds: float = ABANDONED_AFTER_SECONDS
-) -> bool:
-    """Copy a staged manifest older than ``after_seconds`` to its final name; False when it is
-    younger (its writer may still be finalizing it) or is gone."""
-    filesystem, root = filesystem_for(location, storage_options)
-    directory = f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
-    staged = filesystem.get_file_info(f"{directory}/{recorded.rsplit('/', 1)[-1]}")
-    if staged.type != pafs.FileType.File or staged.mtime is None:
-        return False
-    if time.time() - staged.mtime.timestamp() < after_seconds:
-        return False
-    try:
-        if datasets.copy_unless_taken(filesystem, staged.path, f"{directory}/{final_manifest_name(recorded)}"):
-            return True
-    except OSError:
-        pass
-    return bool(_final_manifests(location, storage_options, [recorded]))  # its writer moved it into place meanwhile
-
-
-def _superseded(table: Table, storage_options: Mapping[str, str], finalized: Collection[str]) -> list[Snapshot]:
+def superseded(table: Table, storage_options: Mapping[str, str], finalized: Collection[str]) -> list[Snapshot]:
     """The versions a new version lets go from the catalog: the Lance snapshots of ``main`` as
     loaded, oldest first, but for the latest (the catalog keeps the two newest, so that a tag or
     branch made on the latest version is known, from the catalog's answer to the commit that made
@@ -358,13 +294,13 @@ def _superseded(table: Table, storage_options: Mapping[str, str], finalized: Col
     candidates = _lineage(table)[:-1]
     unknown = [_recorded_manifest(s) for s in candidates if final_manifest_name(_recorded_manifest(s)) not in finalized]
     location = table.metadata.location
-    finals = set(finalized) | (_final_manifests(location, storage_options, unknown) if unknown else set())
+    finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
     held = {ref.snapshot_id for name, ref in table.metadata.refs.items() if name != MAIN_BRANCH}
     superseded = []
     for snapshot in candidates:
         recorded = _recorded_manifest(snapshot)
         final = final_manifest_name(recorded) in finals
-        if not final and not _finalize_abandoned(location, storage_options, recorded, after_seconds=0):
+        if not final and not manifests.finalize_abandoned(location, storage_options, recorded, after_seconds=0):
             break
         if snapshot.snapshot_id not in held:
             superseded.append(snapshot)
@@ -461,7 +397,7 @@ def plan_version(
     """The commit of ``request.version`` (a CreateTableVersion request or batch entry) on top of the
     table's latest version, recording ``manifest_path`` (the request's, checked to be the table's
     own: ``versions.own_manifest_path``), and letting go of the versions before it
-    (``_superseded``; ``finalized``: final manifest names known to be in place). A version that
+    (``superseded``; ``finalized``: final manifest names known to be in place). A version that
     exists is ConcurrentModification; a gap is InvalidInput; any version while ``main`` is rolled
     back behind versions already used is InvalidTableState."""
     if not knows_latest(table):  # the callers load the history first; a retry does
@@ -480,10 +416,10 @@ def plan_version(
     snapshot_id = metadata.new_snapshot_id()
     sequence_number = metadata.next_sequence_number()
     parent_id = parent.snapshot_id if parent else None
-    superseded = _superseded(table, storage_options, finalized)
+    let_go = superseded(table, storage_options, finalized)
     written = None
-    if superseded:  # each manifest list stays held by exactly one snapshot
-        manifest_list = superseded[-1].manifest_list
+    if let_go:  # each manifest list stays held by exactly one snapshot
+        manifest_list = let_go[-1].manifest_list
     else:
         manifest_list = written = f"{metadata.location}/metadata/snap-{snapshot_id}-lance-{request.version}.avro"
         with write_manifest_list(
@@ -520,9 +456,9 @@ def plan_version(
             {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": snapshot_id}
         ),
     )
-    if superseded:
-        let_go = [snapshot.snapshot_id for snapshot in superseded]
-        updates += (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": let_go}),)
+    if let_go:
+        let_go_ids = [snapshot.snapshot_id for snapshot in let_go]
+        updates += (RemoveSnapshotsUpdate.model_validate({"snapshot-ids": let_go_ids}),)
     protection = missing_protection(metadata.properties)
     if protection:  # a companion made before the engine protection gains it with this version
         updates += (SetPropertiesUpdate(updates=protection),)

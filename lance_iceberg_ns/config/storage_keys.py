@@ -1,0 +1,133 @@
+"""Storage option names: which Lance storage options are safe to show a caller, and how an
+Iceberg catalog's storage properties are named for Lance. The configuration reads ``storage.*``
+and pyiceberg's storage properties with them; ``storage.options`` and ``storage.credentials`` apply
+them to the options the bridge uses and answers with."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+# Iceberg storage property → Lance (object_store) storage option.
+ICEBERG_TO_LANCE = {
+    "s3.access-key-id": "aws_access_key_id",
+    "s3.secret-access-key": "aws_secret_access_key",
+    "s3.session-token": "aws_session_token",
+    "s3.endpoint": "aws_endpoint",
+    "s3.region": "aws_region",
+    "client.region": "aws_region",
+    "gcs.oauth2.token": "google_storage_token",
+    "gcs.project-id": "google_project_id",
+}
+# Expiry properties (milliseconds since the epoch) → expires_at_millis.
+EXPIRY_KEYS = ("s3.session-token-expires-at-ms", "gcs.oauth2.token-expires-at")
+ADLS_SAS_TOKEN = "adls.sas-token."  # adls.sas-token.<account host>
+ADLS_SAS_EXPIRY = "adls.sas-token-expires-at-ms."
+
+
+# Lance (object_store) options that say where and how to connect, never who connects.
+SHOWN_STATIC_OPTIONS = frozenset(
+    {
+        # where
+        "region",
+        "aws_region",
+        "aws_default_region",
+        "endpoint",
+        "aws_endpoint",
+        "endpoint_url",
+        "aws_endpoint_url",
+        "bucket",
+        "aws_bucket",
+        "bucket_name",
+        "google_bucket",
+        "google_bucket_name",
+        "account_name",
+        "azure_storage_account_name",
+        "azure_endpoint",
+        "azure_storage_endpoint",
+        "container_name",
+        "azure_container_name",
+        "google_project_id",
+        # how
+        "allow_http",
+        "aws_allow_http",
+        "allow_invalid_certificates",
+        "virtual_hosted_style_request",
+        "aws_virtual_hosted_style_request",
+        "s3_express",
+        "aws_s3_express",
+        "unsigned_payload",
+        "aws_unsigned_payload",
+        "checksum_algorithm",
+        "aws_checksum_algorithm",
+        "skip_signature",
+        "aws_skip_signature",
+        "request_payer",
+        "aws_request_payer",
+        "server_side_encryption",
+        "aws_server_side_encryption",
+        "sse_kms_key_id",
+        "aws_sse_kms_key_id",
+        "sse_bucket_key_enabled",
+        "aws_sse_bucket_key_enabled",
+        "use_emulator",
+        "azure_storage_use_emulator",
+        "use_fabric_endpoint",
+        "azure_use_fabric_endpoint",
+        "timeout",
+        "connect_timeout",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "http1_only",
+        "http2_only",
+        "user_agent",
+        "client_max_retries",
+        "client_retry_timeout",
+        "download_retry_count",
+        "block_size",
+        "expires_at_millis",
+    }
+)
+
+
+def shown_to_callers(key: str, value: str) -> bool:
+    """Whether a static option may be shown to a caller: its name is known to hold no secret, and
+    its value names no user (``http://user:pass@host``, ``http://TOKEN@host``, with or without a
+    scheme) and has no query (``https://host/?sig=...``, where signatures travel). Such a value is
+    withheld whole rather than shown without those parts: it is the bridge's own way in, where a
+    caller without those credentials would only be refused."""
+    return key.lower() in SHOWN_STATIC_OPTIONS and "@" not in value and "?" not in value
+
+
+def url_user_info(value: str) -> list[str]:
+    """The secrets a URL carries before its ``@``: ``user:pass`` whole and the password, or the
+    user alone when it stands without a password (``http://TOKEN@host``); none for other values."""
+    if "@" not in value or "://" not in value:
+        return []
+    try:
+        parts = urlsplit(value)
+        user, password = parts.username, parts.password
+    except ValueError:  # an unparsable URL: everything between the scheme and the last @
+        return [value.split("://", 1)[1].rsplit("@", 1)[0]]
+    if password:
+        return [parts.netloc.rsplit("@", 1)[0], password]
+    return [user] if user else []
+
+
+def lance_storage_options(iceberg_properties: Mapping[str, str]) -> dict[str, str]:
+    """Lance storage options for Iceberg storage properties (unknown keys are left out)."""
+    options: dict[str, str] = {}
+    for key, value in iceberg_properties.items():
+        if key in ICEBERG_TO_LANCE:
+            options[ICEBERG_TO_LANCE[key]] = value
+        elif key.startswith(ADLS_SAS_TOKEN):
+            options["azure_storage_account_name"] = key[len(ADLS_SAS_TOKEN) :].split(".", 1)[0]
+            options["azure_storage_sas_token"] = value
+    if iceberg_properties.get("s3.path-style-access", "").lower() == "true":
+        options["aws_virtual_hosted_style_request"] = "false"
+    if options.get("aws_endpoint", "").startswith("http://"):
+        options["allow_http"] = "true"
+    expiries = [int(v) for k, v in iceberg_properties.items() if k in EXPIRY_KEYS or k.startswith(ADLS_SAS_EXPIRY)]
+    if expiries:
+        options["expires_at_millis"] = str(min(expiries))
+    return options
