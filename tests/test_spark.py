@@ -290,7 +290,7 @@ def test_planning_a_write_to_an_existing_table_never_counts_its_rows(
 ) -> None:
     import pyarrow as pa
 
-    from lance_iceberg_ns.spark import TableWrite
+    from lance_iceberg_ns.jobs.planned_writes import TableWrite
 
     settings = {**properties, "table_version_management": str(managed).lower()}
     table = [*db, "events"]
@@ -316,7 +316,7 @@ def test_the_first_version_of_a_table_is_written_without_lance_warning_of_it(
     script = f"""
 import pyarrow as pa
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.spark import TableWrite
+from lance_iceberg_ns.jobs.planned_writes import TableWrite
 with IcebergLanceNamespace(**{properties!r}) as ns:
     planned = TableWrite.plan(ns, {[*db, "fresh"]!r}, "create", pa.schema([("id", pa.int64())]))
     batches = [pa.record_batch([pa.array(range(10))], names=["id"])]
@@ -339,7 +339,7 @@ def test_a_create_that_another_writer_beat_is_refused_not_written_over(
     import pyarrow as pa
     from lance_namespace.errors import ConcurrentModificationError
 
-    from lance_iceberg_ns.spark import TableWrite
+    from lance_iceberg_ns.jobs.planned_writes import TableWrite
 
     settings = {**properties, "table_version_management": str(managed).lower()}
     table = [*db, "raced"]

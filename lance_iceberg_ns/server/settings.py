@@ -59,36 +59,24 @@ class Reader(Protocol):
 
 
 @dataclass(frozen=True)
-class Whole:
-    """A whole number, at least ``minimum`` if given."""
+class Number:
+    """A whole number (``whole``) or a number of seconds, at least ``minimum`` if given (above it
+    when ``above``)."""
 
-    minimum: int | None = None
-    metavar = "INTEGER"
-
-    def __call__(self, text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ServeSettingsError(f"{text!r} is not a valid integer.") from None
-        if self.minimum is not None and value < self.minimum:
-            raise ServeSettingsError(f"{value} is not in the range x>={self.minimum}.")
-        return value
-
-
-@dataclass(frozen=True)
-class Seconds:
-    """A number of seconds, at least ``minimum`` (above it when ``above``)."""
-
-    minimum: float = 0.0
+    whole: bool = True
+    minimum: float | None = None
     above: bool = False
-    metavar = "SECONDS"
+
+    @property
+    def metavar(self) -> str:
+        return "INTEGER" if self.whole else "SECONDS"
 
     def __call__(self, text: str) -> float:
         try:
-            value = float(text)
+            value: float = int(text) if self.whole else float(text)
         except ValueError:
-            raise ServeSettingsError(f"{text!r} is not a valid float.") from None
-        if value < self.minimum or (self.above and value == self.minimum):
+            raise ServeSettingsError(f"{text!r} is not a valid {'integer' if self.whole else 'float'}.") from None
+        if self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum)):
             bound = f"x>{self.minimum:g}" if self.above else f"x>={self.minimum:g}"
             raise ServeSettingsError(f"{value} is not in the range {bound}.")
         return value
@@ -191,13 +179,13 @@ class ServeOption:
 SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption(
         "--workers",
-        Whole(minimum=1),
+        Number(minimum=1),
         1,
         "server processes sharing the port (each with its own catalog connections and data threads)",
     ),
     ServeOption(
         "--graceful-timeout",
-        Seconds(),
+        Number(whole=False, minimum=0),
         DEFAULT_GRACEFUL_TIMEOUT,
         "on SIGTERM or Ctrl-C, seconds requests in flight have to finish before they are cut off",
     ),
@@ -209,13 +197,13 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ),
     ServeOption(
         "--catalog-wait",
-        Seconds(),
+        Number(whole=False, minimum=0),
         DEFAULT_CATALOG_WAIT,
         "seconds to wait at start for the Iceberg catalog to answer before giving up (exit code 5); "
         "0 starts at once, reported not ready on /readyz until the catalog answers",
     ),
     ServeOption("--host", Text(), DEFAULT_HOST, "the address to listen on"),
-    ServeOption("--port", Whole(), DEFAULT_PORT, "the port to listen on (0: any free one, printed at start)"),
+    ServeOption("--port", Number(), DEFAULT_PORT, "the port to listen on (0: any free one, printed at start)"),
     ServeOption(
         "--auth-token-file",
         Text("FILE"),
@@ -233,19 +221,19 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--access-log", Switch(), False, "log every request (method, path, status)"),
     ServeOption(
         "--max-data-body-mb",
-        Whole(minimum=1),
+        Number(minimum=1),
         DEFAULT_MAX_DATA_BODY_MB,
         "the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
     ),
     ServeOption(
         "--request-read-timeout",
-        Seconds(above=True),
+        Number(whole=False, minimum=0, above=True),
         DEFAULT_REQUEST_READ_TIMEOUT,
         "seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
     ),
     ServeOption(
         "--data-threads",
-        Whole(minimum=1),
+        Number(minimum=1),
         DEFAULT_DATA_THREADS,
         "requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
         "four times as many waiting are answered 503; catalog requests have threads of their own",
