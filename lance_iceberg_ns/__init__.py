@@ -63,11 +63,18 @@ class _MovedModules(MetaPathFinder, Loader):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> ModuleSpec | None:
         return spec_from_loader(fullname, self) if fullname in MOVED_MODULES else None
 
+    def __init__(self) -> None:
+        self.own_specs: dict[str, ModuleSpec | None] = {}
+
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        return import_module(MOVED_MODULES[spec.name])
+        module = import_module(MOVED_MODULES[spec.name])
+        self.own_specs[module.__name__] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module ran when it was imported by its own name."""
+        """The module ran when it was imported by its own name; the import system has just given
+        it the old name's spec, so its own is put back (``importlib.reload`` goes by it)."""
+        module.__spec__ = self.own_specs[module.__name__]
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-.venv/bin/python -m pytest -q "$@"
+# Two workers, each taking whole test files (a file's fixtures stay in one process): on two cores the
+# suite waits on the catalog, subprocesses and timeouts as much as it computes.
+.venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
 if [ $# -eq 0 ]; then
   echo "The Spark tests on PySpark 3.5:"
   VENV=.venv-pyspark35 bash scripts/setup.sh pyspark35

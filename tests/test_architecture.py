@@ -87,3 +87,23 @@ def test_the_layout_picture_is_drawn_from_the_imports() -> None:
     for room in architecture.rooms():
         if room != architecture.LOCAL_CATALOG:
             assert f'"{room}" [label=' in source
+
+
+@pytest.mark.parametrize("old, new", sorted(__import__("lance_iceberg_ns").MOVED_MODULES.items()))
+def test_a_moved_module_is_importable_by_its_old_name_as_the_same_module(old: str, new: str) -> None:
+    import importlib
+
+    moved = importlib.import_module(old)
+    assert moved is importlib.import_module(new)
+    # its own spec, not the old name's: importlib.reload (and an editor's autoreload) goes by it
+    assert moved.__spec__ is not None and moved.__spec__.name == new and moved.__spec__.origin
+
+
+def test_the_public_faces_keep_what_users_import() -> None:
+    from lance_iceberg_ns import errors, jobs, spark
+
+    assert {"write_lance", "read_lance", "register_lance_views", "TableWrite", "WriteResult"} <= set(dir(spark))
+    assert {"write_together", "remove_orphan_files", "import_directory", "adopt_versions_written_by_location"} <= set(
+        dir(jobs)
+    )
+    assert errors.http_status_for(4) == 404

@@ -832,7 +832,7 @@ def test_decoded_size_is_read_without_decompressing_and_exact() -> None:
         with pa.ipc.new_stream(sink, rows.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
             writer.write_table(rows)
         body = sink.getvalue().to_pybytes()
-        decoded, counted = ipc._decoded_size(body, "insert")
+        decoded, counted = ipc.decoded_size(body, "insert")
         assert counted == rows.num_rows and rows.nbytes <= decoded <= rows.nbytes * 1.01  # buffers padded to 8 bytes
         assert ipc.read_arrow_stream(body, "insert").equals(rows)
     with limits.data_bytes_allowed(rows.nbytes - 1), pytest.raises(limits.DataTooLargeError):

@@ -21,6 +21,7 @@ from lance_namespace import CreateNamespaceRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.directory_import import copy_location
+from tests.helpers import CommandLine
 from tests.test_cli import Cli
 
 HEAVY = ("pyarrow", "lance", "pyiceberg", "fastapi", "uvicorn", "pyspark", "lance_namespace", "rich")
@@ -28,7 +29,8 @@ MIGRATION = Path(__file__).resolve().parent.parent / "docs" / "migration.md"
 
 
 @pytest.fixture
-def cli(endpoint: str, lance_root: Path, tmp_path: Path) -> Cli:
+def process_cli(endpoint: str, lance_root: Path, tmp_path: Path) -> Cli:
+    """The command as a real process: what a shell sees, native code's writes to stderr included."""
     return Cli(endpoint, lance_root, tmp_path)
 
 
@@ -136,8 +138,9 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_errors_are_one_line_or_one_json_object_on_stderr(
-    cli: Cli, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+    process_cli: Cli, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
 ) -> None:
+    cli = process_cli
     table = ".".join([*db, "events"])
     lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=ns, table_id=[*db, "events"])
 
@@ -184,7 +187,7 @@ def _directory(source: Path) -> None:
 
 
 def test_import_into_a_new_namespace_copies_into_the_root_and_a_plain_cli_reads_it(
-    cli: Cli, ns: IcebergLanceNamespace, warehouse: str, lance_root: Path, tmp_path: Path
+    cli: CommandLine, ns: IcebergLanceNamespace, warehouse: str, lance_root: Path, tmp_path: Path
 ) -> None:
     source = tmp_path / "old-lance"
     _directory(source)
@@ -217,7 +220,9 @@ def test_import_into_a_new_namespace_copies_into_the_root_and_a_plain_cli_reads_
     assert later.returncode == 6 and "PermissionDenied" in later.stderr
 
 
-def test_import_registers_in_place_what_the_configuration_allows(cli: Cli, warehouse: str, tmp_path: Path) -> None:
+def test_import_registers_in_place_what_the_configuration_allows(
+    cli: CommandLine, warehouse: str, tmp_path: Path
+) -> None:
     source = tmp_path / "old-lance"
     _directory(source)
     allowed = ("-p", f"allowed_locations={source}")
@@ -229,7 +234,7 @@ def test_import_registers_in_place_what_the_configuration_allows(cli: Cli, wareh
     assert cli("tables", "count", f"{warehouse}.sales.orders").returncode == 6  # without it: outside
 
 
-def test_the_migration_page_commands_work_as_written(cli: Cli, warehouse: str, tmp_path: Path) -> None:
+def test_the_migration_page_commands_work_as_written(cli: CommandLine, warehouse: str, tmp_path: Path) -> None:
     """Each command of the page's first block, its directory and warehouse replaced by the test's."""
     page = MIGRATION.read_text()
     block = re.search(r"```bash\n(.*?)```", page, re.DOTALL)

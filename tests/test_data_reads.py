@@ -651,7 +651,7 @@ def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> No
     Decimals in its vector: they are checked value by value, as before the plain-number fast path."""
     from lance_namespace import QueryTableRequest
 
-    from lance_iceberg_ns.data.reads import _query_vector
+    from lance_iceberg_ns.data.reads import query_vector
 
     request = QueryTableRequest(id=["wh", "db", "t"], vector={"single_vector": [0.5, 0.25]}, k=1)
     vector: list[Any] = request.vector.single_vector  # type: ignore[union-attr,assignment]
@@ -663,11 +663,11 @@ def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> No
         [decimal.Decimal("0.25"), decimal.Decimal(3)],
     ):
         vector[:] = values  # edited in place, past the model's validation
-        assert _query_vector(request).to_pylist() == [float(value) for value in values]  # type: ignore[union-attr]
+        assert query_vector(request).to_pylist() == [float(value) for value in values]  # type: ignore[union-attr]
     for values in ([np.float32("nan")], [np.float64(1e39)], [np.float64("-inf"), 1.0], [decimal.Decimal("NaN")]):
         vector[:] = values
         with pytest.raises(InvalidInputError, match="finite 32-bit floats"):
-            _query_vector(request)
+            query_vector(request)
 
 
 def test_query_vectors_given_as_numpy_arrays_in_process_are_searched_or_refused_by_type(

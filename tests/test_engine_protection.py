@@ -21,7 +21,7 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
-from lance_iceberg_ns.testing.build import HC5_RELOCATION, _relocate_names
+from lance_iceberg_ns.testing.build import HC5_RELOCATION, relocate_names
 
 from .helpers import (
     CliResult,
@@ -247,7 +247,7 @@ def test_relocation_renames_several_packages_in_one_pass() -> None:
     ]
     pool = b"".join(b"\x01" + struct.pack(">H", len(name)) + name for name in names)
     class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", len(names) + 1) + pool + b"TAIL"
-    relocated = _relocate_names(class_file, HC5_RELOCATION)
+    relocated = relocate_names(class_file, HC5_RELOCATION)
     assert b"org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients" in relocated
     assert b"org.apache.iceberg.shaded.org.apache.hc.core5.http.HttpHost" in relocated
     assert relocated.count(b"iceberg/shaded") + relocated.count(b"iceberg.shaded") == 2  # each renamed once

@@ -88,6 +88,8 @@ def test_each_variable_sets_its_setting(own_environment: dict[str, str], tmp_pat
         ("LANCE_ICEBERG_NS_REQUEST_READ_TIMEOUT", "0", "0.0 is not in the range x>0."),
         ("LANCE_ICEBERG_NS_CATALOG_WAIT", "-1", "-1.0 is not in the range x>=0."),
         ("LANCE_ICEBERG_NS_ACCESS_LOG", "maybe", "'maybe' is not a valid boolean"),
+        ("LANCE_ICEBERG_NS_GRACEFUL_TIMEOUT", "nan", "'nan' is not a finite number."),
+        ("LANCE_ICEBERG_NS_CATALOG_WAIT", "inf", "'inf' is not a finite number."),
     ],
 )
 def test_a_value_the_server_cannot_take_is_refused_naming_its_variable(

@@ -385,9 +385,9 @@ def test_views_of_a_dropped_table_go_at_the_next_registration(
     assert register_lance_views(spark, ns, db) == ["kept", "renamed_now"]
     views = {row.name for row in spark.catalog.listTables() if row.isTemporary}
     assert {"kept", "renamed_now", "unrelated"} <= views and not {"dropped", "renamed"} & views
-    from lance_iceberg_ns.spark.views import _placeholder_name  # Spark 4.3: a view's table in the session catalog
+    from lance_iceberg_ns.spark.views import placeholder_name  # Spark 4.3: a view's table in the session catalog
 
-    assert not any(spark.catalog.tableExists(_placeholder_name(spark, view)) for view in ("dropped", "renamed"))
+    assert not any(spark.catalog.tableExists(placeholder_name(spark, view)) for view in ("dropped", "renamed"))
 
 
 def test_a_view_the_user_put_under_the_name_stays_when_the_table_goes(

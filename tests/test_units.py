@@ -14,7 +14,7 @@ from lance_iceberg_ns.errors.translation import public_message
 from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
 from lance_iceberg_ns.limits import check_page_limit, check_properties
 from lance_iceberg_ns.paging import page_after, take_page
-from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, JACKSON_RELOCATION, PARQUET_JACKSON, _relocate_names
+from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, JACKSON_RELOCATION, PARQUET_JACKSON, relocate_names
 
 
 def test_settings_split_storage_and_iceberg_prefixes() -> None:
@@ -155,7 +155,7 @@ def test_relocation_rewrites_only_utf8_constants() -> None:
     ]
     # a Long constant takes two pool slots, so three entries make a count of 5
     class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", 5) + b"".join(pool) + b"TAIL"
-    relocated = _relocate_names(class_file, JACKSON_RELOCATION)
+    relocated = relocate_names(class_file, JACKSON_RELOCATION)
     assert ICEBERG_JACKSON + b"databind/ObjectMapper" in relocated
     assert ICEBERG_JACKSON.replace(b"/", b".") + b"databind.ObjectMapper" in relocated
     assert PARQUET_JACKSON not in relocated

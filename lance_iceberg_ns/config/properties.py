@@ -80,10 +80,12 @@ def _endpoint(raw: Any, key: str, _: Mapping[str, Any]) -> str:
     return endpoint.rstrip("/")
 
 
-def _root(raw: Any, _key: str, _: Mapping[str, Any]) -> str:
+def _root(raw: Any, key: str, _: Mapping[str, Any]) -> str:
     if not raw:
         return os.getcwd()
-    text = str(raw)
+    if not isinstance(raw, str | os.PathLike):
+        raise InvalidInputError(f"Property '{key}' must be a path or a URI, got a {type(raw).__name__}")
+    text = os.fspath(raw)
     if "://" in text:  # an object store URI stays as given
         return text.rstrip("/")
     if text.startswith("file:"):
@@ -369,6 +371,13 @@ PREFIXES: tuple[PropertyPrefix, ...] = (
 )
 
 KNOWN_KEYS = frozenset(entry.key for entry in PROPERTIES)
+BY_KEY = {entry.key: entry for entry in PROPERTIES}
+
+
+def default_of(key: str) -> Any:
+    """The value a property takes when it is unset: its default, parsed as a given value would be."""
+    entry = BY_KEY[key]
+    return entry.parse(entry.default, key, {"delimiter": BY_KEY["delimiter"].default})
 
 
 def parse_properties(properties: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from lance_iceberg_ns.config.properties import (
     KNOWN_KEYS,
     PROPERTIES,
     STORAGE_PREFIX,
+    default_of,
     integer,
     parse_properties,
 )
@@ -70,30 +71,30 @@ def _plain(value: str) -> bool:
 class Settings:
     """The namespace's configuration; secrets are kept out of ``repr``."""
 
-    # One field per entry of properties.PROPERTIES (its ``settings_field``), and no defaults: the
-    # table's are the only ones.
+    # One field per entry of properties.PROPERTIES (its ``settings_field``); a field's default is
+    # the table's, parsed (``default_of``), so that there is no second list of defaults.
     endpoint: str
     root: str
-    auth_token: str | None
-    credential: str | None
-    scope: str | None
-    oauth2_server_uri: str | None
-    connect_timeout_ms: int
-    read_timeout_ms: int
-    max_retries: int
-    table_type_cache_seconds: float
-    lookup_threads: int
-    vend_credentials: bool
-    oauth2_refresh_margin_seconds: float
-    soft_delete: bool
-    soft_delete_ttl_seconds: float
-    table_version_management: bool
-    commit_cache_seconds: float
-    read_consistency_interval: float | None  # None: every data read asks the catalog
-    allowed_locations: tuple[str, ...]
-    warehouses: tuple[str, ...]
-    default_namespace: tuple[str, ...]
-    share_static_credentials: bool
+    auth_token: str | None = default_of("auth_token")
+    credential: str | None = default_of("credential")
+    scope: str | None = default_of("scope")
+    oauth2_server_uri: str | None = default_of("oauth2-server-uri")
+    connect_timeout_ms: int = default_of("connect_timeout")
+    read_timeout_ms: int = default_of("read_timeout")
+    max_retries: int = default_of("max_retries")
+    table_type_cache_seconds: float = default_of("table_type_cache_seconds")
+    lookup_threads: int = default_of("lookup_threads")
+    vend_credentials: bool = default_of("vend_credentials")
+    oauth2_refresh_margin_seconds: float = default_of("oauth2_refresh_margin_seconds")
+    soft_delete: bool = default_of("soft_delete")
+    soft_delete_ttl_seconds: float = default_of("soft_delete_ttl")
+    table_version_management: bool = default_of("table_version_management")
+    commit_cache_seconds: float = default_of("commit_cache_seconds")
+    read_consistency_interval: float | None = default_of("read_consistency_interval")  # None: every read asks
+    allowed_locations: tuple[str, ...] = default_of("allowed_locations")
+    warehouses: tuple[str, ...] = default_of("warehouses")
+    default_namespace: tuple[str, ...] = default_of("default_namespace")
+    share_static_credentials: bool = default_of("share_static_credentials")
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     catalog_properties: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -123,7 +124,7 @@ class Settings:
     def secrets(self) -> list[str]:
         """Every configured value that must never be shown: the tokens, the client secret, what
         any URL carries before its ``@``, ``iceberg.*`` values that look secret, and every
-        ``storage.*`` value but those callers may see (``storage_options.shown_to_callers``: a
+        ``storage.*`` value but those callers may see (``storage_keys.shown_to_callers``: a
         list of safe names, not a guess at secret ones) and plain booleans and numbers."""
         values = [getattr(self, name) for name in sorted(_SECRET_FIELDS)]
         values += url_user_info(self.endpoint)

@@ -58,7 +58,7 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
         raise InvalidInputError(f"{operation} needs its rows as an Arrow IPC stream in the request body")
     if not isinstance(data, bytes | bytearray | memoryview):  # a pyarrow Table, say, from a caller in process
         raise InvalidInputError(f"{operation} takes its rows as Arrow IPC stream bytes, not {type(data).__name__}")
-    decoded, rows = _decoded_size(data, operation)
+    decoded, rows = decoded_size(data, operation)
     limit = max_data_bytes()
     if decoded > limit or rows > limit:
         raise DataTooLargeError(f"{operation}: the rows decode to more than {limit} bytes (or rows)")
@@ -87,7 +87,7 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
             ) from None
 
 
-def _decoded_size(data: bytes, operation: str) -> tuple[int, int]:
+def decoded_size(data: bytes, operation: str) -> tuple[int, int]:
     """The bytes the stream's buffers take once decompressed, and its rows, read from each
     message's metadata and the 8-byte length before each compressed buffer: nothing is
     decompressed. Raises InvalidInputError for a body that is not an Arrow IPC stream or holds

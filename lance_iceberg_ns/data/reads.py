@@ -3,7 +3,7 @@
 A ``QueryTableRequest`` becomes one pylance scanner (``query_scanner``), so a query, its plan
 and its analysis are the same thing. Where the reference (``DirectoryNamespace``) answers a
 caller's mistake (a bad filter, an unknown column, a search without an index) as an internal
-error, these answer InvalidInput (``data.failures``).
+error, these answer InvalidInput (``errors.pylance``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _fit_float32(values: list[float]) -> bool:
     return within
 
 
-def _query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:
+def query_vector(request: QueryTableRequest) -> pa.Array | list[list[float]] | None:
     """One query vector as the float32 array pylance searches with, or the vectors of a batch."""
     vector = request.vector
     if vector is None:
@@ -137,12 +137,12 @@ def _float32_array(values: list[float]) -> pa.Array:
 
 
 def _nearest(request: QueryTableRequest) -> dict[str, Any] | None:
-    query_vector = _query_vector(request)
-    if query_vector is None:
+    vector = query_vector(request)
+    if vector is None:
         return None
     nearest: dict[str, Any] = {
         "column": request.vector_column or DEFAULT_VECTOR_COLUMN,
-        "q": query_vector,
+        "q": vector,
         "k": request.k or DEFAULT_K,
         "use_index": not request.bypass_vector_index,
     }

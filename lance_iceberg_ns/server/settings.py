@@ -12,6 +12,7 @@ standard library: the command line reads the table before any command runs.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -76,6 +77,8 @@ class Number:
             value: float = int(text) if self.whole else float(text)
         except ValueError:
             raise ServeSettingsError(f"{text!r} is not a valid {'integer' if self.whole else 'float'}.") from None
+        if not math.isfinite(value):  # a NaN or an infinity never times out, nor compares
+            raise ServeSettingsError(f"{text!r} is not a finite number.")
         if self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum)):
             bound = f"x>{self.minimum:g}" if self.above else f"x>={self.minimum:g}"
             raise ServeSettingsError(f"{value} is not in the range {bound}.")

@@ -6,6 +6,7 @@ The work is done by the executors: every task writes its partition as Lance frag
 tables, and ``source`` is ``format("lance")``, the Python data source of Spark 4.
 """
 
+from lance_iceberg_ns.jobs.planned_writes import TableWrite, WriteResult
 from lance_iceberg_ns.spark.reads import (
     MAX_READ_BATCH_ROWS,
     MAX_TASK_BYTES,
@@ -24,6 +25,8 @@ __all__ = [
     "MAX_TASK_BYTES",
     "READ_BATCH_BYTES",
     "TableRead",
+    "TableWrite",
+    "WriteResult",
     "local_spark_session",
     "read_batch_rows",
     "read_lance",

@@ -67,7 +67,7 @@ def register_lance_views(
         if name.lower() not in current and _temp_view(spark, name) == made[name][1]:  # else replaced since
             spark.catalog.dropTempView(name)  # the name as it is: this one is not parsed
         if placeholders:
-            spark.sql(f"DROP TABLE IF EXISTS {_placeholder_name(spark, name)}")
+            spark.sql(f"DROP TABLE IF EXISTS {placeholder_name(spark, name)}")
         del made[name]
     made.update({name: (registration, _temp_view(spark, name)) for name in views})
     return sorted(views)
@@ -109,7 +109,7 @@ def _reloads_view_tables(spark: Any) -> bool:
     return True
 
 
-def _placeholder_name(spark: Any, view: str) -> str:
+def placeholder_name(spark: Any, view: str) -> str:
     token = _SESSION_TOKENS.setdefault(spark, uuid.uuid4().hex[:12])
     return f"spark_catalog.default.lance_view_{token}_{hashlib.sha256(view.encode()).hexdigest()[:16]}"
 
@@ -119,7 +119,7 @@ def _placeholder_table(spark: Any, ns: IcebergLanceNamespace, view: str, table_i
     table's schema, external at the table's location (so that nothing is written), no options (the
     view passes them); its name."""
     plan = TableRead.plan(ns, table_id, parallelism=1)
-    name = _placeholder_name(spark, view)
+    name = placeholder_name(spark, view)
     spark.sql(f"DROP TABLE IF EXISTS {name}")
     spark.catalog.createTable(name, path=plan.location, source="lance", schema=plan.spark_schema())
     return name

@@ -92,7 +92,7 @@ def iceberg_runtime_jar() -> Path:
     return jar
 
 
-def _relocate_names(class_bytes: bytes, relocations: Relocations) -> bytes:
+def relocate_names(class_bytes: bytes, relocations: Relocations) -> bytes:
     """Rewrite every UTF-8 constant that names a package of ``relocations`` so that it names the
     package's new name, in slash and in dot form.
 
@@ -127,7 +127,7 @@ def _dotted(relocation: Relocation) -> Relocation:
 
 def write_relocated(sources: Sequence[Path], target: Path, relocations: Relocations) -> None:
     """Write a jar holding the entries of ``sources`` under the packages of ``relocations``, moved
-    to the packages' new names (class files rewritten by ``_relocate_names``)."""
+    to the packages' new names (class files rewritten by ``relocate_names``)."""
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as sink:
         for jar in sources:
             with zipfile.ZipFile(jar) as source:
@@ -138,7 +138,7 @@ def write_relocated(sources: Sequence[Path], target: Path, relocations: Relocati
                         continue
                     data = source.read(entry)
                     if name.endswith(b".class"):
-                        data = _relocate_names(data, relocations)
+                        data = relocate_names(data, relocations)
                     sink.writestr(moved.decode(), data)
 
 
