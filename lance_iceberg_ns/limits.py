@@ -134,7 +134,7 @@ def data_bytes_allowed(limit: int) -> Iterator[None]:
 
 
 # Every number of a request model that reaches pylance, by field name: (lowest, highest). A
-# number with no entry is bounded by ``_ANY_NUMBER``; tests/test_attacks_data.py fails when a
+# number with no entry is bounded by ``_ANY_NUMBER``; tests/data/test_attacks_data.py fails when a
 # request model of lance_namespace has a number this table does not name.
 NUMBER_BOUNDS: dict[str, tuple[float, float]] = {
     "limit": (1, MAX_PAGE_LIMIT),

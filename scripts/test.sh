@@ -12,6 +12,6 @@ if [ $# -eq 0 ]; then
   VENV=.venv-pyspark35 bash scripts/setup.sh pyspark35
   # PySpark 3.5's own pandas checks use distutils' LooseVersion, deprecated on every call
   .venv-pyspark35/bin/python -m pytest -q -p no:cacheprovider \
-    -W "ignore:distutils Version classes are deprecated:DeprecationWarning" tests/test_spark.py tests/test_spark_iceberg.py \
-    tests/test_spark_iceberg_teams.py
+    -W "ignore:distutils Version classes are deprecated:DeprecationWarning" tests/spark/test_spark.py tests/spark/test_spark_iceberg.py \
+    tests/spark/test_spark_iceberg_teams.py
 fi

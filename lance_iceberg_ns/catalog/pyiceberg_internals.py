@@ -2,7 +2,7 @@
 ours, so that an upgrade that moves or renames one breaks here, by name, and nowhere else.
 
 ``BORROWED`` is the inventory; ``missing_internals`` lists what an installed release lacks, and
-``tests/test_pyiceberg_internals.py`` fails naming it. pyproject pins pyiceberg below its next
+``tests/catalog/test_pyiceberg_internals.py`` fails naming it. pyproject pins pyiceberg below its next
 minor release, so a new release is taken on deliberately, with that test run. Two of the names
 are hooks ``catalogs.BridgeRestCatalog`` overrides, which pyiceberg calls itself:
 ``RestCatalog._create_session`` (from its constructor) and ``RestCatalog._refresh_token`` (from

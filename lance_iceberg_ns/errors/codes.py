@@ -42,7 +42,7 @@ HTTP_STATUS: Mapping[ErrorCode, HTTPStatus] = MappingProxyType(
         ErrorCode.TABLE_BRANCH_ALREADY_EXISTS: HTTPStatus.CONFLICT,
     }
 )
-"""The HTTP status of every Lance error code (``tests/test_errors_and_secrets.py`` holds it to the enum)."""
+"""The HTTP status of every Lance error code (``tests/errors/test_errors_and_secrets.py`` holds it to the enum)."""
 
 
 class ExitCode(IntEnum):

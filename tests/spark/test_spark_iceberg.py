@@ -1,0 +1,192 @@
+"""Spark's own Iceberg catalog (``type=rest``) on the catalog the bridge uses: what its SQL does to a
+Lance table's companion. Lance's files stay byte for byte what they were, and the table keeps
+reading its rows, whatever Spark is asked: writes are refused ("Invalid file format: lance"),
+garbage collection is refused ("GC is disabled"), and a plain DROP TABLE only removes the entry.
+
+Runs on PySpark 3.5 (the Iceberg runtime jar of the ``local`` extra is built for Spark 3.5 and
+Scala 2.12): ``scripts/test.sh`` runs it in ``.venv-pyspark35``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ..helpers import skip_unless_pyspark_35
+
+skip_unless_pyspark_35()
+
+import lance  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from lance_namespace import CreateNamespaceRequest, DescribeTableRequest  # noqa: E402
+from pyspark import SparkContext  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
+from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
+from lance_iceberg_ns.testing.build import spark_rest_client_jars  # noqa: E402
+
+from ..helpers import files_under, other_client  # noqa: E402
+
+ROWS = 1000
+TEN_DAYS_AGO = (datetime.now() - timedelta(days=10)).timestamp()
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A SparkSession whose catalog ``lake`` is the warehouse ``warehouse`` of the local catalog,
+    and the bridge on the same warehouse."""
+
+    spark: SparkSession
+    warehouse: str
+    endpoint: str
+    root: Path
+
+    def namespace(self, **properties: str) -> IcebergLanceNamespace:
+        return IcebergLanceNamespace(endpoint=self.endpoint, root=str(self.root), **properties)
+
+
+def _fresh_jvm() -> None:
+    """Stop the JVM an earlier Spark session of this process started: ``spark.jars`` and the
+    session extensions take effect only in a JVM started with them."""
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway.shutdown()
+    gateway.proc.stdin.close()  # the JVM PySpark started exits when its standard input closes
+    gateway.proc.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+@pytest.fixture(scope="module")
+def lake(catalog_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    endpoint = catalog_server.endpoint  # type: ignore[attr-defined]
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    _fresh_jvm()
+    session = local_spark_session(
+        "lance-iceberg-ns: Spark's Iceberg catalog",
+        config={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.jars": ",".join(str(jar) for jar in spark_rest_client_jars()),
+            "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.lake.type": "rest",
+            "spark.sql.catalog.lake.uri": endpoint,
+            "spark.sql.catalog.lake.warehouse": warehouse,
+        },
+    )
+    yield Lake(session, warehouse, endpoint, tmp_path_factory.mktemp("lance"))
+    session.stop()
+    _fresh_jvm()  # the next module's Spark starts without the Iceberg extensions
+
+
+def _refused(lake: Lake, sql: str) -> str:
+    """Run ``sql``; it must fail. The message of Spark's error (Java's, for a call into Iceberg)."""
+    with pytest.raises(Exception) as failure:  # noqa: PT011  (Py4J or PySpark's own error classes)
+        lake.spark.sql(sql).collect()
+    java = getattr(failure.value, "java_exception", None)
+    return str(java) if java is not None else str(failure.value)
+
+
+def _aged(location: Path) -> dict[str, str]:
+    """Make every file at ``location`` ten days old, so that an orphan-file cleanup with a cutoff of
+    a day would take every one it considers an orphan; its files, byte for byte."""
+    for path in location.rglob("*"):
+        os.utime(path, (TEN_DAYS_AGO, TEN_DAYS_AGO), follow_symlinks=False)
+    return files_under(location)
+
+
+def test_spark_sql_on_a_companion_leaves_the_lance_table_intact(lake: Lake) -> None:
+    ns = lake.namespace()
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    ns.create_namespace(CreateNamespaceRequest(id=[lake.warehouse, db]))
+    table_id = [lake.warehouse, db, "events"]
+    rows = pa.table({"id": list(range(ROWS)), "name": [f"n{i}" for i in range(ROWS)]})
+    location = Path(lance.write_dataset(rows, namespace_client=ns, table_id=table_id).uri)
+    before = _aged(location)
+    # Iceberg's own files of the companion are in metadata/, a folder Lance never uses
+    assert sorted({name.split("/")[0] for name in before}) == [
+        ".lance-iceberg-ns-owner.json",
+        "_transactions",
+        "_versions",
+        "data",
+        "metadata",
+    ]
+    assert all(name.endswith(".metadata.json") for name in before if name.startswith("metadata/"))
+    table = f"lake.{db}.events"
+    yesterday = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+
+    def intact() -> None:
+        assert files_under(location) == before
+        assert lance.dataset(str(location)).to_table() == rows
+
+    # harmless: Spark lists the companion and reads it as an empty table
+    assert [row.tableName for row in lake.spark.sql(f"SHOW TABLES IN lake.{db}").collect()] == ["events"]
+    assert lake.spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n == 0
+    properties = dict(lake.spark.sql(f"SHOW TBLPROPERTIES {table}").collect())
+    assert (properties["gc.enabled"], properties["table_type"]) == ("false", "lance")
+    intact()
+
+    assert "Invalid file format: lance" in _refused(lake, f"INSERT INTO {table} VALUES ('x')")
+    intact()
+    assert "Invalid file format: lance" in _refused(lake, f"INSERT OVERWRITE {table} VALUES ('x')")
+    intact()
+    for older_than in (yesterday, "2100-01-01 00:00:00"):
+        refused = _refused(
+            lake,
+            f"CALL lake.system.remove_orphan_files(table => '{db}.events', older_than => TIMESTAMP '{older_than}')",
+        )
+        assert "Cannot delete orphan files: GC is disabled" in refused
+        intact()
+    refused = _refused(
+        lake,
+        f"CALL lake.system.expire_snapshots(table => '{db}.events', "
+        "older_than => TIMESTAMP '2100-01-01 00:00:00', retain_last => 1)",
+    )
+    assert "Cannot expire snapshots: GC is disabled" in refused
+    intact()
+    assert "Cannot purge table: GC is disabled" in _refused(lake, f"DROP TABLE {table} PURGE")
+    intact()
+    assert ns.describe_table(DescribeTableRequest(id=table_id)).location  # the entry is still there
+
+    # a plain DROP TABLE removes the catalog entry only (no trash: Spark never asks the bridge)
+    lake.spark.sql(f"DROP TABLE {table}").collect()
+    assert not other_client(lake.endpoint, lake.warehouse).table_exists((db, "events"))
+    intact()
+
+
+def test_spark_cannot_expire_or_write_the_versions_of_a_managed_table(lake: Lake) -> None:
+    ns = lake.namespace(table_version_management="true")
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    ns.create_namespace(CreateNamespaceRequest(id=[lake.warehouse, db]))
+    table_id = [lake.warehouse, db, "orders"]
+    location = Path(lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=ns, table_id=table_id).uri)
+    lance.write_dataset(pa.table({"id": [3]}), namespace_client=ns, table_id=table_id, mode="append")
+    before = _aged(location)
+    table = f"lake.{db}.orders"
+    # the two latest Lance versions are snapshots, the companion's main branch at the latest
+    lance_versions = lake.spark.sql(f"SELECT summary['lance.version'] AS v FROM {table}.snapshots ORDER BY v").collect()
+    assert [row.v for row in lance_versions] == ["1", "2"]
+
+    assert "Invalid file format: lance" in _refused(lake, f"INSERT INTO {table} VALUES ('x')")
+    refused = _refused(
+        lake,
+        f"CALL lake.system.expire_snapshots(table => '{db}.orders', "
+        "older_than => TIMESTAMP '2100-01-01 00:00:00', retain_last => 1)",
+    )
+    assert "Cannot expire snapshots: GC is disabled" in refused
+    refused = _refused(
+        lake, f"CALL lake.system.remove_orphan_files(table => '{db}.orders', older_than => TIMESTAMP '2100-01-01')"
+    )
+    assert "Cannot delete orphan files: GC is disabled" in refused
+    assert files_under(location) == before
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2]
+    assert lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist() == [1, 2, 3]

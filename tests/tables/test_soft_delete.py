@@ -1,0 +1,258 @@
+"""Soft delete on the Iceberg catalog: DROP, UNDROP, PURGE, TTL, and the purge/revive race."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import lance
+import pytest
+from lance_namespace import DescribeTableRequest, DropNamespaceRequest, DropTableRequest, ListTablesRequest
+from lance_namespace.errors import (
+    InvalidTableStateError,
+    NamespaceNotEmptyError,
+    PermissionDeniedError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
+from lance_iceberg_ns.tables.tombstones import Tombstone
+
+from ..conftest import RequestCounter
+from ..helpers import other_client
+from ..helpers import write_values as _write
+
+
+def test_drop_hides_the_table_keeps_the_data_and_undrop_brings_it_back(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    location = _write(ns, table_id, [1, 2, 3])
+    _write(ns, table_id, [4], mode="append")
+    ns.drop_table(DropTableRequest(id=table_id))
+
+    assert ns.list_tables(ListTablesRequest(id=db)).tables == []
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=table_id))
+    with pytest.raises(TableNotFoundError):
+        ns.table_exists({"id": table_id})
+    with pytest.raises(TableNotFoundError):
+        lance.dataset(namespace_client=ns, table_id=table_id)
+    assert lance.dataset(location).count_rows() == 4  # the data is intact
+    status = ns.table_status(table_id)
+    assert status.state == "soft_deleted" and status.deleted_at is not None
+
+    ns.undrop_table(table_id)
+    restored = lance.dataset(namespace_client=ns, table_id=table_id)
+    assert (restored.version, restored.count_rows()) == (2, 4)
+    assert ns.table_status(table_id).state == "exists"
+    assert ns.list_tables(ListTablesRequest(id=db)).tables == ["t"]
+
+
+def test_undrop_without_a_soft_deleted_table_or_over_a_live_one(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path
+) -> None:
+    with pytest.raises(TableNotFoundError):
+        ns.undrop_table([*db, "never"])
+    _write(ns, [*db, "t"], [1])
+    ns.drop_table(DropTableRequest(id=[*db, "t"]))
+    # meanwhile another client registers a new Lance table under the name
+    other_client(endpoint, db[0]).create_table(
+        (*db[1:], "t"),
+        schema=companion_table_schema(),
+        location=str(tmp_path / "new"),
+        properties={"table_type": "lance"},
+    )
+    with pytest.raises(TableAlreadyExistsError):
+        ns.undrop_table([*db, "t"])
+    assert ns.table_status([*db, "t"]).state == "exists"
+    assert len(ns.list_purgable_tables(db)) == 1  # the soft-deleted one is still there, untouched
+
+
+def test_recreate_over_a_soft_deleted_table_makes_a_new_one_and_keeps_the_old_restorable(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    location = _write(ns, table_id, [1, 2])
+    ns.drop_table(DropTableRequest(id=table_id))
+    declared = ns.declare_table({"id": table_id})  # a new table, at a location of its own
+    assert declared.location != location
+    _write(ns, table_id, [9], mode="overwrite")
+    assert lance.dataset(namespace_client=ns, table_id=table_id).to_table().column("v").to_pylist() == [9]
+    assert lance.dataset(location).count_rows() == 2 and ns.list_purgable_tables(db)[0].id == table_id
+
+
+def test_drop_then_purge_deletes_the_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    location = _write(ns, table_id, [1])
+    ns.drop_table(DropTableRequest(id=table_id))
+    assert ns.purge_table(table_id) == 1
+    assert not os.path.exists(location)
+    assert ns.table_status(table_id).state == "not_found"
+    with pytest.raises(TableNotFoundError):
+        ns.undrop_table(table_id)
+    ns.drop_namespace(DropNamespaceRequest(id=db))  # the emptied trash goes with it
+
+
+def test_purge_never_touches_a_live_table(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    location = _write(ns, [*db, "live"], [1])
+    with pytest.raises(InvalidTableStateError) as caught:
+        ns.purge_table([*db, "live"])
+    assert caught.value.code == 19
+    with pytest.raises(TableNotFoundError):
+        ns.purge_table([*db, "absent"])
+    assert lance.dataset(location).count_rows() == 1
+
+
+def test_ttl_decides_what_purge_tables_reclaims(endpoint: str, lance_root: Path, db: list[str]) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete_ttl="1h") as ns:
+        for name in ("a", "b"):
+            _write(ns, [*db, name], [1])
+            ns.drop_table(DropTableRequest(id=[*db, name]))
+        assert ns.purge_tables(namespace_id=db) == []  # within the TTL
+        assert [p.id[-1] for p in ns.list_purgable_tables(db)] == ["a", "b"]
+        later = datetime.now(timezone.utc) + timedelta(hours=2)
+        assert [p.id[-1] for p in ns.list_purgable_tables(db, deleted_before=later)] == ["a", "b"]
+        assert sorted(p[-1] for p in ns.purge_tables(namespace_id=db, deleted_before=later)) == ["a", "b"]
+        assert ns.list_purgable_tables(db) == []
+
+
+def test_namespace_with_soft_deleted_tables_is_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    _write(ns, [*db, "t"], [1])
+    ns.drop_table(DropTableRequest(id=[*db, "t"]))
+    with pytest.raises(NamespaceNotEmptyError, match="soft-deleted"):
+        ns.drop_namespace(DropNamespaceRequest(id=db))
+    assert ns.list_namespaces({"id": db}).namespaces == []  # the trash is not a child to Lance
+
+
+def test_plain_iceberg_clients_do_not_see_tombstones_as_tables(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+) -> None:
+    _write(ns, [*db, "t"], [1])
+    ns.drop_table(DropTableRequest(id=[*db, "t"]))
+    spark_like = other_client(endpoint, db[0])
+    assert spark_like.list_tables(tuple(db[1:])) == []
+    trash = spark_like.list_tables((*db[1:], TRASH_NAMESPACE))
+    assert len(trash) == 1 and Tombstone.parse(trash[0][-1]) is not None
+
+
+def test_a_reader_keeps_reading_across_a_soft_delete(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    _write(ns, table_id, list(range(100)))
+    reader = lance.dataset(namespace_client=ns, table_id=table_id)
+    ns.drop_table(DropTableRequest(id=table_id))
+    assert reader.count_rows() == 100 and reader.to_table().num_rows == 100
+
+
+def test_soft_deleted_tables_cost_listings_nothing(
+    ns: IcebergLanceNamespace, db: list[str], request_counter: RequestCounter
+) -> None:
+    for i in range(3):
+        _write(ns, [*db, f"live{i}"], [i])
+    ns.list_tables(ListTablesRequest(id=db))
+    request_counter.reset()
+    ns.list_tables(ListTablesRequest(id=db))
+    without = request_counter.count
+    for i in range(5):
+        _write(ns, [*db, f"gone{i}"], [i])
+        ns.drop_table(DropTableRequest(id=[*db, f"gone{i}"]))
+    request_counter.reset()
+    assert ns.list_tables(ListTablesRequest(id=db)).tables == ["live0", "live1", "live2"]
+    assert request_counter.count == without == 1
+    request_counter.reset()
+    assert len(ns.list_purgable_tables(db)) == 5
+    # the child namespaces, the trash, and one loadTable per tombstone (side by side): each is
+    # checked to be one the bridge made, whose location's marker names it
+    assert request_counter.count == 2 + 5
+
+
+def _race(first: object, second: object) -> list[object]:
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = [None, None]
+
+    def run(index: int, action: object) -> None:
+        barrier.wait()
+        try:
+            outcomes[index] = action()  # type: ignore[operator]
+        except Exception as exc:  # the loser's clean failure, checked by the caller
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate((first, second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return outcomes
+
+
+ITERATIONS = 200
+
+
+def test_purge_racing_undrop_has_exactly_one_winner_and_never_loses_revived_data(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "raced"]
+    location = _write(ns, table_id, [1, 2, 3])
+    wins = {"purge": 0, "undrop": 0}
+    for _ in range(ITERATIONS):
+        if ns.table_status(table_id).state == "not_found":
+            location = _write(ns, table_id, [1, 2, 3])
+        ns.drop_table(DropTableRequest(id=table_id))
+        purged, undropped = _race(lambda: ns.purge_table(table_id), lambda: ns.undrop_table(table_id))
+        purge_won = purged == 1
+        undrop_won = not isinstance(undropped, Exception)
+        assert purge_won != undrop_won, (purged, undropped)
+        if undrop_won:
+            assert ns.table_status(table_id).state == "exists"
+            assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 3  # data survived
+            # the purge found the tombstone gone (0), or, when the undrop had finished before it
+            # looked, a live table it must not touch
+            assert purged == 0 or isinstance(purged, InvalidTableStateError), purged
+        else:
+            assert isinstance(undropped, TableNotFoundError)
+            assert ns.table_status(table_id).state == "not_found" and not os.path.exists(location)
+        wins["purge" if purge_won else "undrop"] += 1
+    assert sum(wins.values()) == ITERATIONS
+
+
+def test_purge_racing_a_new_table_of_the_name_never_touches_it(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "recreated"]
+    for _ in range(ITERATIONS // 4):
+        old_location = _write(ns, table_id, [7, 8])
+        ns.drop_table(DropTableRequest(id=table_id))
+        purged, declared = _race(lambda: ns.purge_table(table_id), lambda: ns.declare_table({"id": table_id}))
+        assert purged == 1 and not isinstance(declared, Exception), (purged, declared)
+        assert declared.location != old_location and not os.path.exists(old_location)  # type: ignore[union-attr]
+        _write(ns, table_id, [7, 8], mode="overwrite")  # the new table, whole and usable
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
+        ns.drop_table(DropTableRequest(id=table_id))
+        assert ns.purge_table(table_id) == 1
+
+
+def test_a_purge_deletes_the_manifests_then_the_marker_last(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until everything else is gone the location stays owned, so nobody can declare a table there
+    while the purge is still deleting."""
+    table_id = [*db, "ordered"]
+    location = _write(ns, table_id, [1, 2])
+    ns.drop_table(DropTableRequest(id=table_id))
+    removed: list[str] = []
+    rmtree = shutil.rmtree
+
+    def recording_rmtree(path: str, *args: object, **kwargs: object) -> None:
+        assert ns.table_status(table_id).state == "not_found"
+        with pytest.raises(PermissionDeniedError):  # the location is still owned
+            ns.declare_table({"id": [*db, "squatter"], "location": location})
+        removed.append(os.path.basename(path))
+        rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+    assert ns.purge_table(table_id) == 1
+    assert "data" in removed and removed.index("_versions") > removed.index("data")
+    assert removed[-1] == "metadata" and not os.path.exists(location)

@@ -1,0 +1,337 @@
+"""Table operations against the real Iceberg REST server (seed 001 semantics and error codes)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace import (
+    DeclareTableRequest,
+    DeregisterTableRequest,
+    DescribeTableRequest,
+    DropTableRequest,
+    ListTablesRequest,
+    RegisterTableRequest,
+    RenameTableRequest,
+    TableExistsRequest,
+)
+from lance_namespace.errors import (
+    InvalidInputError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TableVersionNotFoundError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+
+from ..helpers import create_plain_iceberg_table, ipc, other_client, write_lance
+
+
+def _tables(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
+    return ns.list_tables(ListTablesRequest(id=db)).tables
+
+
+def test_declare_table_uses_the_default_location_under_root(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    response = ns.declare_table(DeclareTableRequest(id=[*db, "events"]))
+    assert response.location is not None
+    assert response.location.startswith("/".join([str(lance_root), *db, "events-"]))
+    assert response.location.endswith(".lance")
+    assert response.properties["table_type"] == "lance"
+    assert response.managed_versioning is False
+    assert _tables(ns, db) == ["events"]
+
+
+def test_declare_table_stores_request_properties_and_table_type_always_wins(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    location = str(lance_root / "elsewhere" / "t.lance")
+    ns.declare_table(
+        DeclareTableRequest(id=[*db, "t"], location=location, properties={"owner": "bo", "table_type": "iceberg"})
+    )
+    described = ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+    assert described.location == location
+    assert described.properties["owner"] == "bo"
+    assert described.properties["table_type"] == "lance"
+
+
+def test_companion_table_has_the_dummy_schema(ns: IcebergLanceNamespace, db: list[str], endpoint: str) -> None:
+    ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    table = other_client(endpoint, db[0]).load_table((*db[1:], "t"))
+    fields = table.schema().fields
+    assert [(f.name, str(f.field_type), f.required) for f in fields] == [("dummy", "string", False)]
+
+
+def test_declare_existing_table_raises_table_already_exists(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    with pytest.raises(TableAlreadyExistsError) as caught:
+        ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    assert caught.value.code == 5
+
+
+def test_declare_in_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(NamespaceNotFoundError) as caught:
+        ns.declare_table(DeclareTableRequest(id=[db[0], "nope", "t"]))
+    assert caught.value.code == 1
+
+
+def test_describe_missing_table_raises_table_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(TableNotFoundError) as caught:
+        ns.describe_table(DescribeTableRequest(id=[*db, "absent"]))
+    assert caught.value.code == 4
+    with pytest.raises(TableNotFoundError):
+        ns.table_exists(TableExistsRequest(id=[*db, "absent"]))
+
+
+def test_plain_iceberg_table_is_invalid_input_and_not_listed(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path
+) -> None:
+    create_plain_iceberg_table(endpoint, db[0], (*db[1:], "orders"), str(tmp_path / "orders"))
+    with pytest.raises(InvalidInputError) as caught:
+        ns.describe_table(DescribeTableRequest(id=[*db, "orders"]))
+    assert caught.value.code == 13
+    with pytest.raises(InvalidInputError):
+        ns.drop_table(DropTableRequest(id=[*db, "orders"]))
+    assert _tables(ns, db) == []
+    assert other_client(endpoint, db[0]).table_exists((*db[1:], "orders"))
+
+
+def test_describe_returns_storage_options_from_storage_properties(
+    endpoint: str, lance_root: Path, db: list[str]
+) -> None:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), **{"storage.region": "eu-1"}) as ns:
+        declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+        described = ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+    assert declared.storage_options == described.storage_options == {"region": "eu-1"}
+
+
+def test_describe_with_detailed_metadata_reads_version_and_schema(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    lance.write_dataset(pa.table({"id": [1, 2], "name": ["a", "b"]}), namespace_client=ns, table_id=table_id)
+    lance.write_dataset(pa.table({"id": [3], "name": ["c"]}), namespace_client=ns, table_id=table_id, mode="append")
+    latest = ns.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True))
+    assert latest.version == 2
+    assert [f.name for f in latest.var_schema.fields] == ["id", "name"]
+    assert latest.table == "t" and latest.namespace == db
+    first = ns.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True, version=1))
+    assert first.version == 1
+    with pytest.raises(TableVersionNotFoundError) as caught:
+        ns.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True, version=99))
+    assert caught.value.code == 11
+    with pytest.raises(TableVersionNotFoundError):
+        ns.table_exists(TableExistsRequest(id=table_id, version=99))
+    ns.table_exists(TableExistsRequest(id=table_id, version=2))
+
+
+def test_check_declared_and_table_uri(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    response = ns.describe_table(DescribeTableRequest(id=[*db, "t"], check_declared=True, with_table_uri=True))
+    assert response.is_only_declared is True
+    assert response.table_uri == "file://" + declared.location
+    write_lance(declared.location)
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "t"], check_declared=True)).is_only_declared is False
+
+
+def test_list_tables_include_declared_false_skips_tables_without_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.declare_table(DeclareTableRequest(id=[*db, "declared_only"]))
+    with_data = ns.declare_table(DeclareTableRequest(id=[*db, "with_data"]))
+    write_lance(with_data.location)
+    assert _tables(ns, db) == ["declared_only", "with_data"]
+    assert ns.list_tables(ListTablesRequest(id=db, include_declared=False)).tables == ["with_data"]
+
+
+def test_list_tables_in_missing_namespace_raises_namespace_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(NamespaceNotFoundError):
+        ns.list_tables(ListTablesRequest(id=[db[0], "absent"]))
+
+
+def test_a_table_in_a_missing_namespace_leaves_no_file(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    """The catalog writes the new table's metadata before it finds the namespace missing."""
+    with pytest.raises(NamespaceNotFoundError):
+        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"]))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.create_table({"id": [db[0], "absent", "t"]}, ipc(pa.table({"v": [1]})))
+    given = lance_root / "given" / "t.lance"  # a location of the caller's, there already and empty
+    given.mkdir(parents=True)
+    with pytest.raises(NamespaceNotFoundError):
+        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"], location=str(given)))
+    assert [path for path in lance_root.rglob("*") if path.is_file()] == []
+    assert ns.declare_table(DeclareTableRequest(id=[*db, "t"], location=str(given))).location == str(given)
+
+
+@pytest.fixture
+def ns_dropping_at_once(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+    """The bridge with soft_delete=false: drop_table deletes the data at once."""
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as namespace:
+        yield namespace
+
+
+def test_drop_table_at_once_removes_catalog_entry_and_lance_data(
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+) -> None:
+    ns = ns_dropping_at_once
+    table_id = [*db, "t"]
+    dataset = lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
+    location = dataset.uri
+    response = ns.drop_table(DropTableRequest(id=table_id))
+    assert response.location == location
+    assert not os.path.exists(location)
+    assert _tables(ns, db) == []
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=table_id))
+    assert ns.table_status(table_id).state == "not_found"
+
+
+def test_drop_declared_only_table_at_once_leaves_no_files(
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = ns_dropping_at_once.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    ns_dropping_at_once.drop_table(DropTableRequest(id=[*db, "t"]))
+    assert not os.path.exists(declared.location)
+
+
+def test_resolve_table_answers_where_the_table_is_and_which_entry_it_is(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    proved = ns.resolve_table([*db, "t"], proved=True)
+    assert (proved.location, proved.managed) == (declared.location, False)
+    assert proved.entry.name == (db[0], *db[1:], "t") and proved.entry.table_uuid
+    assert ns.resolve_table([*db, "t"]).place == proved.place
+    with pytest.raises(TableNotFoundError):
+        ns.resolve_table([*db, "absent"])
+
+
+def test_remove_declared_table_takes_back_only_that_entry_and_only_while_nothing_was_written(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    written = ns.declare_table(DeclareTableRequest(id=[*db, "written"]))
+    write_lance(written.location)
+    assert ns.remove_declared_table([*db, "written"], ns.resolve_table([*db, "written"]).place) is False
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "written"], check_declared=True)).is_only_declared is False
+    first = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+    first_place = ns.resolve_table([*db, "t"]).place
+    ns.deregister_table(DeregisterTableRequest(id=[*db, "t"]))
+    second = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))  # another client took the name meanwhile
+    assert ns.remove_declared_table([*db, "t"], first_place) is False
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == second.location
+    assert ns.remove_declared_table([*db, "t"], ns.resolve_table([*db, "t"]).place) is True
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
+    assert not os.path.exists(second.location) and first.location != second.location
+
+
+def test_drop_missing_table_raises_table_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    with pytest.raises(TableNotFoundError):
+        ns.drop_table(DropTableRequest(id=[*db, "absent"]))
+
+
+def test_deregister_keeps_the_data_and_register_brings_it_back(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "t"]
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
+    gone = ns.deregister_table(DeregisterTableRequest(id=table_id))
+    assert lance.dataset(gone.location).count_rows() == 3
+    assert _tables(ns, db) == []
+    with pytest.raises(TableNotFoundError):
+        ns.deregister_table(DeregisterTableRequest(id=table_id))
+    registered = ns.register_table(
+        RegisterTableRequest(id=[*db, "back"], location=gone.location, properties={"k": "v"})
+    )
+    assert registered.location == gone.location
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "back"]).count_rows() == 3
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "back"])).properties["k"] == "v"
+
+
+def test_register_location_without_dataset_raises_invalid_input_and_creates_nothing(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    with pytest.raises(InvalidInputError):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "ext" / "nothing-here.lance")))
+    assert _tables(ns, db) == []
+
+
+def test_register_existing_name_raises_table_already_exists_unless_overwrite(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+) -> None:
+    first, second = str(lance_root / "ext" / "first.lance"), str(lance_root / "ext" / "second.lance")
+    write_lance(first, rows=1)
+    write_lance(second, rows=2)
+    ns.register_table(RegisterTableRequest(id=[*db, "t"], location=first))
+    with pytest.raises(TableAlreadyExistsError):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second))
+    ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == second
+    assert lance.dataset(first).count_rows() == 1  # the replaced registration's data is untouched
+
+
+def test_rename_table_within_the_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "old"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
+    other_db = [db[0], "archive"]
+    ns.create_namespace({"id": other_db})
+    ns.rename_table(RenameTableRequest(id=table_id, new_table_name="new", new_namespace_id=other_db))
+    assert _tables(ns, db) == []
+    assert _tables(ns, other_db) == ["new"]
+    assert lance.dataset(namespace_client=ns, table_id=[*other_db, "new"]).count_rows() == 1
+
+
+def test_rename_errors(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.declare_table(DeclareTableRequest(id=[*db, "a"]))
+    ns.declare_table(DeclareTableRequest(id=[*db, "b"]))
+    with pytest.raises(TableAlreadyExistsError):
+        ns.rename_table(RenameTableRequest(id=[*db, "a"], new_table_name="b"))
+    with pytest.raises(TableNotFoundError):
+        ns.rename_table(RenameTableRequest(id=[*db, "absent"], new_table_name="c"))
+    with pytest.raises(InvalidInputError):
+        ns.rename_table(RenameTableRequest(id=[*db, "a"], new_table_name="c", new_namespace_id=["other_wh", "x"]))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.rename_table(RenameTableRequest(id=[*db, "a"], new_table_name="c", new_namespace_id=[db[0], "absent"]))
+    assert _tables(ns, db) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        ["wh", "t"],
+        ["wh"],
+        [],
+        ["wh", "", "t"],
+        ["wh", "db", ".."],
+        ["wh", "..", "t"],
+        ["wh", "db", "a/b"],
+        ["wh", "db", "a\\b"],
+        ["wh", "db", "tab\x1fle"],
+        ["wh", "db", "new\nline"],
+        ["wh", "db", " padded "],
+        "wh.db.t",
+    ],
+)
+def test_bad_table_identifiers_raise_invalid_input_and_create_nothing(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, bad_id: list[str]
+) -> None:
+    if isinstance(bad_id, list) and bad_id[:1] == ["wh"]:
+        bad_id = [db[0], *bad_id[1:]]
+    with pytest.raises(InvalidInputError) as caught:
+        ns.declare_table({"id": bad_id})
+    assert caught.value.code == 13
+    with pytest.raises(InvalidInputError):
+        ns.register_table({"id": bad_id, "location": str(lance_root)})
+    assert _tables(ns, db) == []
+    assert list(lance_root.iterdir()) == []
+
+
+def test_table_operations_accept_plain_dicts(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    ns.declare_table({"id": [*db, "t"], "properties": {"a": "b"}})
+    described = ns.describe_table({"id": [*db, "t"], "vend_credentials": True})
+    assert described.properties["a"] == "b"
+    ns.table_exists({"id": [*db, "t"]})
+    with pytest.raises(InvalidInputError):
+        ns.describe_table({"id": [*db, "t"], "version": "not-a-number"})

@@ -1,0 +1,318 @@
+"""What a managed table's versions may point at: only manifests of the table's own ``_versions/``.
+A client cannot point its table's version at another table's manifest or at any other path, a
+file planted in ``_versions/`` is refused by name (never a 500) and never adopted, and a commit
+refused because a writer by location raced it is a 409."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+import requests
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InternalError,
+    InvalidInputError,
+    InvalidTableStateError,
+)
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.errors.pylance import pylance_failures
+from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.jobs.atomic import write_together
+from lance_iceberg_ns.versions import manifests
+from lance_iceberg_ns.versions.manifests import manifest_name
+
+from ..helpers import ipc, other_client, stage_manifest
+
+WRITTEN_BY_LOCATION = "written by a writer that went by its location"
+
+
+@pytest.fixture
+def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> Iterator[IcebergLanceNamespace]:
+    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+        yield ns
+
+
+def _create(ns: IcebergLanceNamespace, table_id: list[str], values: list[Any]) -> str:
+    return str(lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id).uri)
+
+
+def _versions(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
+    return [v.version for v in ns.list_table_versions({"id": table_id}).versions]
+
+
+def _rows(ns: IcebergLanceNamespace, table_id: list[str]) -> list[Any]:
+    return sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["v"].to_pylist())
+
+
+def _plant(location: str, version: int, content: bytes, v2: bool = True) -> str:
+    path = os.path.join(location, "_versions", manifest_name(version, v2))
+    Path(path).write_bytes(content)
+    return path
+
+
+def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_directory(
+    managed_ns: IcebergLanceNamespace, server: Any, db: list[str]
+) -> None:
+    mine, victim = [*db, "mine"], [*db, "victim"]
+    location = _create(managed_ns, mine, ["mine"])
+    victim_location = _create(managed_ns, victim, ["VICTIM-1", "VICTIM-2"])
+    victim_staged = stage_manifest(victim_location, 2)
+    victim_final = f"{victim_location}/_versions/{manifest_name(1)}"
+    wrong_version = stage_manifest(location, 3)
+    missing = f"{location}/_versions/{manifest_name(2)}-00000000-0000-0000-0000-000000000000"
+    for path in (
+        victim_staged,  # another table's staged manifest of the right version
+        victim_staged.lstrip("/"),  # as pylance spells paths
+        f"{location}/../{os.path.basename(victim_location)}/_versions/{os.path.basename(victim_staged)}",
+        victim_final,
+        "../../../../etc/passwd",
+        "a",
+        "",
+        "a\x00b",
+        missing,  # the table's own directory, but nothing staged there
+        wrong_version,  # staged, but for another version
+        f"{location}/_versions/{manifest_name(2)}-not-a-uuid",
+    ):
+        with pytest.raises(InvalidInputError):
+            managed_ns.create_table_version({"id": mine, "version": 2, "manifest_path": path})
+        with pytest.raises(InvalidInputError):
+            managed_ns.batch_create_table_versions({"entries": [{"id": mine, "version": 2, "manifest_path": path}]})
+    answer = requests.post(
+        f"{server.uri}/v1/table/{'$'.join(mine)}/version/create",
+        json={"version": 2, "manifest_path": victim_staged.lstrip("/")},
+        timeout=30,
+    )
+    assert (answer.status_code, answer.json()["code"]) == (400, 13), answer.text
+    # nothing changed: each table keeps its versions and rows, the victim's staged manifest stays
+    assert _versions(managed_ns, mine) == [1] and _rows(managed_ns, mine) == ["mine"]
+    assert _versions(managed_ns, victim) == [1] and os.path.exists(victim_staged)
+    count = requests.post(f"{server.uri}/v1/table/{'$'.join(mine)}/count_rows", json={}, timeout=30)
+    assert (count.status_code, count.json()) == (200, 1)
+
+    # what pylance sends (the table's own staged manifest) is taken, and recorded and answered in
+    # the table's own _versions/ as pylance names it; so is any spelling of that directory
+    lance.write_dataset(pa.table({"v": ["more"]}), namespace_client=managed_ns, table_id=mine, mode="append")
+    assert _rows(managed_ns, mine) == ["mine", "more"]
+    own = f"{location.lstrip('/')}/_versions"
+    assert managed_ns.describe_table_version({"id": mine}).version.manifest_path == f"{own}/{manifest_name(2)}"
+    spelled = f"/{location.lstrip('/')}/./_versions/{os.path.basename(stage_manifest(location, 3))}"
+    answered = managed_ns.create_table_version({"id": mine, "version": 3, "manifest_path": spelled})
+    assert answered.version.manifest_path == f"{own}/{manifest_name(3)}"
+    assert [v.manifest_path for v in managed_ns.list_table_versions({"id": mine}).versions][
+        -1
+    ] == answered.version.manifest_path
+
+
+def test_a_manifest_planted_under_the_other_naming_scheme_is_refused_by_name(
+    managed_ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "planted"]
+    location = _create(managed_ns, table_id, [1, 2])
+    planted = _plant(location, 2, b"x", v2=False)  # 2.manifest in a table that names its manifests V2
+    for operation in (
+        lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]}))),
+        lambda: managed_ns.delete_from_table({"id": table_id, "predicate": "v = 1"}),
+        lambda: managed_ns.alter_table_add_columns(
+            {"id": table_id, "new_columns": [{"name": "w", "expression": "v * 2"}]}
+        ),
+        lambda: managed_ns.create_table_scalar_index({"id": table_id, "column": "v", "index_type": "BTREE"}),
+        lambda: managed_ns.restore_table({"id": table_id, "version": 1}),
+    ):
+        with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+            operation()
+    assert managed_ns.count_table_rows({"id": table_id}).count == 2  # reads still answer
+    with pytest.raises(InvalidTableStateError, match=r"remove .*/_versions/2\.manifest"):
+        adopt_versions_written_by_location(managed_ns, table_id)
+    os.remove(planted)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2, 3]
+
+
+def test_a_file_that_is_not_a_manifest_of_the_dataset_is_not_adopted(
+    managed_ns: IcebergLanceNamespace, lance_root: Path, db: list[str]
+) -> None:
+    table_id = [*db, "adopting"]
+    location = _create(managed_ns, table_id, [1, 2])
+    other = str(lance_root / "elsewhere.lance")
+    for values in ([7], [8], [9]):
+        lance.write_dataset(pa.table({"v": values}), other, mode="append")
+    for planted in (
+        b"planted, not a manifest",
+        Path(other, "_versions", manifest_name(2)).read_bytes(),  # another dataset's version 2
+    ):
+        path = _plant(location, 2, planted)
+        with pytest.raises(InvalidTableStateError, match=f"remove {path}"):
+            adopt_versions_written_by_location(managed_ns, table_id)
+        # the same file named directly, as adoption names it through the namespace: refused too
+        with pytest.raises(InvalidTableStateError):
+            managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": path})
+        assert _versions(managed_ns, table_id) == [1]  # nothing recorded
+        os.remove(path)  # the way out the refusal names
+        assert _rows(managed_ns, table_id) == [1, 2]
+    managed_ns.restore_table({"id": table_id, "version": 1})
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    assert _versions(managed_ns, table_id) == [1, 2, 3] and _rows(managed_ns, table_id) == [1, 2, 3]
+
+    # a version a writer by location really committed is still adopted, and opens
+    shutil.rmtree(other)
+    lance.write_dataset(pa.table({"v": [4]}), location, mode="append")
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [4]
+    assert _rows(managed_ns, table_id) == [1, 2, 3, 4]
+
+
+def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table_id = [*db, "raced"]
+    location = _create(managed_ns, table_id, [1])
+    create = managed_ns._versions.create_table_version
+    raced: list[int] = []
+
+    def racing(request: Any) -> Any:  # a writer by location commits between the check and the commit
+        if not raced:
+            raced.append(request.version)
+            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+        return create(request)
+
+    monkeypatch.setattr(managed_ns._versions, "create_table_version", racing)
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert raced == [2] and _versions(managed_ns, table_id) == [1]
+
+
+@pytest.mark.parametrize(
+    ("batch", "step"),
+    [(False, "finalize"), (True, "final_name_free"), (True, "finalize")],
+    ids=["one table", "atomic batch, before its look", "atomic batch, its first table after its look"],
+)
+def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_keeps_it(
+    managed_ns: IcebergLanceNamespace,
+    db: list[str],
+    endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: bool,
+    step: str,
+) -> None:
+    """The version's final manifest name is taken between the catalog's commit and the move into
+    place: the writer's manifest stays as it landed, the catalog's commit is taken back (every table
+    of a batch), and the writer's version is then refused by name until adopted."""
+    table_id, other_id = [*db, "raced"], [*db, "other"]
+    location = _create(managed_ns, table_id, [1])
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # the raced version takes over v1's list
+    _create(managed_ns, other_id, [10])
+    original = getattr(manifests, step)
+    raced: list[str] = []
+
+    def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
+        if place == location and not raced:
+            raced.append(place)
+            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+        return original(place, *args)
+
+    monkeypatch.setattr(manifests, step, racing)
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        if batch:  # the other table goes back too
+            write_together(
+                managed_ns, [(table_id, pa.table({"v": [2]}), "append"), (other_id, pa.table({"v": [11]}), "append")]
+            )
+        else:
+            managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(manifests, step, original)
+    assert raced and sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
+    assert _versions(managed_ns, table_id) == [1, 2] and _versions(managed_ns, other_id) == [1]
+    assert _rows(managed_ns, other_id) == [10]
+    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]  # nothing staged left
+    companion = other_client(endpoint, db[0]).load_table((db[1], "raced"))  # as an Iceberg engine sees it
+    held = {os.path.basename(snapshot.manifest_list) for snapshot in companion.snapshots()}
+    assert companion.current_snapshot().summary["lance.version"] == "2"
+    assert {name for name in os.listdir(f"{location}/metadata") if name.startswith("snap-")} == held
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert _rows(managed_ns, table_id) == [1, 2, 3, 100]
+
+
+def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_every_version(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taken after the batch's look, with the first table's version in place (where writers may
+    already build on it): nothing goes back or is deleted, and the error is a 5xx (the commit landed)."""
+    table_id, other_id = [*db, "raced"], [*db, "other"]
+    location = _create(managed_ns, table_id, [1])
+    _create(managed_ns, other_id, [10])
+    finalize = manifests.finalize
+
+    def racing(place: str, *args: Any) -> Any:
+        if place == location:
+            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+        return finalize(place, *args)
+
+    monkeypatch.setattr(manifests, "finalize", racing)
+    with pytest.raises(InternalError, match="writer by location committed it too"):
+        write_together(
+            managed_ns, [(other_id, pa.table({"v": [11]}), "append"), (table_id, pa.table({"v": [2]}), "append")]
+        )
+    monkeypatch.setattr(manifests, "finalize", finalize)
+    assert _rows(managed_ns, other_id) == [10, 11] and _versions(managed_ns, other_id) == [1, 2]
+    assert sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
+    assert _versions(managed_ns, table_id) == [1, 2]  # and the catalog's, its manifest staged
+
+
+def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_commit_as_it_is(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pylance, opening the table through the namespace between the catalog's commit and the move
+    into place, copies the staged manifest to its final name itself: the same manifest, no race."""
+    table_id = [*db, "read"]
+    location = _create(managed_ns, table_id, [1])
+    finalize = manifests.finalize
+
+    def read_first(place: str, storage_options: Any, version: Any) -> Any:
+        staged = os.path.join(location, "_versions", version.manifest_path.rsplit("/", 1)[-1])
+        shutil.copy(staged, staged.rsplit("-", 5)[0])  # the final name: the staged one without its UUID
+        return finalize(place, storage_options, version)
+
+    monkeypatch.setattr(manifests, "finalize", read_first)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(manifests, "finalize", finalize)
+    assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
+    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    assert _rows(managed_ns, table_id) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        (
+            "Wrapped error: Commit result for version 4 is unknown: the commit may or may not have been applied; "
+            "check the table state before retrying: commit reported a conflict but the manifest at the target "
+            "version could not be read back for verification",
+            ConcurrentModificationError,
+        ),
+        (
+            "Incompatible transaction: This Append transaction is incompatible with concurrent transaction "
+            "Overwrite at version 2.",
+            ConcurrentModificationError,
+        ),
+        (
+            "Retryable commit conflict for version 2: This Overwrite transaction was preempted by concurrent "
+            "transaction Overwrite at version 2. Please retry.",
+            ConcurrentModificationError,
+        ),
+        ('LanceError(IO): does not have sufficient data, len: 1, bytes: b"x"', InvalidTableStateError),
+        ("LanceError(IO): file size is too small", InvalidTableStateError),
+    ],
+)
+def test_pylance_failures_of_a_commit_or_a_manifest_are_conflicts(message: str, error: type[Exception]) -> None:
+    with pytest.raises(error), pylance_failures("insert_into_table"):
+        raise OSError(message)
