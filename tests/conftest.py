@@ -54,6 +54,16 @@ def endpoint(catalog_server: object) -> str:
     return catalog_server.endpoint  # type: ignore[attr-defined,no-any-return]
 
 
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[object]:
+    """A real S3 server (SeaweedFS's ``weed mini``) on loopback for the whole session."""
+    from . import seaweed
+
+    server = seaweed.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def warehouse() -> str:
     """A warehouse of its own for each test, so tests cannot see each other's tables."""

@@ -4,8 +4,12 @@ read and written by pylance; the catalog's metadata by pyiceberg).
 
 A location is local when ``locations.is_local`` says so: a path, or a ``file://`` URI (read as
 ``locations.local_path`` reads it). Local files are handled with the operating system's own
-calls, where a check and a change can be one step (``O_EXCL``, a hard link, a rename over);
-elsewhere through pyarrow's file systems, where they are a look followed by the change.
+calls, where a check and a change can be one step (``O_EXCL``, a hard link, a rename over). On an
+object store, the one file directly under a location (the ownership marker) is read, created and
+replaced through obstore (Lance's own object_store): a create is a conditional put
+(``If-None-Match: *``) and a replace a put on the e-tag it read, each one request the store
+decides, never a look followed by a write. Listings and copies still go through pyarrow's file
+systems.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from urllib.parse import unquote
 
+import obstore
 import pyarrow.fs as pafs
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
+from obstore.store import ObjectStore, from_url
 
 from lance_iceberg_ns.storage.locations import is_local, local_path
 
@@ -38,6 +45,53 @@ _S3_ARGUMENTS = {
     "aws_region": "region",
     "aws_endpoint": "endpoint_override",
 }
+
+
+# Lance storage options that object_store takes as client options; of the rest, those with these
+# prefixes are the store's own configuration (the same names in Lance and in object_store).
+_CLIENT_OPTIONS = frozenset(
+    {
+        "allow_http",
+        "allow_invalid_certificates",
+        "connect_timeout",
+        "timeout",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_url",
+        "user_agent",
+        "http1_only",
+        "http2_only",
+    }
+)
+_STORE_OPTION_PREFIXES = ("aws_", "google_", "azure_")
+
+
+def object_store(location: str, storage_options: Mapping[str, str]) -> tuple[ObjectStore, str]:
+    """An obstore store for the bucket (or container) of ``location``, and the key of ``location``
+    in it, configured with the Lance storage options that object_store knows."""
+    scheme, rest = location.split("://", 1)
+    bucket, _, key = rest.partition("/")
+    config = {k: v for k, v in storage_options.items() if k.startswith(_STORE_OPTION_PREFIXES)}
+    client = {k: v for k, v in storage_options.items() if k in _CLIENT_OPTIONS}
+    store = from_url(f"{scheme}://{bucket}", config=config, client_options=client)  # type: ignore[call-overload]
+    return store, unquote(key).strip("/")
+
+
+def _key_under(key: str, name: str) -> str:
+    return f"{key}/{name}" if key else name
+
+
+_MISSING = (FileNotFoundError, NotFoundError)
+
+
+@contextlib.contextmanager
+def _store_failures() -> Iterator[None]:
+    """The store's other failures (unreachable, refused, no credentials) as ``OSError``, as
+    pyarrow's file systems raise them, so that callers handle one kind."""
+    try:
+        yield
+    except BaseError as exc:
+        raise OSError(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
 
 
 class NotOpened(OSError):
@@ -119,19 +173,19 @@ def read_file(location: str, name: str, storage_options: Mapping[str, str]) -> b
             raise NotOpened(exc.errno, exc.strerror) from exc
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
-    filesystem, path = filesystem_for(location, storage_options)
-    target = _under(path, name)
-    if filesystem.get_file_info(target).type == pafs.FileType.NotFound:
-        return None
-    with filesystem.open_input_stream(target) as stream:
-        return bytes(stream.read())
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        try:
+            return bytes(obstore.get(store, _key_under(key, name)).bytes())
+        except _MISSING:
+            return None
 
 
 def create_file(location: str, name: str, data: bytes, storage_options: Mapping[str, str]) -> bool:
     """Create the file ``name`` under ``location`` (and, on a local disk, the directories to it)
-    only if there is none: False, nothing written, when there is one. On a local disk the check
-    and the write are one step (``O_EXCL``, links not followed); on an object store a look, then
-    the write (of two creates in the same instant, both may succeed)."""
+    only if there is none: False, nothing written, when there is one. The check and the write are
+    one step: ``O_EXCL`` on a local disk (links not followed), a conditional put on an object store
+    (of two creates in the same instant, exactly one succeeds)."""
     if is_local(location):
         os.makedirs(local_path(location), exist_ok=True)
         try:
@@ -142,19 +196,21 @@ def create_file(location: str, name: str, data: bytes, storage_options: Mapping[
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         return True
-    filesystem, path = filesystem_for(location, storage_options)
-    if filesystem.get_file_info(_under(path, name)).type != pafs.FileType.NotFound:
-        return False
-    with filesystem.open_output_stream(_under(path, name)) as stream:
-        stream.write(data)
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        try:
+            obstore.put(store, _key_under(key, name), data, mode="create")
+        except AlreadyExistsError:
+            return False
     return True
 
 
 def replace_file(location: str, name: str, data: bytes, storage_options: Mapping[str, str]) -> bool:
     """Write the file ``name`` under ``location`` over the one there, whole or not at all (a reader
-    meanwhile sees the old bytes or the new). On a local disk only while it is there: False,
-    nothing written, once it or the location is gone (a purge that deleted the location meanwhile
-    must not see it made again)."""
+    meanwhile sees the old bytes or the new), only while it is there: False, nothing written, once
+    it or the location is gone (a purge that deleted the location meanwhile must not see it made
+    again). On an object store the write is a put on the e-tag read just before: a file deleted or
+    replaced in between is not written over."""
     if is_local(location):
         target = _under(local_path(location), name)
         if not os.path.lexists(target):
@@ -167,9 +223,14 @@ def replace_file(location: str, name: str, data: bytes, storage_options: Mapping
             return False
         os.replace(staged, target)
         return True
-    filesystem, path = filesystem_for(location, storage_options)
-    with filesystem.open_output_stream(_under(path, name)) as stream:
-        stream.write(data)
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        target = _key_under(key, name)
+        try:
+            e_tag = obstore.head(store, target)["e_tag"]
+            obstore.put(store, target, data, mode={"e_tag": e_tag})
+        except (*_MISSING, PreconditionError):
+            return False
     return True
 
 
@@ -180,9 +241,10 @@ def delete_file(location: str, name: str, storage_options: Mapping[str, str]) ->
         with contextlib.suppress(FileNotFoundError):
             os.remove(_under(local_path(location), name))
         return
-    filesystem, path = filesystem_for(location, storage_options)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        filesystem.delete_file(_under(path, name))
+    with contextlib.suppress(OSError), _store_failures():
+        store, key = object_store(location, storage_options)
+        with contextlib.suppress(*_MISSING):
+            obstore.delete(store, _key_under(key, name))
 
 
 def holds_below(location: str, name: str, storage_options: Mapping[str, str]) -> bool:

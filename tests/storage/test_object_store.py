@@ -1,0 +1,116 @@
+"""The bridge's own files on a real S3 server (SeaweedFS): a create is one conditional put, a
+replace a put on the e-tag it read, and a location declared by several tables at once has exactly
+one owner, as on a local disk."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import obstore
+import pytest
+from lance_namespace import DeclareTableRequest
+from lance_namespace.errors import LanceNamespaceError
+
+from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.storage import files
+
+from ..seaweed import SeaweedFS
+
+ROUNDS = 20
+RACERS = 8
+
+
+def _race(racers: int, attempt: Callable[[int], Any]) -> list[Any]:
+    """``attempt(i)`` on ``racers`` threads released together; each one's result or exception."""
+    start = threading.Barrier(racers)
+    results: list[Any] = [None] * racers
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            results[index] = attempt(index)
+        except Exception as exc:  # the race's losers: kept for the assertions
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def test_a_create_on_s3_has_exactly_one_winner_and_keeps_its_bytes(seaweedfs: SeaweedFS) -> None:
+    options = seaweedfs.storage_options()
+    for _ in range(ROUNDS):
+        location = f"{seaweedfs.fresh_root()}/t.lance"
+
+        def create(i: int, location: str = location) -> bool:
+            return files.create_file(location, "marker.json", f"racer {i}".encode(), options)
+
+        won = _race(RACERS, create)
+        assert sorted(map(str, won)) == ["False"] * (RACERS - 1) + ["True"], won
+        assert files.read_file(location, "marker.json", options) == f"racer {won.index(True)}".encode()
+
+
+def test_a_replace_on_s3_writes_only_over_the_file_it_read(seaweedfs: SeaweedFS) -> None:
+    options = seaweedfs.storage_options()
+    location = f"{seaweedfs.fresh_root()}/t.lance"
+    assert files.read_file(location, "marker.json", options) is None
+    assert files.replace_file(location, "marker.json", b"over nothing", options) is False
+    assert files.read_file(location, "marker.json", options) is None  # nothing made where nothing was
+    assert files.create_file(location, "marker.json", b"first", options)
+    assert files.replace_file(location, "marker.json", b"second", options)
+    assert files.read_file(location, "marker.json", options) == b"second"
+    files.delete_file(location, "marker.json", options)
+    assert files.replace_file(location, "marker.json", b"after the delete", options) is False
+    assert files.read_file(location, "marker.json", options) is None
+
+
+def test_racing_replaces_on_s3_each_write_whole_bytes(seaweedfs: SeaweedFS) -> None:
+    options = seaweedfs.storage_options()
+    location = f"{seaweedfs.fresh_root()}/t.lance"
+    assert files.create_file(location, "marker.json", b"first", options)
+    written = _race(
+        RACERS, lambda i: files.replace_file(location, "marker.json", f"racer {i}".encode() * 1000, options)
+    )
+    assert all(result in (True, False) for result in written), written
+    final = files.read_file(location, "marker.json", options)
+    assert final in {f"racer {i}".encode() * 1000 for i, result in enumerate(written) if result}
+
+
+@pytest.fixture
+def s3_ns(endpoint: str, seaweedfs: SeaweedFS) -> Iterator[IcebergLanceNamespace]:
+    properties = {"endpoint": endpoint, "root": seaweedfs.fresh_root(), "allowed_locations": seaweedfs.fresh_root()}
+    properties |= {f"storage.{key}": value for key, value in seaweedfs.storage_options().items()}
+    namespace = IcebergLanceNamespace(**properties)
+    yield namespace
+    namespace.close()
+
+
+def test_tables_declared_at_one_s3_location_at_once_have_exactly_one_owner(
+    s3_ns: IcebergLanceNamespace, db: list[str], seaweedfs: SeaweedFS
+) -> None:
+    (shared,) = s3_ns.settings.allowed_locations
+    store = seaweedfs.store()
+    for round_number in range(ROUNDS):
+        location = f"{shared}/shared-{round_number}.lance"
+        names = [f"t{round_number}_{i}_{uuid.uuid4().hex[:4]}" for i in range(RACERS)]
+
+        def declare(i: int, names: list[str] = names, location: str = location) -> object:
+            return s3_ns.declare_table(DeclareTableRequest(id=[*db, names[i]], location=location))
+
+        results = _race(RACERS, declare)
+        winners = [names[i] for i, result in enumerate(results) if not isinstance(result, Exception)]
+        assert len(winners) == 1, results
+        assert all(isinstance(result, LanceNamespaceError) for result in results if isinstance(result, Exception))
+        listed = set(s3_ns.list_tables({"id": db}).tables or [])
+        assert listed & set(names) == set(winners), "a losing declare left its catalog entry"
+        prefix = location.removeprefix(f"s3://{store.config['bucket']}/")  # type: ignore[index]
+        keys = [item["path"] for batch in obstore.list(store, prefix=prefix + "/") for item in batch]
+        assert keys == [f"{prefix}/.lance-iceberg-ns-owner.json"], keys
+        owner = files.read_file(location, ".lance-iceberg-ns-owner.json", seaweedfs.storage_options())
+        assert owner is not None and winners[0].encode() in owner
