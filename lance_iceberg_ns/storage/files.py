@@ -115,23 +115,60 @@ def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[p
     return filesystem, path
 
 
-def move_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
-    """Move ``source`` to ``target`` unless ``target`` exists (False: nothing moved). On a local
-    disk the check and the move are one step (a hard link, as Lance commits there); elsewhere a
-    look just before the move (a store without conditional writes leaves that moment open)."""
-    if filesystem.type_name == "local":
+def move_unless_taken(location: str, source: str, target: str, storage_options: Mapping[str, str]) -> bool:
+    """Move the file ``source`` to ``target`` (both relative to ``location``) unless ``target``
+    exists: False, nothing moved. The check and the move are one step: a hard link on a local disk
+    (as Lance commits there), a conditional put of the bytes on an object store (as Lance commits
+    there too), then the source deleted. A reader never sees the target half written."""
+    return _publish_unless_taken(location, source, target, storage_options, keep_source=False)
+
+
+def copy_unless_taken(location: str, source: str, target: str, storage_options: Mapping[str, str]) -> bool:
+    """Copy the file ``source`` to ``target`` (both relative to ``location``) unless ``target``
+    exists (False: nothing copied), in one step as ``move_unless_taken`` moves."""
+    return _publish_unless_taken(location, source, target, storage_options, keep_source=True)
+
+
+def _publish_unless_taken(
+    location: str, source: str, target: str, storage_options: Mapping[str, str], keep_source: bool
+) -> bool:
+    if is_local(location):
+        base = local_path(location)
+        source_path, target_path = _under(base, source), _under(base, target)
+        if keep_source:  # a copy under a name of its own, then linked into place
+            interim = f"{target_path}.{uuid.uuid4().hex}.copying"
+            shutil.copyfile(source_path, interim)
+            try:
+                return _link_unless_taken(interim, target_path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(interim)
+        moved = _link_unless_taken(source_path, target_path)
+        if moved:
+            os.unlink(source_path)
+        return moved
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        data = bytes(obstore.get(store, _key_under(key, source)).bytes())
         try:
-            os.link(source, target)
-        except FileExistsError:
+            obstore.put(store, _key_under(key, target), data, mode="create")
+        except AlreadyExistsError:
             return False
-        except OSError:  # a file system without hard links: a look, then the move
-            pass
-        else:
-            os.unlink(source)
-            return True
-    if filesystem.get_file_info(target).type != pafs.FileType.NotFound:
+        if not keep_source:
+            with contextlib.suppress(*_MISSING):
+                obstore.delete(store, _key_under(key, source))
+    return True
+
+
+def _link_unless_taken(source: str, target: str) -> bool:
+    try:
+        os.link(source, target)
+    except FileExistsError:
         return False
-    filesystem.move(source, target)
+    except OSError:  # a file system without hard links: a look, then the move
+        if os.path.lexists(target):
+            return False
+        shutil.copyfile(source, target)
     return True
 
 
@@ -142,19 +179,6 @@ def same_contents(filesystem: pafs.FileSystem, first: str, second: str) -> bool:
         return False
     with filesystem.open_input_stream(first) as one, filesystem.open_input_stream(second) as other:
         return bool(one.read() == other.read())
-
-
-def copy_unless_taken(filesystem: pafs.FileSystem, source: str, target: str) -> bool:
-    """Copy ``source`` to ``target`` unless ``target`` exists (False: nothing copied), as
-    ``move_unless_taken`` moves: through a copy under a name of its own, moved into place."""
-    interim = f"{target}.{uuid.uuid4().hex}.copying"
-    filesystem.copy_file(source, interim)
-    try:
-        return move_unless_taken(filesystem, interim, target)
-    finally:
-        with contextlib.suppress(OSError):
-            if filesystem.get_file_info(interim).type != pafs.FileType.NotFound:
-                filesystem.delete_file(interim)
 
 
 # --- one file directly under a location (the ownership marker) -------------------------------------

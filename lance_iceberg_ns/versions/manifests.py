@@ -304,8 +304,11 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
         return version
     filesystem, versions = _directory(location, storage_options)
     staged, final = f"{versions}/{name}", final_manifest_name(name)
-    try:  # a rename where the store has one: a reader never sees a final manifest half written
-        if not files.move_unless_taken(filesystem, staged, f"{versions}/{final}"):
+    try:  # one step: a reader never sees a final manifest half written, a writer's is never replaced
+        moved = files.move_unless_taken(
+            location, f"{VERSIONS_DIRECTORY}/{name}", f"{VERSIONS_DIRECTORY}/{final}", storage_options
+        )
+        if not moved:
             if not files.same_contents(filesystem, staged, f"{versions}/{final}"):
                 raise FinalNameTaken(final)
             filesystem.delete_file(staged)
@@ -343,7 +346,13 @@ def finalize_abandoned(
     if time.time() - staged.mtime.timestamp() < after_seconds:
         return False
     try:
-        if files.copy_unless_taken(filesystem, staged.path, f"{versions}/{final_manifest_name(recorded)}"):
+        name = recorded.rsplit("/", 1)[-1]
+        if files.copy_unless_taken(
+            location,
+            f"{VERSIONS_DIRECTORY}/{name}",
+            f"{VERSIONS_DIRECTORY}/{final_manifest_name(name)}",
+            storage_options,
+        ):
             return True
     except OSError:
         pass

@@ -114,3 +114,49 @@ def test_tables_declared_at_one_s3_location_at_once_have_exactly_one_owner(
         assert keys == [f"{prefix}/.lance-iceberg-ns-owner.json"], keys
         owner = files.read_file(location, ".lance-iceberg-ns-owner.json", seaweedfs.storage_options())
         assert owner is not None and winners[0].encode() in owner
+
+
+def test_a_move_onto_a_name_taken_meanwhile_on_s3_is_refused_and_keeps_the_takers_bytes(
+    seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of a managed commit with a writer by location, held open on purpose: the writer's
+    manifest lands between the bridge's read of its staged manifest and its put. The put is
+    conditional, so the writer's manifest stays and the move is refused."""
+    options = seaweedfs.storage_options()
+    location = f"{seaweedfs.fresh_root()}/t.lance"
+    assert files.create_file(location, "_versions/3.manifest-staged", b"the bridge's version 3", options)
+    read = obstore.get
+
+    def read_then_the_writer_lands(store: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        answer = read(store, path, *args, **kwargs)
+        obstore.put(store, path.replace("3.manifest-staged", "3.manifest"), b"the writer's version 3")
+        return answer
+
+    monkeypatch.setattr(files.obstore, "get", read_then_the_writer_lands)
+    assert files.move_unless_taken(location, "_versions/3.manifest-staged", "_versions/3.manifest", options) is False
+    monkeypatch.undo()
+    assert files.read_file(location, "_versions/3.manifest", options) == b"the writer's version 3"
+    assert files.read_file(location, "_versions/3.manifest-staged", options) == b"the bridge's version 3"
+
+
+def test_a_managed_finalize_on_s3_moves_into_a_free_name_and_refuses_a_taken_one(seaweedfs: SeaweedFS) -> None:
+    from lance_namespace import TableVersion
+
+    from lance_iceberg_ns.versions import manifests
+    from lance_iceberg_ns.versions.refusals import FinalNameTaken
+
+    options = seaweedfs.storage_options()
+    location = f"{seaweedfs.fresh_root()}/t.lance"
+    staged = f"1.manifest-{uuid.uuid4()}"
+    assert files.create_file(location, f"_versions/{staged}", b"version 1", options)
+    done = manifests.finalize(location, options, TableVersion(version=1, manifest_path=f"_versions/{staged}"))
+    assert done.manifest_path == "_versions/1.manifest"
+    assert files.read_file(location, "_versions/1.manifest", options) == b"version 1"
+    assert files.read_file(location, f"_versions/{staged}", options) is None
+
+    staged = f"2.manifest-{uuid.uuid4()}"
+    assert files.create_file(location, f"_versions/{staged}", b"the bridge's version 2", options)
+    assert files.create_file(location, "_versions/2.manifest", b"a writer's version 2", options)
+    with pytest.raises(FinalNameTaken):
+        manifests.finalize(location, options, TableVersion(version=2, manifest_path=f"_versions/{staged}"))
+    assert files.read_file(location, "_versions/2.manifest", options) == b"a writer's version 2"
