@@ -26,7 +26,7 @@ import obstore
 from obstore.store import S3Store
 
 ACCESS_KEY = "seaweed-test-key"
-SECRET_KEY = "seaweed-test-secret"
+SECRET_KEY = "seaweed-test-SECRET"  # the tests look for "SECRET" in every log line
 BUCKET = "lance-tests"
 REGION = "us-east-1"
 START_SECONDS = 60

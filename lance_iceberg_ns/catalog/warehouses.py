@@ -37,6 +37,7 @@ from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog import pyiceberg_internals as internals
 from lance_iceberg_ns.catalog import round_trips
 from lance_iceberg_ns.config.settings import Settings
+from lance_iceberg_ns.config.storage_keys import file_io_properties
 from lance_iceberg_ns.errors.translation import http_status, translated_errors
 
 logger = logging.getLogger(__name__)
@@ -473,8 +474,9 @@ def _credential_dicts(credentials: list[Any]) -> list[dict[str, Any]]:
 
 
 def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:
-    """The pyiceberg properties for one warehouse's catalog."""
-    properties = dict(settings.catalog_properties)
+    """The pyiceberg properties for one warehouse's catalog: its FileIO reaches storage with the
+    ``storage.*`` options unless ``iceberg.*`` says otherwise."""
+    properties = {**file_io_properties(settings.storage_options), **settings.catalog_properties}
     properties.update({"uri": settings.endpoint, "warehouse": warehouse})
     if settings.auth_token:
         properties["token"] = settings.auth_token

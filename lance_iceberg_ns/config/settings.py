@@ -21,7 +21,7 @@ from lance_iceberg_ns.config.properties import (
     integer,
     parse_properties,
 )
-from lance_iceberg_ns.config.storage_keys import shown_to_callers, url_user_info
+from lance_iceberg_ns.config.storage_keys import file_io_properties, shown_to_callers, url_user_info
 
 __all__ = ["ICEBERG_PREFIX", "KNOWN_KEYS", "STORAGE_PREFIX", "Settings", "looks_secret"]
 
@@ -168,6 +168,7 @@ class Settings:
             self.lookup_threads,
             self.oauth2_refresh_margin_seconds,
             sorted(self.catalog_properties.items()),
+            sorted(file_io_properties(self.storage_options).items()),  # the catalog's FileIO reaches storage with them
         ]
         return hashlib.sha256(json.dumps(shaping).encode()).hexdigest()
 

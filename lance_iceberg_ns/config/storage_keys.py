@@ -131,3 +131,34 @@ def lance_storage_options(iceberg_properties: Mapping[str, str]) -> dict[str, st
     if expiries:
         options["expires_at_millis"] = str(min(expiries))
     return options
+
+
+# Lance storage option (and object_store's shorter alias) → pyiceberg FileIO property: the files
+# pyiceberg writes for the bridge (a managed table's manifest lists) reach the same store, with the
+# same settings, as the Lance data.
+LANCE_TO_ICEBERG = {
+    "aws_access_key_id": "s3.access-key-id",
+    "access_key_id": "s3.access-key-id",
+    "aws_secret_access_key": "s3.secret-access-key",
+    "secret_access_key": "s3.secret-access-key",
+    "aws_session_token": "s3.session-token",
+    "session_token": "s3.session-token",
+    "aws_endpoint": "s3.endpoint",
+    "endpoint": "s3.endpoint",
+    "aws_region": "s3.region",
+    "region": "s3.region",
+    "google_storage_token": "gcs.oauth2.token",
+    "google_project_id": "gcs.project-id",
+}
+
+
+def file_io_properties(storage_options: Mapping[str, str]) -> dict[str, str]:
+    """pyiceberg FileIO properties for the bridge's ``storage.*`` options, so that one
+    configuration reaches every file the bridge writes (``iceberg.*`` given explicitly wins)."""
+    properties = {LANCE_TO_ICEBERG[key]: value for key, value in storage_options.items() if key in LANCE_TO_ICEBERG}
+    if str(storage_options.get("aws_virtual_hosted_style_request", "")).lower() == "false" or properties.get(
+        "s3.endpoint"
+    ):
+        # an endpoint of one's own (MinIO, SeaweedFS, a proxy) is addressed by path, as Lance does
+        properties["s3.path-style-access"] = "true"
+    return properties

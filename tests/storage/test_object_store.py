@@ -160,3 +160,24 @@ def test_a_managed_finalize_on_s3_moves_into_a_free_name_and_refuses_a_taken_one
     with pytest.raises(FinalNameTaken):
         manifests.finalize(location, options, TableVersion(version=2, manifest_path=f"_versions/{staged}"))
     assert files.read_file(location, "_versions/2.manifest", options) == b"a writer's version 2"
+
+
+def test_a_managed_table_configured_with_storage_options_only_works_on_s3(
+    endpoint: str, seaweedfs: SeaweedFS, db: list[str]
+) -> None:
+    """pyiceberg writes a managed table's manifest lists itself: it reaches the store with the same
+    ``storage.*`` options as Lance, with no ``iceberg.s3.*`` repeated."""
+    import lance
+    import pyarrow as pa
+
+    properties = {"endpoint": endpoint, "root": seaweedfs.fresh_root(), "table_version_management": "true"}
+    properties |= {f"storage.{key}": value for key, value in seaweedfs.storage_options().items()}
+    with IcebergLanceNamespace(**properties) as ns:
+        table_id = [*db, "managed"]
+        lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
+        lance.write_dataset(pa.table({"id": [4]}), namespace_client=ns, table_id=table_id, mode="append")
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
+        versions = ns.list_table_versions({"id": table_id}).versions
+        assert [version.version for version in versions] == [1, 2]
+        location = ns.describe_table({"id": table_id}).location
+        assert location is not None and location.startswith(properties["root"])
