@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,7 +25,14 @@ from urllib.parse import unquote
 
 import obstore
 import pyarrow.fs as pafs
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    GenericError,
+    NotFoundError,
+    PreconditionError,
+    UnknownConfigurationKeyError,
+)
 from obstore.store import ObjectStore, from_url
 
 from lance_iceberg_ns.storage.locations import is_local, local_path
@@ -47,8 +55,8 @@ _S3_ARGUMENTS = {
 }
 
 
-# Lance storage options that object_store takes as client options; of the rest, those with these
-# prefixes are the store's own configuration (the same names in Lance and in object_store).
+# Lance storage options that object_store takes as client options; the rest are the store's own
+# configuration (the same names in Lance and in object_store), but for Lance's own bookkeeping.
 _CLIENT_OPTIONS = frozenset(
     {
         "allow_http",
@@ -63,18 +71,35 @@ _CLIENT_OPTIONS = frozenset(
         "http2_only",
     }
 )
-_STORE_OPTION_PREFIXES = ("aws_", "google_", "azure_")
+_LANCE_ONLY_OPTIONS = frozenset({"expires_at_millis"})
+_UNKNOWN_KEY = re.compile(r"Configuration key: '([^']+)' is not valid")
+_DUPLICATE_KEY = re.compile(r"Duplicate key (\S+) provided")
 
 
 def object_store(location: str, storage_options: Mapping[str, str]) -> tuple[ObjectStore, str]:
     """An obstore store for the bucket (or container) of ``location``, and the key of ``location``
-    in it, configured with the Lance storage options that object_store knows."""
+    in it, configured with the Lance storage options; an option the store does not know is left
+    out, as Lance leaves it out."""
     scheme, rest = location.split("://", 1)
     bucket, _, key = rest.partition("/")
-    config = {k: v for k, v in storage_options.items() if k.startswith(_STORE_OPTION_PREFIXES)}
     client = {k: v for k, v in storage_options.items() if k in _CLIENT_OPTIONS}
-    store = from_url(f"{scheme}://{bucket}", config=config, client_options=client)  # type: ignore[call-overload]
-    return store, unquote(key).strip("/")
+    config = {k: v for k, v in storage_options.items() if k not in _CLIENT_OPTIONS | _LANCE_ONLY_OPTIONS}
+    for _ in range(len(config) + 1):
+        try:
+            store = from_url(f"{scheme}://{bucket}", config=config, client_options=client)  # type: ignore[call-overload]
+            return store, unquote(key).strip("/")
+        except UnknownConfigurationKeyError as exc:
+            unknown = _UNKNOWN_KEY.search(str(exc))
+            if unknown is None or unknown[1] not in config:
+                raise
+            config.pop(unknown[1])
+        except GenericError as exc:  # a key given twice, by its name and its alias (aws_region, region)
+            duplicate = _DUPLICATE_KEY.search(str(exc))
+            aliases = [k for k in config if duplicate and k != duplicate[1] and duplicate[1].endswith(k)]
+            if not aliases:
+                raise
+            config.pop(aliases[0])
+    raise AssertionError("every unknown option was left out")  # the loop returns or raises first
 
 
 def _key_under(key: str, name: str) -> str:

@@ -181,3 +181,22 @@ def test_a_managed_table_configured_with_storage_options_only_works_on_s3(
         assert [version.version for version in versions] == [1, 2]
         location = ns.describe_table({"id": table_id}).location
         assert location is not None and location.startswith(properties["root"])
+
+
+def test_the_store_takes_lance_option_names_and_leaves_out_what_it_does_not_know() -> None:
+    """Lance's storage options configure the store as they configure Lance: client options apart,
+    an alias given beside its name taken once, an option of another store or of Lance alone left
+    out (as Lance leaves it out), never an error."""
+    options = {
+        "aws_region": "eu-1",
+        "region": "eu-1",
+        "aws_endpoint": "http://127.0.0.1:9",
+        "allow_http": "true",
+        "expires_at_millis": "1",
+        "google_bucket": "elsewhere",
+        "aws_no_such_option": "1",
+    }
+    store, key = files.object_store("s3://bucket/some%20table/t.lance", options)
+    assert key == "some table/t.lance"  # keys as Lance decodes the URI
+    assert store.config == {"bucket": "bucket", "endpoint": "http://127.0.0.1:9", "region": "eu-1"}
+    assert store.client_options == {"allow_http": "true"}
