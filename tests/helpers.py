@@ -9,8 +9,9 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -184,3 +185,23 @@ class CommandLine:
         done = self(*arguments, "--json")
         assert done.returncode == code, done.stderr
         return json.loads(done.stdout)
+
+
+def together(count: int, action: Callable[[int], object]) -> list[object]:
+    """Run ``action(i)`` in ``count`` threads released at once; each result or exception."""
+    barrier = threading.Barrier(count)
+    outcomes: list[object] = [None] * count
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[index] = action(index)
+        except Exception as exc:  # noqa: BLE001 - the outcome to check
+            outcomes[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return outcomes

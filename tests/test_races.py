@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import lance
 import lance.namespace
@@ -21,33 +20,13 @@ from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import serve_in_background
-from tests.helpers import ipc
-
-
-def _together(count: int, action: Callable[[int], object]) -> list[object]:
-    """Run ``action(i)`` in ``count`` threads released at once; each result or exception."""
-    barrier = threading.Barrier(count)
-    outcomes: list[object] = [None] * count
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            outcomes[index] = action(index)
-        except Exception as exc:  # noqa: BLE001 - the outcome to check
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    return outcomes
+from tests.helpers import ipc, together
 
 
 def test_32_threads_declaring_one_table_have_exactly_one_winner(ns: IcebergLanceNamespace, db: list[str]) -> None:
     for round_ in range(3):
         table_id = [*db, f"contested{round_}"]
-        outcomes = _together(32, lambda _i, table_id=table_id: ns.declare_table({"id": table_id}))
+        outcomes = together(32, lambda _i, table_id=table_id: ns.declare_table({"id": table_id}))
         winners = [o for o in outcomes if not isinstance(o, Exception)]
         losers = [o for o in outcomes if isinstance(o, Exception)]
         assert len(winners) == 1, outcomes
@@ -94,7 +73,7 @@ def test_listing_never_shows_a_half_made_or_dropped_table(ns: IcebergLanceNamesp
     listers = [threading.Thread(target=lister) for _ in range(2)]
     for thread in listers:
         thread.start()
-    failures = [outcome for outcome in _together(4, writer) if isinstance(outcome, Exception)]
+    failures = [outcome for outcome in together(4, writer) if isinstance(outcome, Exception)]
     stop.set()
     for thread in listers:
         thread.join(60)
@@ -122,7 +101,7 @@ def test_purge_and_undrop_race_on_many_tables_at_once(ns: IcebergLanceNamespace,
             table_id = tables[index // 2]
             return ns.purge_table(table_id) if index % 2 == 0 else ns.undrop_table(table_id)
 
-        outcomes = _together(16, contender)
+        outcomes = together(16, contender)
         for position, table_id in enumerate(tables):
             purged, undropped = outcomes[2 * position], outcomes[2 * position + 1]
             purge_won, undrop_won = purged == 1, not isinstance(undropped, Exception)
@@ -149,7 +128,7 @@ def _first_writes_together(client: object, db: list[str], name: str, merges: int
             return client.merge_insert_into_table(merge, rows)  # type: ignore[attr-defined]
         return client.insert_into_table(InsertIntoTableRequest(id=table_id), rows)  # type: ignore[attr-defined]
 
-    outcomes = _together(writers, write)
+    outcomes = together(writers, write)
     assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
     counted = client.count_table_rows(CountTableRowsRequest(id=table_id))  # type: ignore[attr-defined]
     assert getattr(counted, "count", counted) == writers * 100  # a response in process, a number from the server

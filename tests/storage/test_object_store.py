@@ -4,9 +4,8 @@ one owner, as on a local disk."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import obstore
@@ -17,30 +16,11 @@ from lance_namespace.errors import LanceNamespaceError
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.storage import files
 
+from ..helpers import together
 from ..seaweed import SeaweedFS
 
 ROUNDS = 20
 RACERS = 8
-
-
-def _race(racers: int, attempt: Callable[[int], Any]) -> list[Any]:
-    """``attempt(i)`` on ``racers`` threads released together; each one's result or exception."""
-    start = threading.Barrier(racers)
-    results: list[Any] = [None] * racers
-
-    def run(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = attempt(index)
-        except Exception as exc:  # the race's losers: kept for the assertions
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
 
 
 def test_a_create_on_s3_has_exactly_one_winner_and_keeps_its_bytes(seaweedfs: SeaweedFS) -> None:
@@ -51,7 +31,7 @@ def test_a_create_on_s3_has_exactly_one_winner_and_keeps_its_bytes(seaweedfs: Se
         def create(i: int, location: str = location) -> bool:
             return files.create_file(location, "marker.json", f"racer {i}".encode(), options)
 
-        won = _race(RACERS, create)
+        won = together(RACERS, create)
         assert sorted(map(str, won)) == ["False"] * (RACERS - 1) + ["True"], won
         assert files.read_file(location, "marker.json", options) == f"racer {won.index(True)}".encode()
 
@@ -74,7 +54,7 @@ def test_racing_replaces_on_s3_each_write_whole_bytes(seaweedfs: SeaweedFS) -> N
     options = seaweedfs.storage_options()
     location = f"{seaweedfs.fresh_root()}/t.lance"
     assert files.create_file(location, "marker.json", b"first", options)
-    written = _race(
+    written = together(
         RACERS, lambda i: files.replace_file(location, "marker.json", f"racer {i}".encode() * 1000, options)
     )
     assert all(result in (True, False) for result in written), written
@@ -103,7 +83,7 @@ def test_tables_declared_at_one_s3_location_at_once_have_exactly_one_owner(
         def declare(i: int, names: list[str] = names, location: str = location) -> object:
             return s3_ns.declare_table(DeclareTableRequest(id=[*db, names[i]], location=location))
 
-        results = _race(RACERS, declare)
+        results = together(RACERS, declare)
         winners = [names[i] for i, result in enumerate(results) if not isinstance(result, Exception)]
         assert len(winners) == 1, results
         assert all(isinstance(result, LanceNamespaceError) for result in results if isinstance(result, Exception))
