@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
@@ -471,6 +472,15 @@ def _summary_from_load_table_json(body: bytes) -> TableSummary:
 def _credential_dicts(credentials: list[Any]) -> list[dict[str, Any]]:
     """pyiceberg's ``StorageCredential`` models as the prefix/config mappings ``credentials`` reads."""
     return [{"prefix": credential.prefix, "config": dict(credential.config)} for credential in credentials]
+
+
+def answered_io_properties(io_properties: Mapping[str, Any], settings: Settings, warehouse: str) -> dict[str, str]:
+    """Of a table's FileIO properties, what the catalog answered (its config and vended
+    credentials): pyiceberg merges them over the catalog's own properties, which hold the
+    bridge's configuration (its ``storage.*`` secrets among them) and are never the catalog's to
+    hand on."""
+    own = catalog_properties(settings, warehouse)
+    return {str(k): str(v) for k, v in io_properties.items() if own.get(k) != v}
 
 
 def catalog_properties(settings: Settings, warehouse: str) -> dict[str, str]:

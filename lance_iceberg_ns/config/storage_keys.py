@@ -156,9 +156,8 @@ def file_io_properties(storage_options: Mapping[str, str]) -> dict[str, str]:
     """pyiceberg FileIO properties for the bridge's ``storage.*`` options, so that one
     configuration reaches every file the bridge writes (``iceberg.*`` given explicitly wins)."""
     properties = {LANCE_TO_ICEBERG[key]: value for key, value in storage_options.items() if key in LANCE_TO_ICEBERG}
-    if str(storage_options.get("aws_virtual_hosted_style_request", "")).lower() == "false" or properties.get(
-        "s3.endpoint"
-    ):
+    virtual_hosted = str(storage_options.get("aws_virtual_hosted_style_request", "")).lower()
+    if virtual_hosted == "false" or (properties.get("s3.endpoint") and virtual_hosted != "true"):
         # an endpoint of one's own (MinIO, SeaweedFS, a proxy) is addressed by path, as Lance does
         properties["s3.path-style-access"] = "true"
     return properties

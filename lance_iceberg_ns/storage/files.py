@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
 from urllib.parse import unquote
 
 import obstore
@@ -71,35 +74,73 @@ _CLIENT_OPTIONS = frozenset(
         "http2_only",
     }
 )
-_LANCE_ONLY_OPTIONS = frozenset({"expires_at_millis"})
-_UNKNOWN_KEY = re.compile(r"Configuration key: '([^']+)' is not valid")
-_DUPLICATE_KEY = re.compile(r"Duplicate key (\S+) provided")
+_LANCE_ONLY_OPTIONS = frozenset({"expires_at_millis", "client_max_retries", "client_retry_timeout"})
+DEFAULT_MAX_RETRIES = 3  # as Lance's client_max_retries: an unreachable store fails in seconds
+DEFAULT_RETRY_TIMEOUT_SECONDS = 30.0
 
 
 def object_store(location: str, storage_options: Mapping[str, str]) -> tuple[ObjectStore, str]:
     """An obstore store for the bucket (or container) of ``location``, and the key of ``location``
-    in it, configured with the Lance storage options; an option the store does not know is left
-    out, as Lance leaves it out."""
+    in it, configured with the Lance storage options as Lance reads them: an option the store
+    does not know is left out, an alias given beside its name is taken once, Lance's retry options
+    bound the retries, and an S3 store without keys finds them as boto3 does (profiles, SSO)."""
     scheme, rest = location.split("://", 1)
     bucket, _, key = rest.partition("/")
     client = {k: v for k, v in storage_options.items() if k in _CLIENT_OPTIONS}
     config = {k: v for k, v in storage_options.items() if k not in _CLIENT_OPTIONS | _LANCE_ONLY_OPTIONS}
+    retry = {
+        "max_retries": int(storage_options.get("client_max_retries") or DEFAULT_MAX_RETRIES),
+        "retry_timeout": timedelta(
+            seconds=float(storage_options.get("client_retry_timeout") or DEFAULT_RETRY_TIMEOUT_SECONDS)
+        ),
+    }
+    extra: dict[str, Any] = {}
+    keys_given = {_plain_option(name) for name in config} & {"access_key_id", "skip_signature"}
+    if scheme in ("s3", "s3a") and not keys_given and not os.environ.get("AWS_ACCESS_KEY_ID"):
+        extra["credential_provider"] = _boto3_credentials()
     for _ in range(len(config) + 1):
         try:
-            store = from_url(f"{scheme}://{bucket}", config=config, client_options=client)  # type: ignore[call-overload]
+            store = from_url(  # type: ignore[call-overload]
+                f"{scheme}://{bucket}", config=config, client_options=client, retry_config=retry, **extra
+            )
             return store, unquote(key).strip("/")
-        except UnknownConfigurationKeyError as exc:
+        except UnknownConfigurationKeyError as exc:  # another store's option, or Lance's alone
             unknown = _UNKNOWN_KEY.search(str(exc))
             if unknown is None or unknown[1] not in config:
                 raise
             config.pop(unknown[1])
-        except GenericError as exc:  # a key given twice, by its name and its alias (aws_region, region)
+        except GenericError as exc:  # an option given by its name and by an alias
             duplicate = _DUPLICATE_KEY.search(str(exc))
-            aliases = [k for k in config if duplicate and k != duplicate[1] and duplicate[1].endswith(k)]
-            if not aliases:
+            twins = [k for k in config if duplicate and _plain_option(k) == _plain_option(duplicate[1])]
+            if len(twins) < 2:
                 raise
-            config.pop(aliases[0])
-    raise AssertionError("every unknown option was left out")  # the loop returns or raises first
+            config.pop(twins[-1])
+    raise AssertionError("unreachable: every pass drops an option or returns")
+
+
+_UNKNOWN_KEY = re.compile(r"Configuration key: '([^']+)' is not valid")
+_DUPLICATE_KEY = re.compile(r"Duplicate key (\S+) provided")
+
+
+def _plain_option(name: str) -> str:
+    """An option's name without its store prefix or ``_url`` (``aws_endpoint_url`` is ``endpoint``)."""
+    for prefix in ("aws_", "google_", "azure_storage_", "azure_"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    return name.removesuffix("_url")
+
+
+@functools.lru_cache(maxsize=1)
+def _boto3_credentials() -> Any:
+    """boto3's credential chain (profiles, SSO, containers), as Lance finds credentials; None
+    without boto3, and obstore then reads the environment and the instance's metadata."""
+    try:
+        from obstore.auth.boto3 import Boto3CredentialProvider
+
+        return Boto3CredentialProvider()
+    except (ImportError, ValueError):  # no boto3, or no credentials it can find
+        return None
 
 
 def _key_under(key: str, name: str) -> str:
@@ -116,7 +157,8 @@ def _store_failures() -> Iterator[None]:
     try:
         yield
     except BaseError as exc:
-        raise OSError(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+        # the first line only, and not the error itself as the cause: its debug text shows the request
+        raise OSError(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
 
 
 class NotOpened(OSError):
@@ -190,10 +232,12 @@ def _link_unless_taken(source: str, target: str) -> bool:
         os.link(source, target)
     except FileExistsError:
         return False
-    except OSError:  # a file system without hard links: a look, then the move
+    except OSError:  # a file system without hard links: a look, then a copy renamed into place
         if os.path.lexists(target):
             return False
-        shutil.copyfile(source, target)
+        interim = f"{target}.{uuid.uuid4().hex}.copying"
+        shutil.copyfile(source, interim)
+        os.replace(interim, target)
     return True
 
 
@@ -276,8 +320,10 @@ def replace_file(location: str, name: str, data: bytes, storage_options: Mapping
         store, key = object_store(location, storage_options)
         target = _key_under(key, name)
         try:
-            e_tag = obstore.head(store, target)["e_tag"]
-            obstore.put(store, target, data, mode={"e_tag": e_tag})
+            seen = obstore.head(store, target)
+            # the e-tag for S3 and Azure, the generation (version) for GCS
+            update = {"e_tag": seen["e_tag"], **({"version": seen["version"]} if seen["version"] else {})}
+            obstore.put(store, target, data, mode=update)  # type: ignore[arg-type]
         except (*_MISSING, PreconditionError):
             return False
     return True

@@ -30,7 +30,7 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
 from lance_iceberg_ns.catalog.companions import Companions, Protected, shown, stored_properties
-from lance_iceberg_ns.catalog.warehouses import TableSummary
+from lance_iceberg_ns.catalog.warehouses import TableSummary, answered_io_properties
 from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import ResolvedTable, datasets, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
@@ -129,8 +129,10 @@ class Tables:
         self.datasets.forget_table(table.parts)  # the name's next read asks the catalog
         vended = None
         if request.vend_credentials or self.settings.vend_credentials:
-            # pyiceberg has merged the answer's config and best-matching storage credential
-            vended = lance_storage_options(dict(created.io.properties))
+            # pyiceberg has merged the answer's config and best-matching storage credential over
+            # the catalog's own properties: only the answer's are the catalog's to hand on
+            answered = answered_io_properties(created.io.properties, self.settings, table.warehouse)
+            vended = lance_storage_options(answered)
         return DeclareTableResponse(
             location=created.metadata.location,
             properties=shown(created.metadata.properties),

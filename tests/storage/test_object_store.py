@@ -180,3 +180,21 @@ def test_the_store_takes_lance_option_names_and_leaves_out_what_it_does_not_know
     assert key == "some table/t.lance"  # keys as Lance decodes the URI
     assert store.config == {"bucket": "bucket", "endpoint": "http://127.0.0.1:9", "region": "eu-1"}
     assert store.client_options == {"allow_http": "true"}
+
+
+def test_a_declare_asking_for_vended_credentials_never_hands_on_the_bridges_static_secrets(
+    endpoint: str, seaweedfs: SeaweedFS, db: list[str]
+) -> None:
+    """The catalog vends nothing here: the answer holds the static options callers may see, and
+    none of the bridge's secrets, though pyiceberg's FileIO carries them for the bridge's own
+    writes."""
+    properties = {"endpoint": endpoint, "root": seaweedfs.fresh_root(), "share_static_credentials": "false"}
+    properties |= {f"storage.{key}": value for key, value in seaweedfs.storage_options().items()}
+    with IcebergLanceNamespace(**properties) as ns:
+        for asked in (True, False):
+            declared = ns.declare_table(DeclareTableRequest(id=[*db, f"t_{asked}"], vend_credentials=asked))
+            answered = declared.storage_options or {}
+            assert "aws_secret_access_key" not in answered and "aws_access_key_id" not in answered, answered
+            assert "SECRET" not in repr(answered)
+            described = ns.describe_table({"id": [*db, f"t_{asked}"], "vend_credentials": asked})
+            assert "aws_secret_access_key" not in (described.storage_options or {})
