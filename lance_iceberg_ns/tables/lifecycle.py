@@ -29,8 +29,9 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
+from lance_iceberg_ns.catalog.client_properties import answered_io_properties
 from lance_iceberg_ns.catalog.companions import Companions, Protected, shown, stored_properties
-from lance_iceberg_ns.catalog.warehouses import TableSummary, answered_io_properties
+from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import ResolvedTable, datasets, ipc, writes
 from lance_iceberg_ns.data.opening import OpenDatasets
