@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,8 +188,9 @@ class CommandLine:
         return json.loads(done.stdout)
 
 
-def together(count: int, action: Callable[[int], object]) -> list[object]:
-    """Run ``action(i)`` in ``count`` threads released at once; each result or exception."""
+def together(count: int, action: Callable[[int], object], timeout: float = 300) -> list[object]:
+    """Run ``action(i)`` in ``count`` threads released at once; each result or exception. Fails
+    when a thread is still running after ``timeout`` seconds (its outcome would be unknown)."""
     barrier = threading.Barrier(count)
     outcomes: list[object] = [None] * count
 
@@ -199,9 +201,19 @@ def together(count: int, action: Callable[[int], object]) -> list[object]:
         except Exception as exc:  # noqa: BLE001 - the outcome to check
             outcomes[index] = exc
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + timeout
     for thread in threads:
-        thread.join(120)
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), f"a thread ran past {timeout} s"
+    return outcomes
+
+
+def all_succeed(count: int, action: Callable[[int], object], timeout: float = 300) -> list[object]:
+    """``together``, asserting that no thread raised; the results."""
+    outcomes = together(count, action, timeout)
+    failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert not failures, failures
     return outcomes

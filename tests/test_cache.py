@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, ManagedState
 from lance_iceberg_ns.identifiers import parse_table_id
+
+from .helpers import all_succeed
 
 
 class Clock:
@@ -84,24 +84,17 @@ def test_capacity_must_be_positive() -> None:
 
 def test_threads_keeping_and_reading_at_once_never_exceed_the_capacity() -> None:
     cache: RecentlyUsed[int, int] = RecentlyUsed(50)
-    failures: list[BaseException] = []
 
-    def work(offset: int) -> None:
-        try:
-            for number in range(2000):
-                cache.keep(offset + number % 80, number)
-                cache.get(offset + (number * 7) % 80)
-                if number % 97 == 0:
-                    cache.forget_where(lambda key, value: key % 5 == 0)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failures.append(exc)
+    def work(index: int) -> None:
+        offset = index * 40
+        for number in range(2000):
+            cache.keep(offset + number % 80, number)
+            cache.get(offset + (number * 7) % 80)
+            if number % 97 == 0:
+                cache.forget_where(lambda key, value: key % 5 == 0)
 
-    threads = [threading.Thread(target=work, args=(offset,)) for offset in (0, 40, 80, 120)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == [] and len(cache) <= 50
+    all_succeed(4, work)
+    assert len(cache) <= 50
 
 
 def test_managed_state_answers_own_commits_only_while_the_commit_cache_allows() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from lance_namespace.errors import TableAlreadyExistsError
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
 
 from ..conftest import RequestCounter
-from ..helpers import create_plain_iceberg_table, other_client
+from ..helpers import create_plain_iceberg_table, other_client, together
 
 
 def _list_all(ns: IcebergLanceNamespace, db: list[str], limit: int | None = None) -> tuple[list[str], int]:
@@ -119,25 +118,11 @@ def test_a_new_namespace_object_reuses_what_the_process_learnt(
 def test_sixteen_threads_declaring_the_same_table_yield_exactly_one_success(
     ns: IcebergLanceNamespace, db: list[str]
 ) -> None:
-    barrier = threading.Barrier(16)
-    outcomes: list[object] = []
-    lock = threading.Lock()
+    def declare(_: int) -> str:
+        ns.declare_table(DeclareTableRequest(id=[*db, "contended"]))
+        return "ok"
 
-    def declare() -> None:
-        barrier.wait()
-        try:
-            ns.declare_table(DeclareTableRequest(id=[*db, "contended"]))
-            result: object = "ok"
-        except Exception as exc:  # recorded and checked below
-            result = exc
-        with lock:
-            outcomes.append(result)
-
-    threads = [threading.Thread(target=declare) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    outcomes = together(16, declare, timeout=60)
     assert outcomes.count("ok") == 1, outcomes
     failures = [o for o in outcomes if o != "ok"]
     assert len(failures) == 15

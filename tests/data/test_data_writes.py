@@ -5,7 +5,6 @@ and schema evolution, in process and through the REST server, checked against th
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from lance_iceberg_ns.server import RunningServer
 from lance_iceberg_ns.versions.manifests import version_of_manifest
 from lance_iceberg_ns.versions.snapshots import VERSION_KEY
 
-from ..helpers import create_plain_iceberg_table, files_under, ipc
+from ..helpers import all_succeed, create_plain_iceberg_table, files_under, ipc
 
 ROWS = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]})
 
@@ -492,34 +491,25 @@ def test_four_threads_writing_a_managed_table_leave_dense_versions_and_every_row
 ) -> None:
     table_id = [*db, "m"]
     managed_ns.create_table(ln.CreateTableRequest(id=table_id), ipc(pa.table({"id": [0], "v": ["seed"]})))
-    errors: list[BaseException] = []
 
     def work(worker: int) -> None:
-        try:
-            for round_ in range(2):
-                key = worker * 100 + round_ + 1
-                managed_ns.insert_into_table(
-                    ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"id": [key], "v": ["i"]}))
-                )
-                managed_ns.merge_insert_into_table(
-                    ln.MergeInsertIntoTableRequest(
-                        id=table_id, on=["id"], when_matched_update_all=True, when_not_matched_insert_all=True
-                    ),
-                    ipc(pa.table({"id": [key, key + 50], "v": ["m", "m"]})),
-                )
-                managed_ns.update_table(
-                    ln.UpdateTableRequest(id=table_id, predicate=f"id = {key + 50}", updates=[["v", "'u'"]])
-                )
-                managed_ns.delete_from_table(ln.DeleteFromTableRequest(id=table_id, predicate=f"id = {key}"))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for round_ in range(2):
+            key = worker * 100 + round_ + 1
+            managed_ns.insert_into_table(
+                ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"id": [key], "v": ["i"]}))
+            )
+            managed_ns.merge_insert_into_table(
+                ln.MergeInsertIntoTableRequest(
+                    id=table_id, on=["id"], when_matched_update_all=True, when_not_matched_insert_all=True
+                ),
+                ipc(pa.table({"id": [key, key + 50], "v": ["m", "m"]})),
+            )
+            managed_ns.update_table(
+                ln.UpdateTableRequest(id=table_id, predicate=f"id = {key + 50}", updates=[["v", "'u'"]])
+            )
+            managed_ns.delete_from_table(ln.DeleteFromTableRequest(id=table_id, predicate=f"id = {key}"))
 
-    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not errors, errors
+    all_succeed(4, work)
     expected = [(0, "seed")] + sorted((w * 100 + r + 51, "u") for w in range(4) for r in range(2))
     assert rows(managed_ns, table_id) == expected  # every operation landed exactly once
     location = managed_ns.describe_table(ln.DescribeTableRequest(id=table_id)).location

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
 from lance_iceberg_ns.tables.tombstones import Tombstone
 
 from ..conftest import RequestCounter
-from ..helpers import other_client
+from ..helpers import other_client, together
 from ..helpers import write_values as _write
 
 
@@ -171,23 +171,9 @@ def test_soft_deleted_tables_cost_listings_nothing(
     assert request_counter.count == 2 + 5
 
 
-def _race(first: object, second: object) -> list[object]:
-    barrier = threading.Barrier(2)
-    outcomes: list[object] = [None, None]
-
-    def run(index: int, action: object) -> None:
-        barrier.wait()
-        try:
-            outcomes[index] = action()  # type: ignore[operator]
-        except Exception as exc:  # the loser's clean failure, checked by the caller
-            outcomes[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate((first, second))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return outcomes
+def _race(first: Callable[[], object], second: Callable[[], object]) -> list[object]:
+    """The two actions started at once; each one's result, or its (the loser's) failure."""
+    return together(2, lambda index: (first, second)[index](), timeout=60)
 
 
 ITERATIONS = 200

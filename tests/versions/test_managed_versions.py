@@ -34,7 +34,7 @@ from lance_iceberg_ns.versions import snapshots
 from lance_iceberg_ns.versions.manifests import manifest_name, version_of_manifest
 from lance_iceberg_ns.versions.snapshots import MANIFEST_KEY, VERSION_KEY
 
-from ..helpers import ipc, other_client, stage_manifest
+from ..helpers import all_succeed, ipc, other_client, stage_manifest
 
 
 @pytest.fixture
@@ -119,22 +119,13 @@ def test_eight_threads_append_exactly_once_with_dense_versions(
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
-    errors: list[BaseException] = []
 
     def append(worker: int) -> None:
-        try:
-            for round_ in range(3):
-                data = pa.table({"id": [worker * 100 + round_ + 1]})
-                lance.write_dataset(data, namespace_client=managed_ns, table_id=table_id, mode="append")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for round_ in range(3):
+            data = pa.table({"id": [worker * 100 + round_ + 1]})
+            lance.write_dataset(data, namespace_client=managed_ns, table_id=table_id, mode="append")
 
-    threads = [threading.Thread(target=append, args=(worker,)) for worker in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not errors, errors
+    all_succeed(8, append)
     ids = lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist()
     expected = [0] + [w * 100 + r + 1 for w in range(8) for r in range(3)]
     assert sorted(ids) == sorted(expected)  # every append once
