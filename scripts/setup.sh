@@ -14,6 +14,8 @@ command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 # Apache HttpClient 5, for Iceberg's REST client in Spark (lance_iceberg_ns.testing.build.spark_rest_client_jars)
 [ -f /usr/share/java/httpclient5.jar ] || need_apt+=(libhttpclient5-java)
 [ -f /usr/share/java/httpcore5-h2.jar ] || need_apt+=(libhttpcore5-java)
+# Node, for the tests' Azure emulator (below)
+[ "$extras" != dev ] || command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
@@ -31,3 +33,10 @@ fi
 PYTHONWARNINGS="ignore:Editable installation" "$venv/bin/python" -m pip install -q -e ".[${extras}]" 2>&1 \
   | grep -v "^WARNING: Location" || true
 "$venv/bin/python" -c "import lance_iceberg_ns" # fails loudly if the install did not work
+
+# The tests' Azure Blob storage: Azurite, the official emulator (npm), kept out of the repository
+if [ "$extras" = dev ]; then
+  azurite_home="${XDG_CACHE_HOME:-$HOME/.cache}/azurite"
+  [ -x "$azurite_home/node_modules/.bin/azurite-blob" ] \
+    || npm install -s --prefix "$azurite_home" --no-audit --no-fund azurite@3.35.0 >/dev/null
+fi

@@ -29,8 +29,12 @@ from lance_iceberg_ns.testing import local_catalog
 if TYPE_CHECKING:
     from lance_iceberg_ns.server import RunningServer
 
+    from .seaweed import SeaweedFS
+
+from . import stores
 from .docker_fixture import compose_rest_fixture, docker_rest_fixture
-from .helpers import CommandLine
+from .helpers import CommandLine, environment_variables
+from .stores import Store
 
 SERVER_KIND = os.environ.get("LANCE_ICEBERG_NS_TEST_SERVER", "local")
 
@@ -64,6 +68,19 @@ def seaweedfs() -> Iterator[object]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def azurite() -> Iterator[object]:
+    """A real Azure Blob server (Azurite's ``azurite-blob``) on loopback for the whole session;
+    the tests that use it are skipped when it is not installed."""
+    from . import azurite as emulator
+
+    if emulator.executable() is None:
+        pytest.skip(f"azurite-blob (npm package azurite) is not installed: {emulator.INSTALL_HINT}")
+    server = emulator.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def warehouse() -> str:
     """A warehouse of its own for each test, so tests cannot see each other's tables."""
@@ -77,9 +94,30 @@ def lance_root(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(params=["disk", "s3"])
+def store(request: pytest.FixtureRequest, lance_root: Path) -> Store:
+    """Where the test's tables live: ``lance_root`` on the local disk, or a fresh prefix of the
+    session's S3 bucket. A module runs on both by using it (``pytestmark =
+    pytest.mark.usefixtures("store")``, or a test taking ``store``): ``ns``, ``server`` and ``cli``
+    then put their root there."""
+    if request.param == "disk":
+        return stores.disk(lance_root)
+    seaweedfs: SeaweedFS = request.getfixturevalue("seaweedfs")
+    return stores.s3(seaweedfs.fresh_root(), seaweedfs.storage_options())
+
+
+def root_properties(request: pytest.FixtureRequest, lance_root: Path) -> dict[str, str]:
+    """The ``root`` property of the test's namespace, with the ``storage.*`` properties of its store:
+    the test's ``store`` if it uses one, else ``lance_root``."""
+    if "store" not in request.fixturenames:
+        return {"root": str(lance_root)}
+    store: Store = request.getfixturevalue("store")
+    return {"root": store.root, **store.properties}
+
+
 @pytest.fixture
-def ns(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
-    namespace = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root))
+def ns(request: pytest.FixtureRequest, endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+    namespace = IcebergLanceNamespace(endpoint=endpoint, **root_properties(request, lance_root))
     yield namespace
     namespace.close()
 
@@ -93,10 +131,13 @@ def db(ns: IcebergLanceNamespace, warehouse: str) -> list[str]:
 
 
 @pytest.fixture
-def cli(endpoint: str, lance_root: Path, tmp_path: Path) -> CommandLine:
-    """``lance-iceberg-ns`` run in process on the session's catalog and ``lance_root``, given by
-    ``LANCE_ICEBERG_*`` variables, with the test's own ``PYICEBERG_HOME``."""
-    return CommandLine(endpoint, lance_root, tmp_path)
+def cli(request: pytest.FixtureRequest, endpoint: str, lance_root: Path, tmp_path: Path) -> CommandLine:
+    """``lance-iceberg-ns`` run in process on the session's catalog and ``lance_root`` (or the
+    test's ``store``), given by ``LANCE_ICEBERG_*`` variables, with the test's own ``PYICEBERG_HOME``."""
+    properties = root_properties(request, lance_root)
+    command_line = CommandLine(endpoint, properties.pop("root"), tmp_path)
+    command_line.environ.update(environment_variables(properties))
+    return command_line
 
 
 class RequestCounter:
@@ -129,11 +170,13 @@ def request_counter(monkeypatch: pytest.MonkeyPatch) -> RequestCounter:
 
 
 @pytest.fixture
-def server(endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
-    """The Lance REST server over the bridge on the local catalog, in a thread."""
+def server(request: pytest.FixtureRequest, endpoint: str, lance_root: Path) -> Iterator[RunningServer]:
+    """The Lance REST server over the bridge on the local catalog (its root ``lance_root``, or the
+    test's ``store``), in a thread."""
     from lance_iceberg_ns.server import serve_in_background  # the server extra: not in every test environment
 
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as running:
+    properties = {"endpoint": endpoint, **root_properties(request, lance_root)}
+    with serve_in_background(properties=properties) as running:
         yield running
 
 

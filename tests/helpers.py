@@ -163,11 +163,16 @@ def run_cli(arguments: Sequence[str], environ: Mapping[str, str], stderr: TextIO
         root.setLevel(level)
 
 
+def environment_variables(properties: Mapping[str, str]) -> dict[str, str]:
+    """Bridge properties as the ``LANCE_ICEBERG_*`` variables that give them (a dot as ``__``)."""
+    return {"LANCE_ICEBERG_" + key.upper().replace(".", "__"): value for key, value in properties.items()}
+
+
 class CommandLine:
     """``lance-iceberg-ns`` run in process against a catalog given by ``LANCE_ICEBERG_*`` variables;
     no other ``LANCE_ICEBERG_*`` or ``PYICEBERG_*`` variable of the test run reaches it."""
 
-    def __init__(self, endpoint: str, root: Path | None, home: Path) -> None:
+    def __init__(self, endpoint: str, root: Path | str | None, home: Path) -> None:
         self.environ = {
             name: value
             for name, value in os.environ.items()

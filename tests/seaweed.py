@@ -154,6 +154,7 @@ def start() -> SeaweedFS:
             return server
         except Exception:  # refused or unsigned-for until the server has its keys
             if process.poll() is not None or time.monotonic() > deadline:
+                said = log.read_text()[-2000:]  # before stop, which removes the log
                 server.stop()
-                raise RuntimeError(f"weed mini did not start: {log.read_text()[-2000:]}") from None
+                raise RuntimeError(f"weed mini did not start: {said}") from None
             time.sleep(0.1)

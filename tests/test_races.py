@@ -21,8 +21,12 @@ from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import serve_in_background
 from tests.helpers import ipc, together
+from tests.stores import Store
+
+on_each_store = pytest.mark.usefixtures("store")  # the test runs on a local disk and on S3
 
 
+@on_each_store
 def test_32_threads_declaring_one_table_have_exactly_one_winner(ns: IcebergLanceNamespace, db: list[str]) -> None:
     for round_ in range(3):
         table_id = [*db, f"contested{round_}"]
@@ -35,6 +39,7 @@ def test_32_threads_declaring_one_table_have_exactly_one_winner(ns: IcebergLance
         assert listed.count(f"contested{round_}") == 1
 
 
+@on_each_store
 def test_listing_never_shows_a_half_made_or_dropped_table(ns: IcebergLanceNamespace, db: list[str]) -> None:
     """Writers create and drop tables while listers list. A listed table must be one whose create
     had started before the listing ended, and whose drop had not finished before it began."""
@@ -85,13 +90,14 @@ def test_listing_never_shows_a_half_made_or_dropped_table(ns: IcebergLanceNamesp
         assert lance.dataset(namespace_client=ns, table_id=[*db, name]).count_rows() == 1
 
 
-def test_purge_and_undrop_race_on_many_tables_at_once(ns: IcebergLanceNamespace, db: list[str]) -> None:
-    """Eight tables at a time, each with a purge and an undrop released together, for 25 rounds:
-    exactly one wins each race, and a table that was undropped has all its data."""
+def test_purge_and_undrop_race_on_many_tables_at_once(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
+    """Eight tables at a time, each with a purge and an undrop released together, for 25 rounds (8
+    on S3, whose rounds are slower): exactly one wins each race, and a table that was undropped
+    has all its data."""
     tables = [[*db, f"raced{i}"] for i in range(8)]
     for table_id in tables:
         lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
-    for _round in range(25):
+    for _round in range(25 if store.kind == "disk" else 8):
         for table_id in tables:
             if ns.table_status(table_id).state == "not_found":
                 lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
@@ -135,16 +141,16 @@ def _first_writes_together(client: object, db: list[str], name: str, merges: int
 
 
 @pytest.mark.parametrize("managed", ["false", "true"])
-def test_first_writes_into_a_declared_table_all_land(
-    endpoint: str, lance_root: object, db: list[str], managed: str
-) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management=managed) as ns:
+def test_first_writes_into_a_declared_table_all_land(endpoint: str, store: Store, db: list[str], managed: str) -> None:
+    properties = {**store.properties, "table_version_management": managed}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
         for round_, merges in enumerate((0, 0, 2, 4)):  # inserts, inserts and merge-inserts, merge-inserts
             _first_writes_together(ns, db, f"first_{managed}_{round_}", merges)
 
 
-def test_first_writes_through_the_server_all_land(endpoint: str, lance_root: object, db: list[str]) -> None:
-    with serve_in_background(properties={"endpoint": endpoint, "root": str(lance_root)}) as server:
+def test_first_writes_through_the_server_all_land(endpoint: str, store: Store, db: list[str]) -> None:
+    properties = {"endpoint": endpoint, "root": store.root, **store.properties}
+    with serve_in_background(properties=properties) as server:
         for round_, merges in enumerate((0, 0, 2, 4)):
             _first_writes_together(lance.namespace.RestNamespace(uri=server.uri), db, f"served_{round_}", merges)
 
@@ -184,7 +190,7 @@ def test_first_writes_of_one_table_never_hold_up_another_s() -> None:
 
 @pytest.mark.parametrize("operation", ["insert", "merge", "create"])
 def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
-    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, operation: str
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch, operation: str
 ) -> None:
     """Turns are taken within a process; another process may write the first version between the
     bridge's look and its write. The insert then appends to it and the merge-insert merges into it
@@ -199,7 +205,8 @@ def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
     def exists_once_the_other_process_wrote(place: str, options: dict[str, str]) -> bool:
         looks.append(place)
         if len(looks) == 1:  # the other process writes its first version as the bridge looks
-            lance.write_dataset(pa.table({"writer": pa.array([-1] * 10, pa.int64())}), place, mode="create")
+            other = pa.table({"writer": pa.array([-1] * 10, pa.int64())})
+            lance.write_dataset(other, place, mode="create", storage_options=store.storage_options)
         return real_exists(place, options) if len(looks) > 2 else False
 
     monkeypatch.setattr(datasets, "dataset_exists", exists_once_the_other_process_wrote)
@@ -211,7 +218,7 @@ def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
         ns.merge_insert_into_table(merge, rows)
     else:
         ns.create_table({"id": table_id, "mode": "overwrite"}, rows)
-    written = lance.dataset(location)
+    written = store.dataset(location)
     assert written.version == 2 and len(looks) >= 2
     assert written.count_rows() == (100 if operation == "create" else 110)
-    assert lance.dataset(location, version=1).count_rows() == 10  # the other process's version stays in the history
+    assert store.dataset(location, version=1).count_rows() == 10  # the other process's version stays in the history

@@ -15,12 +15,12 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
 from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, DescribeTableVersionRequest
 from lance_namespace.errors import InvalidInputError, InvalidTableStateError, TableVersionNotFoundError
 
 from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
+from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name
 from lance_iceberg_ns.versions.refusals import latest_gone_error, written_by_path_error
 
@@ -42,7 +42,8 @@ def adopt_versions_written_by_location(
             check_own_version(found.location, found.storage_options, version)
         except InvalidTableStateError as exc:
             raise InvalidTableStateError(
-                f"{exc}. It is no version a writer by location committed: remove {manifest.path} (and any "
+                f"{exc}. It is no version a writer by location committed: remove "
+                f"{found.location.rstrip('/')}/{VERSIONS_DIRECTORY}/{manifest.name} (and any "
                 f"manifest after it) from the table's _versions/; the table is then as the catalog says"
             ) from None
     for version, manifest in found.manifests:
@@ -50,9 +51,9 @@ def adopt_versions_written_by_location(
             CreateTableVersionRequest(
                 id=list(table_id),
                 version=version,
-                manifest_path=f"{manifest_directory(found.location)}/{manifest.base_name}",
+                manifest_path=f"{manifest_directory(found.location)}/{manifest.name}",
                 manifest_size=manifest.size,
-                naming_scheme="V2" if manifest.base_name == manifest_name(version) else "V1",
+                naming_scheme="V2" if manifest.name == manifest_name(version) else "V1",
             )
         )
     return [version for version, _manifest in found.manifests]
@@ -74,7 +75,7 @@ class _Found:
     latest: int  # the catalog's latest version
     location: str
     storage_options: dict[str, str]
-    manifests: list[tuple[int, pafs.FileInfo]]  # the versions after it on disk, oldest first
+    manifests: list[tuple[int, StoredFile]]  # the versions after it on disk, oldest first
 
 
 def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> _Found:

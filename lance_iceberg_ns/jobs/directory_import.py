@@ -16,10 +16,11 @@ To import in place, add the directory to ``allowed_locations`` first, in every c
 server's configuration.
 
 A copy's place is predictable, so the import claims it the way the bridge claims a new table's
-place before it writes anything there: the target table is declared at the copy's location (which
-must hold nothing and be claimed by no entry), the files are copied into it, and a failure removes
-the entry and exactly the files this import wrote. A place that another client declared or filled
-first is a conflict, and nothing is copied.
+place before it writes anything there (its ownership marker, created only if there is none; the
+place must hold nothing), copies the files into it, the manifests last, and only then makes the
+target table's entry: a reader never sees a table half copied. A failure removes exactly the
+files this import wrote, and the claim. A place that another client declared or filled first is a
+conflict, and nothing is copied.
 
 A table directory that is a symbolic link, or that lies (once links are resolved) outside the
 directory being imported, is skipped: an untrusted directory must not name another table's files.
@@ -37,13 +38,11 @@ import errno
 import hashlib
 import logging
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-import pyarrow.fs as pafs
 from lance_namespace import (
     CreateNamespaceRequest,
     DescribeTableRequest,
@@ -62,9 +61,10 @@ from lance_namespace.errors import (
 from lance_iceberg_ns.catalog.companions import stored_properties
 from lance_iceberg_ns.data.datasets import dataset_exists
 from lance_iceberg_ns.errors.translation import translated_errors
-from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, TableId, parse_namespace_id, parse_table_id
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.storage.files import ICEBERG_METADATA_DIRECTORY, filesystem_for
+from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage.files import ICEBERG_METADATA_DIRECTORY
 from lance_iceberg_ns.storage.locations import TABLE_DIRECTORY_SUFFIX, is_local, local_path, normalize_location
 from lance_iceberg_ns.storage.ownership import MARKER
 
@@ -253,44 +253,46 @@ def copy_dataset(
     what claiming it wrote (an ownership marker, the catalog's metadata); InvalidInputError
     otherwise: nothing is copied over another's files. Not the source's ownership or
     deregistration marker nor catalog metadata, and on a local disk nothing that is a symbolic
-    link, lies behind one or resolves outside ``source``. Each file written is appended to
-    ``written`` as it is, so a caller can take back a copy that failed half way; returns it."""
+    link, lies behind one or resolves outside ``source``. The manifests (``_versions/``) come
+    last, so that a copy cut short never reads as a dataset. Each file written is appended to
+    ``written`` (its location) as it is, so a caller can take back a copy that failed half way;
+    returns it."""
     written = [] if written is None else written
-    source_fs, source_path = filesystem_for(source, source_options)
-    target_fs, target_path = filesystem_for(target, target_options)
-    source_path, target_path = source_path.rstrip("/"), target_path.rstrip("/")
-    selector = pafs.FileSelector(target_path, recursive=True, allow_not_found=True)
-    held = [info.path[len(target_path) + 1 :] for info in target_fs.get_file_info(selector)]
-    if any(path.split("/")[0] not in (MARKER, ICEBERG_METADATA_DIRECTORY) for path in held):
+    held = files.list_files(target, "", target_options, recursive=True)
+    if any(found.path.split("/")[0] not in (MARKER, ICEBERG_METADATA_DIRECTORY) for found in held):
         raise InvalidInputError(f"{target} already holds files: a copy is made only into an empty place")
-    for info in source_fs.get_file_info(pafs.FileSelector(source_path, recursive=True)):
-        relative = info.path[len(source_path) + 1 :]
-        if info.type != pafs.FileType.File or relative.split("/")[0] in _NOT_COPIED:
-            continue
-        _copy_file(source_fs, source_path, relative, target_fs, f"{target_path}/{relative}", written)
+    listed = files.list_files(source, "", source_options, recursive=True)
+    copied = [found.path for found in listed if found.path.split("/")[0] not in _NOT_COPIED]
+    copied.sort(key=lambda path: path.split("/")[0] == files.VERSIONS_DIRECTORY)
+    for relative in copied:
+        _copy_file(
+            source, source_options, relative, target, target_options, f"{target.rstrip('/')}/{relative}", written
+        )
     return written
 
 
 def _copy_file(
-    source_fs: pafs.FileSystem,
-    top: str,
+    source: str,
+    source_options: Mapping[str, str],
     relative: str,
-    target_fs: pafs.FileSystem,
+    target: str,
+    target_options: Mapping[str, str],
     destination: str,
     written: list[str],
 ) -> None:
-    """Copy ``top``/``relative`` to ``destination`` (appended to ``written`` before it is
-    created, so that a copy failing part way through the file is taken back too); see
-    ``_copy_local_file`` for what a local copy leaves out."""
-    if isinstance(source_fs, pafs.LocalFileSystem):
-        _copy_local_file(top, relative, target_fs, destination, written)
+    """Copy ``source``/``relative`` to ``destination`` (the same path under ``target``; appended
+    to ``written`` before it is created, so that a copy failing part way through the file is
+    taken back too); see ``_copy_local_file`` for what a local copy leaves out."""
+    if is_local(source):
+        _copy_local_file(local_path(source), relative, target, target_options, destination, written)
         return
-    target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
     written.append(destination)
-    pafs.copy_files(f"{top}/{relative}", destination, source_filesystem=source_fs, destination_filesystem=target_fs)
+    files.copy_file(source, relative, source_options, target, target_options)
 
 
-def _copy_local_file(top: str, relative: str, target_fs: pafs.FileSystem, destination: str, written: list[str]) -> None:
+def _copy_local_file(
+    top: str, relative: str, target: str, target_options: Mapping[str, str], destination: str, written: list[str]
+) -> None:
     """Copy a file of a local table, unless it is behind a symbolic link, resolves outside
     ``top`` or is no longer a regular file: checked, then opened one path component at a time
     following no link (and without waiting on a pipe), so that a link, pipe or directory swapped
@@ -313,13 +315,8 @@ def _copy_local_file(top: str, relative: str, target_fs: pafs.FileSystem, destin
         return
     os.set_blocking(source, True)
     with os.fdopen(source, "rb") as reading:
-        target_fs.create_dir(destination.rsplit("/", 1)[0], recursive=True)
         written.append(destination)
-        with target_fs.open_output_stream(destination) as writing:
-            shutil.copyfileobj(reading, writing, COPY_CHUNK_BYTES)
-
-
-COPY_CHUNK_BYTES = 8 * 1024 * 1024
+        files.write_file(target, relative, reading, target_options)
 
 
 def _open_without_links(top: str, relative: str) -> int:
@@ -411,42 +408,46 @@ def _copy_in(
     copy: str,
     storage_options: Mapping[str, str],
 ) -> ImportedTable:
-    """Claim the copy's place for the target table first (its entry made there, as a register of
-    the copy would make it), then copy the files into it: a place another entry holds or that
-    holds anything is a conflict, with nothing copied. A failed copy takes back what it made."""
+    """Claim the copy's place for the target table, copy the files into it, and only then make
+    the entry (publish last: no reader ever sees a table half copied). A place another entry
+    holds, or that holds anything, is a conflict, with nothing copied. A failed copy takes back
+    what it wrote, and the claim."""
     table = parse_table_id(target)
+    written: list[str] = []
+    failed: list[BaseException] = []
+
+    def fill() -> None:
+        try:
+            copy_dataset(location, storage_options, copy, ns.settings.storage_options, written)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+
     try:
         with translated_errors(f"import {table}", ns.settings.redact):
-            created = ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None))
+            ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None), fill=fill)
     except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:
+        _take_back(copy, written, ns.settings.storage_options)
+        if failed:
+            raise failed[0] from None
         return ImportedTable(source, target, location, CONFLICT, str(exc), copy)
-    written: list[str] = []
-    try:
-        copy_dataset(location, storage_options, copy, ns.settings.storage_options, written)
     except BaseException:
-        try:
-            _take_back(ns, table, str(created.metadata.table_uuid), copy, written)
-        except Exception:  # the copy's own error is the one to raise
-            logger.warning("The failed copy of %s at %s was not all taken back", table, copy, exc_info=True)
+        _take_back(copy, written, ns.settings.storage_options)
+        if failed:
+            raise failed[0] from None
         raise
     return ImportedTable(source, target, location, COPIED, copied_to=copy)
 
 
-def _take_back(ns: IcebergLanceNamespace, table: TableId, table_uuid: str, copy: str, written: list[str]) -> None:
-    """Undo a copy that failed: the files it wrote, then its entry if the name still holds it,
-    with the entry's catalog metadata and claim, and the directories left empty. Anything else at
-    the place stays."""
-    target_fs, target_path = filesystem_for(copy, ns.settings.storage_options)
-    for path in written:
-        with contextlib.suppress(OSError):
-            target_fs.delete_file(path)
-    loaded = ns.companions.find(table)
-    if loaded is not None and loaded.table_uuid == table_uuid:
-        aside = ns.companions.set_aside(table, loaded, why="import failed")
-        ns.companions.drop(table.warehouse, aside)
-        with contextlib.suppress(OSError):  # the place was empty when claimed: its metadata is the entry's
-            target_fs.delete_dir(f"{target_path.rstrip('/')}/{ICEBERG_METADATA_DIRECTORY}")
-        ns.placement.release(loaded)
+def _take_back(copy: str, written: list[str], storage_options: Mapping[str, str]) -> None:
+    """Undo a copy that failed: the files it wrote, and the directories left empty (the claim is
+    taken back by ``claim``). Anything else at the place stays."""
+    if not written:
+        return
+    try:
+        files.delete_files(copy, [path[len(copy.rstrip("/")) + 1 :] for path in written], storage_options)
+    except OSError:  # the copy's own error is the one to raise
+        logger.warning("The failed copy at %s was not all taken back", copy, exc_info=True)
     if is_local(copy):
         for folder, _subfolders, _files in sorted(os.walk(local_path(copy)), reverse=True):
             with contextlib.suppress(OSError):  # only when empty

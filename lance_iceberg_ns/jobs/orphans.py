@@ -16,15 +16,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import lance
-import pyarrow.fs as pafs
 from lance_namespace import DescribeTableRequest
 
 from lance_iceberg_ns.config.durations import duration_seconds
 from lance_iceberg_ns.data.datasets import open_dataset
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
-from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, filesystem_for
-from lance_iceberg_ns.versions.manifests import leftover_manifests
+from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
+from lance_iceberg_ns.versions.manifests import final_manifests, leftover_manifests
 
 DATA_DIRECTORY = "data"
 DEFAULT_MARGIN = "3d"  # as Iceberg's remove_orphan_files: far longer than any write stays open
@@ -42,17 +41,18 @@ class OrphanFiles:
     skipped: list[str] = field(default_factory=list)
 
 
-def _referenced_data_files(dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str]) -> set[str]:
-    """The data files every version of the dataset references (file names under ``data/``). A
-    version the catalog does not name (``main`` rolled back past it, to be moved forward again
-    perhaps) is read by location: its files are still needed."""
+def _referenced_data_files(location: str, storage_options: Mapping[str, str]) -> set[str]:
+    """The data files every version of the dataset at ``location`` references (file names under
+    ``data/``): each version with a final manifest in ``_versions/`` (one listing, the versions
+    Lance itself lists), read by location through one dataset, so that each manifest costs a look
+    and a read and nothing more. Not through the catalog: a version it does not name (``main``
+    rolled back past it, to be moved forward again perhaps) still needs its files. Raises
+    InvalidInputError when no dataset is there."""
+    manifests = final_manifests(location, storage_options)
+    dataset = open_dataset(location, storage_options, max(manifests, default=None))
     referenced: set[str] = set()
-    for version in dataset.versions():
-        try:
-            at_version = dataset.checkout_version(version["version"])
-        except (OSError, ValueError):
-            at_version = open_dataset(location, storage_options, version["version"])
-        for fragment in at_version.get_fragments():
+    for version in sorted(manifests):
+        for fragment in dataset.checkout_version(version).get_fragments():
             referenced.update(data_file.path for data_file in fragment.metadata.files)
     return referenced
 
@@ -62,36 +62,31 @@ def find_orphan_files(
     storage_options: Mapping[str, str],
     older_than: str | float = DEFAULT_MARGIN,
     dry_run: bool = True,
-    dataset: lance.LanceDataset | None = None,
 ) -> OrphanFiles:
     """The files of the dataset at ``location`` that nothing needs and that were last written more
     than ``older_than`` ago (a duration such as ``"3d"`` or seconds): data files no version
-    references, and leftover manifest copies. Deleted unless ``dry_run``. ``dataset``: the
-    dataset at ``location``, when the caller has it open."""
+    references, and leftover manifest copies. Deleted unless ``dry_run``. Raises
+    InvalidInputError for a bad margin, or when no dataset is at ``location``."""
     margin = older_than if isinstance(older_than, (int, float)) else duration_seconds(older_than, "older_than")
-    filesystem, root = filesystem_for(location, storage_options)
-    root = root.rstrip("/")
-    data = filesystem.get_file_info(pafs.FileSelector(f"{root}/{DATA_DIRECTORY}", allow_not_found=True))
+    data = files.list_files(location, DATA_DIRECTORY, storage_options)
     manifests = leftover_manifests(location, storage_options)
-    referenced = _referenced_data_files(dataset or open_dataset(location, storage_options), location, storage_options)
-    candidates = [(DATA_DIRECTORY, info) for info in data if info.base_name not in referenced]
-    candidates += [(VERSIONS_DIRECTORY, info) for info in manifests]
+    referenced = _referenced_data_files(location, storage_options)
+    candidates = [(DATA_DIRECTORY, found) for found in data if found.path not in referenced]
+    candidates += [(VERSIONS_DIRECTORY, found) for found in manifests]
     cutoff = time.time() - margin
-    orphans: list[tuple[str, pafs.FileInfo]] = []
-    young: list[tuple[str, pafs.FileInfo]] = []
-    for directory, info in candidates:
-        if info.type == pafs.FileType.File:
-            old_enough = info.mtime is not None and info.mtime.timestamp() < cutoff
-            (orphans if old_enough else young).append((directory, info))
+    orphans: list[tuple[str, StoredFile]] = []
+    young: list[tuple[str, StoredFile]] = []
+    for directory, found in candidates:
+        (orphans if found.modified < cutoff else young).append((directory, found))
+    deleted = sorted(f"{directory}/{found.path}" for directory, found in orphans)
     if not dry_run:
-        for _directory, info in orphans:
-            filesystem.delete_file(info.path)
+        files.delete_files(location, deleted, storage_options)
     return OrphanFiles(
         location,
-        sorted(f"{directory}/{info.base_name}" for directory, info in orphans),
-        sum(info.size or 0 for _directory, info in orphans),
+        deleted,
+        sum(found.size for _directory, found in orphans),
         dry_run,
-        sorted(f"{directory}/{info.base_name}" for directory, info in young),
+        sorted(f"{directory}/{found.path}" for directory, found in young),
     )
 
 
@@ -106,5 +101,6 @@ def remove_orphan_files(
     ns = as_namespace(namespace)
     described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
     assert described.location is not None
-    dataset = ns.dataset(list(table_id))  # through the one opener: the entry has shown the data is its own
-    return find_orphan_files(described.location, dict(described.storage_options or {}), older_than, dry_run, dataset)
+    # through the one opener: the entry has shown the data is its own (a table with none is TableNotFoundError)
+    ns.dataset(list(table_id))
+    return find_orphan_files(described.location, dict(described.storage_options or {}), older_than, dry_run)

@@ -261,16 +261,14 @@ class TableWrite:
         """Delete what this write wrote and will never publish: the data files of its fragments, its
         transaction file and the manifest it staged (``staged_manifest``, as the namespace was asked
         to create the version with). Every name is one it made itself, under its table's location."""
-        filesystem, root = files.filesystem_for(self.location, self.storage_options)
         names = [f"{_TRANSACTIONS_DIRECTORY}/{self.read_version or 0}-{self.transaction_uuid}.txn"]
         for metadata in fragment_metadata:
             for file in json.loads(metadata).get("files", []):
                 path = file.get("path", "")
                 if file.get("base_id") is None and _plain_name(path):
                     names.append(f"{_DATA_DIRECTORY}/{path}")
-        for name in names:
-            with contextlib.suppress(OSError):  # never written, or gone already
-                filesystem.delete_file(f"{root.rstrip('/')}/{name}")
+        with contextlib.suppress(OSError):  # best effort: what is left is never read (those not there are let be)
+            files.delete_files(self.location, names, self.storage_options)
         if staged_manifest is not None:
             discard_staged(self.location, self.storage_options, staged_manifest)
         if self.read_version is None:  # back to declared, as it was

@@ -4,41 +4,37 @@ read and written by pylance; the catalog's metadata by pyiceberg).
 
 A location is local when ``locations.is_local`` says so: a path, or a ``file://`` URI (read as
 ``locations.local_path`` reads it). Local files are handled with the operating system's own
-calls, where a check and a change can be one step (``O_EXCL``, a hard link, a rename over). On an
-object store, the one file directly under a location (the ownership marker) is read, created and
-replaced through obstore (Lance's own object_store): a create is a conditional put
+calls, where a check and a change can be one step (``O_EXCL``, a hard link, a rename over).
+On an object store every object is read, written, listed and deleted through obstore (Lance's own object_store,
+configured with Lance's option names as Lance reads them): a create is a conditional put
 (``If-None-Match: *``) and a replace a put on the e-tag it read, each one request the store
-decides, never a look followed by a write. Listings and copies still go through pyarrow's file
-systems.
+decides, never a look followed by a write, and nothing is ever renamed. Listings are of one
+prefix at a time (a table's own directory, or one level of a tree), never of a whole root.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
-import functools
 import os
-import re
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
-from typing import Any
-from urllib.parse import unquote
+from dataclasses import dataclass
+from typing import Any, BinaryIO, cast
 
 import obstore
-import pyarrow.fs as pafs
 from obstore.exceptions import (
     AlreadyExistsError,
     BaseError,
-    GenericError,
     NotFoundError,
     PreconditionError,
-    UnknownConfigurationKeyError,
 )
-from obstore.store import ObjectStore, from_url
 
 from lance_iceberg_ns.storage.locations import is_local, local_path
+from lance_iceberg_ns.storage.stores import object_store
 
 ICEBERG_METADATA_DIRECTORY = "metadata"  # where the catalog writes the companion table's metadata
 VERSIONS_DIRECTORY = "_versions"  # Lance's manifests (``versions.manifests`` names what is inside)
@@ -47,100 +43,6 @@ VERSIONS_DIRECTORY = "_versions"  # Lance's manifests (``versions.manifests`` na
 # location whose new files this deletion would remove), the catalog's metadata, the owner's marker.
 LANCE_ENTRIES = ("data", "_deletions", "_indices", "_transactions", "_refs", "tree")
 OWNED_ENTRIES = (*LANCE_ENTRIES, VERSIONS_DIRECTORY, ICEBERG_METADATA_DIRECTORY)
-
-# Lance (object_store) storage option → pyarrow S3FileSystem argument.
-_S3_ARGUMENTS = {
-    "aws_access_key_id": "access_key",
-    "aws_secret_access_key": "secret_key",
-    "aws_session_token": "session_token",
-    "aws_region": "region",
-    "aws_endpoint": "endpoint_override",
-}
-
-
-# Lance storage options that object_store takes as client options; the rest are the store's own
-# configuration (the same names in Lance and in object_store), but for Lance's own bookkeeping.
-_CLIENT_OPTIONS = frozenset(
-    {
-        "allow_http",
-        "allow_invalid_certificates",
-        "connect_timeout",
-        "timeout",
-        "pool_idle_timeout",
-        "pool_max_idle_per_host",
-        "proxy_url",
-        "user_agent",
-        "http1_only",
-        "http2_only",
-    }
-)
-_LANCE_ONLY_OPTIONS = frozenset({"expires_at_millis", "client_max_retries", "client_retry_timeout"})
-DEFAULT_MAX_RETRIES = 3  # as Lance's client_max_retries: an unreachable store fails in seconds
-DEFAULT_RETRY_TIMEOUT_SECONDS = 30.0
-
-
-def object_store(location: str, storage_options: Mapping[str, str]) -> tuple[ObjectStore, str]:
-    """An obstore store for the bucket (or container) of ``location``, and the key of ``location``
-    in it, configured with the Lance storage options as Lance reads them: an option the store
-    does not know is left out, an alias given beside its name is taken once, Lance's retry options
-    bound the retries, and an S3 store without keys finds them as boto3 does (profiles, SSO)."""
-    scheme, rest = location.split("://", 1)
-    bucket, _, key = rest.partition("/")
-    client = {k: v for k, v in storage_options.items() if k in _CLIENT_OPTIONS}
-    config = {k: v for k, v in storage_options.items() if k not in _CLIENT_OPTIONS | _LANCE_ONLY_OPTIONS}
-    retry = {
-        "max_retries": int(storage_options.get("client_max_retries") or DEFAULT_MAX_RETRIES),
-        "retry_timeout": timedelta(
-            seconds=float(storage_options.get("client_retry_timeout") or DEFAULT_RETRY_TIMEOUT_SECONDS)
-        ),
-    }
-    extra: dict[str, Any] = {}
-    keys_given = {_plain_option(name) for name in config} & {"access_key_id", "skip_signature"}
-    if scheme in ("s3", "s3a") and not keys_given and not os.environ.get("AWS_ACCESS_KEY_ID"):
-        extra["credential_provider"] = _boto3_credentials()
-    for _ in range(len(config) + 1):
-        try:
-            store = from_url(  # type: ignore[call-overload]
-                f"{scheme}://{bucket}", config=config, client_options=client, retry_config=retry, **extra
-            )
-            return store, unquote(key).strip("/")
-        except UnknownConfigurationKeyError as exc:  # another store's option, or Lance's alone
-            unknown = _UNKNOWN_KEY.search(str(exc))
-            if unknown is None or unknown[1] not in config:
-                raise
-            config.pop(unknown[1])
-        except GenericError as exc:  # an option given by its name and by an alias
-            duplicate = _DUPLICATE_KEY.search(str(exc))
-            twins = [k for k in config if duplicate and _plain_option(k) == _plain_option(duplicate[1])]
-            if len(twins) < 2:
-                raise
-            config.pop(twins[-1])
-    raise AssertionError("unreachable: every pass drops an option or returns")
-
-
-_UNKNOWN_KEY = re.compile(r"Configuration key: '([^']+)' is not valid")
-_DUPLICATE_KEY = re.compile(r"Duplicate key (\S+) provided")
-
-
-def _plain_option(name: str) -> str:
-    """An option's name without its store prefix or ``_url`` (``aws_endpoint_url`` is ``endpoint``)."""
-    for prefix in ("aws_", "google_", "azure_storage_", "azure_"):
-        if name.startswith(prefix):
-            name = name[len(prefix) :]
-            break
-    return name.removesuffix("_url")
-
-
-@functools.lru_cache(maxsize=1)
-def _boto3_credentials() -> Any:
-    """boto3's credential chain (profiles, SSO, containers), as Lance finds credentials; None
-    without boto3, and obstore then reads the environment and the instance's metadata."""
-    try:
-        from obstore.auth.boto3 import Boto3CredentialProvider
-
-        return Boto3CredentialProvider()
-    except (ImportError, ValueError):  # no boto3, or no credentials it can find
-        return None
 
 
 def _key_under(key: str, name: str) -> str:
@@ -163,23 +65,6 @@ def _store_failures() -> Iterator[None]:
 
 class NotOpened(OSError):
     """A local file that is there but was not opened: a symbolic link in its place is never followed."""
-
-
-def filesystem_for(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and the path of ``location`` on it, for listing a dataset's files
-    (local paths, S3 with the Lance storage options, other stores through pyarrow)."""
-    if is_local(location):
-        return pafs.LocalFileSystem(), local_path(location)
-    scheme, path = location.split("://", 1)
-    if scheme in ("s3", "s3a"):
-        arguments = {
-            argument: storage_options[option] for option, argument in _S3_ARGUMENTS.items() if option in storage_options
-        }
-        if str(storage_options.get("allow_http", "")).lower() == "true":
-            arguments["scheme"] = "http"
-        return pafs.S3FileSystem(**arguments), unquote(path)  # keys as Lance decodes the URI
-    filesystem, path = pafs.FileSystem.from_uri(location)
-    return filesystem, path
 
 
 def move_unless_taken(location: str, source: str, target: str, storage_options: Mapping[str, str]) -> bool:
@@ -239,15 +124,6 @@ def _link_unless_taken(source: str, target: str) -> bool:
         shutil.copyfile(source, interim)
         os.replace(interim, target)
     return True
-
-
-def same_contents(filesystem: pafs.FileSystem, first: str, second: str) -> bool:
-    """Whether two small files (manifests) hold the same bytes."""
-    sizes = [info.size for info in filesystem.get_file_info([first, second])]
-    if sizes[0] is None or sizes[0] != sizes[1]:
-        return False
-    with filesystem.open_input_stream(first) as one, filesystem.open_input_stream(second) as other:
-        return bool(one.read() == other.read())
 
 
 # --- one file directly under a location (the ownership marker) -------------------------------------
@@ -343,37 +219,210 @@ def delete_file(location: str, name: str, storage_options: Mapping[str, str]) ->
 
 
 def holds_below(location: str, name: str, storage_options: Mapping[str, str]) -> bool:
-    """Whether a directory strictly under ``location`` holds a file ``name`` (links are not followed)."""
-    if is_local(location):
-        top = local_path(location).rstrip("/")
-        for folder, _subfolders, names in os.walk(top, followlinks=False):
-            if name in names and folder.rstrip("/") != top:
-                return True
-        return False
-    filesystem, path = filesystem_for(location, storage_options)
-    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
-    return any(info.base_name == name and info.path.rsplit("/", 1)[0] != path.rstrip("/") for info in listed)
+    """Whether a directory strictly under ``location`` holds a file ``name`` (see ``_directories``
+    for what is looked into)."""
+    top = location.rstrip("/")
+    for directory, names, _subfolders in _directories(location, storage_options):
+        if name in names and directory.rstrip("/") != top:
+            return True
+    return False
 
 
 def directories_holding(top: str, name: str, storage_options: Mapping[str, str]) -> Iterator[str]:
-    """The locations under ``top`` (itself included) that hold a file ``name``, links not
-    followed; on a local disk, none inside one that does."""
-    if is_local(top):
-        for folder, subfolders, names in os.walk(local_path(top), followlinks=False):
-            if name in names:
-                subfolders.clear()
-                yield folder
+    """The locations under ``top`` (itself included) that hold a file ``name``, none inside one
+    that does (see ``_directories`` for what is looked into)."""
+    for directory, names, subfolders in _directories(top, storage_options):
+        if name in names:
+            subfolders.clear()
+            yield directory
+
+
+def _directories(location: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, set[str], list[str]]]:
+    """``(directory, names of its files, names of its subdirectories)`` for ``location`` and the
+    directories under it, top-down; a caller empties the last to not go below. Links are not
+    followed, and a dataset's own directories (Lance's, ``_versions/``, the catalog's
+    ``metadata/``) are not entered: so a walk costs one listing per directory of the tree of
+    namespaces and tables, whatever the tables hold."""
+    if is_local(location):
+        for folder, subfolders, held in os.walk(local_path(location), followlinks=False):
+            _leave_dataset_entries(subfolders)
+            yield folder, set(held), subfolders
         return
-    filesystem, path = filesystem_for(top, storage_options)
-    scheme = top.split("://", 1)[0]
-    listed = filesystem.get_file_info(pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True))
-    for info in listed:
-        if info.base_name == name:
-            yield f"{scheme}://{info.path.rsplit('/', 1)[0]}"
+    scheme, rest = location.split("://", 1)
+    bucket = rest.partition("/")[0]
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+    pending = [key]
+    while pending:
+        prefix = pending.pop()
+        with _store_failures():
+            listed = obstore.list_with_delimiter(store, prefix=prefix or None)
+        names = {meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"]}
+        subfolders = [common.rstrip("/").rsplit("/", 1)[-1] for common in listed["common_prefixes"]]
+        _leave_dataset_entries(subfolders)
+        yield f"{scheme}://{_key_under(bucket, prefix)}", names, subfolders
+        pending.extend(_key_under(prefix, subfolder) for subfolder in reversed(subfolders))
+
+
+def _leave_dataset_entries(subfolders: list[str]) -> None:
+    """Out of a directory's subfolders, when it holds a dataset, take the dataset's own (no table
+    lies inside another's files)."""
+    if VERSIONS_DIRECTORY in subfolders:
+        subfolders[:] = [name for name in subfolders if name not in OWNED_ENTRIES]
 
 
 def _under(path: str, name: str) -> str:
     return f"{path.rstrip('/')}/{name}"
+
+
+# --- any file of a location, by its path relative to it ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file found under a location: its path relative to what was listed (``/``-separated), its
+    size and when it was last written (seconds since the epoch)."""
+
+    path: str
+    size: int
+    modified: float
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def list_files(
+    location: str, directory: str, storage_options: Mapping[str, str], recursive: bool = False
+) -> list[StoredFile]:
+    """The files directly under ``location/directory`` (with ``recursive``, anywhere under it),
+    paths relative to that directory; none when it is not there. Links are not followed. On an
+    object store, one paged listing of that prefix alone."""
+    if is_local(location):
+        top = _under(local_path(location), directory) if directory else local_path(location)
+        found = []
+        for folder, subfolders, names in os.walk(top, followlinks=False):
+            relative = os.path.relpath(folder, top)
+            for name in names:
+                status = os.lstat(os.path.join(folder, name))
+                if stat.S_ISREG(status.st_mode):
+                    path = name if relative == "." else f"{relative}/{name}"
+                    found.append(StoredFile(path, status.st_size, status.st_mtime))
+            if not recursive:
+                subfolders.clear()
+        return found
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        prefix = _key_under(key, directory.strip("/")) if directory else key
+        if recursive:
+            listed: Sequence[Any] = [meta for batch in obstore.list(store, prefix=prefix) for meta in batch]
+        else:
+            listed = obstore.list_with_delimiter(store, prefix=prefix)["objects"]
+        return [_stored(meta, prefix) for meta in listed]
+
+
+def _stored(meta: Any, prefix: str) -> StoredFile:
+    relative = meta["path"][len(prefix) :].lstrip("/") if prefix else meta["path"]
+    return StoredFile(relative, int(meta["size"]), meta["last_modified"].timestamp())
+
+
+def stat_files(location: str, paths: Sequence[str], storage_options: Mapping[str, str]) -> list[StoredFile | None]:
+    """For each of ``paths`` (relative to ``location``), the file there, or None when there is
+    none (or something that is not a file: a directory, a link)."""
+    if is_local(location):
+        found: list[StoredFile | None] = []
+        for path in paths:
+            try:
+                status = os.lstat(_under(local_path(location), path))
+            except (FileNotFoundError, NotADirectoryError):
+                found.append(None)
+                continue
+            regular = stat.S_ISREG(status.st_mode)
+            found.append(StoredFile(path, status.st_size, status.st_mtime) if regular else None)
+        return found
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        looked: list[StoredFile | None] = []
+        for path in paths:
+            try:
+                meta = obstore.head(store, _key_under(key, path))
+            except _MISSING:
+                looked.append(None)
+                continue
+            looked.append(StoredFile(path, int(meta["size"]), meta["last_modified"].timestamp()))
+        return looked
+
+
+def delete_files(location: str, paths: Sequence[str], storage_options: Mapping[str, str]) -> None:
+    """Delete the files ``paths`` (relative to ``location``); those not there are let be. On an
+    object store, in bulk requests (up to a thousand keys each)."""
+    if is_local(location):
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(_under(local_path(location), path))
+        return
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        keys = [_key_under(key, path) for path in paths]
+        for start in range(0, len(keys), _BULK_DELETE):
+            with contextlib.suppress(*_MISSING):
+                obstore.delete(store, keys[start : start + _BULK_DELETE])
+
+
+_BULK_DELETE = 1000  # S3's limit of keys per DeleteObjects request
+
+
+def write_file(location: str, path: str, data: BinaryIO | Iterator[bytes], storage_options: Mapping[str, str]) -> None:
+    """Write a new file ``path`` under ``location``, a place the writer has claimed (an import's
+    copy): a local file is created exclusively (``FileExistsError`` over one that is there), with
+    the directories to it; an object is written whole (in parts, when large) or not at all."""
+    if is_local(location):
+        target = _under(local_path(location), path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as writing:
+            if hasattr(data, "read"):  # a file (itself iterable, but by lines)
+                shutil.copyfileobj(cast(BinaryIO, data), writing, COPY_CHUNK_BYTES)
+            else:
+                for chunk in data:
+                    writing.write(chunk)
+        return
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        obstore.put(store, _key_under(key, path), data, chunk_size=COPY_CHUNK_BYTES)
+
+
+COPY_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def copy_file(
+    source: str, path: str, source_options: Mapping[str, str], target: str, target_options: Mapping[str, str]
+) -> None:
+    """Copy the file ``path`` under ``source`` to the same path under ``target`` (as ``write_file``
+    writes), streamed: an object is never held whole in memory."""
+    if is_local(source):
+        with open(_under(local_path(source), path), "rb") as reading:
+            write_file(target, path, reading, target_options)
+        return
+    with _store_failures():
+        store, key = object_store(source, source_options)
+        if is_local(target):
+            chunks = obstore.get(store, _key_under(key, path)).stream(min_chunk_size=COPY_CHUNK_BYTES)
+            write_file(target, path, (bytes(chunk) for chunk in chunks), target_options)
+            return
+        into, target_key = object_store(target, target_options)
+
+        async def stream() -> None:  # one store's download fed to another's upload, in one runtime
+            got = await obstore.get_async(store, _key_under(key, path))
+            await obstore.put_async(into, _key_under(target_key, path), got, chunk_size=COPY_CHUNK_BYTES)
+
+        asyncio.run(stream())
+
+
+def same_contents(location: str, first: str, second: str, storage_options: Mapping[str, str]) -> bool:
+    """Whether two small files (manifests) under ``location`` hold the same bytes."""
+    one = read_file(location, first, storage_options)
+    return one is not None and one == read_file(location, second, storage_options)
 
 
 # --- local directories a claim makes and takes back --------------------------------------------
@@ -447,47 +496,62 @@ def may_hold_dataset(location: str) -> bool:
 
 
 def entries_at(location: str, storage_options: Mapping[str, str]) -> set[str] | None:
-    """The names directly under ``location``; None when nothing is there."""
+    """The names directly under ``location`` (files and directories); None when nothing is there.
+    On an object store, those of the first page of its objects (one request: enough to tell an
+    empty place, and the ownership marker, which sorts first); a prefix holding no object is not
+    an entry, though some stores list one left behind by deleted objects."""
     if is_local(location):
         path = local_path(location)
         return set(os.listdir(path)) if os.path.isdir(path) and not os.path.islink(path) else None
-    filesystem, path = filesystem_for(location, storage_options)
-    selector = pafs.FileSelector(path.rstrip("/"), recursive=False, allow_not_found=True)
-    return {info.base_name for info in filesystem.get_file_info(selector)} or None
+    with _store_failures():
+        store, key = object_store(location, storage_options)
+        first = next(iter(obstore.list(store, prefix=key or None, chunk_size=_PAGE)), [])
+    prefix = f"{key}/" if key else ""
+    return {meta["path"][len(prefix) :].split("/", 1)[0] for meta in first} - {""} or None
+
+
+_PAGE = 1000  # objects an S3 listing answers in one request
 
 
 def files_missing(location: str, storage_options: Mapping[str, str], paths: Sequence[str]) -> list[str]:
-    """Which of ``paths`` (relative to ``location``, ``..`` resolved) are not files there (one look)."""
-    filesystem, root = filesystem_for(location, storage_options)
-    wanted = [os.path.normpath(f"{root.rstrip('/')}/{path}") for path in paths]
-    return [info.path for info in filesystem.get_file_info(wanted) if info.type != pafs.FileType.File]
+    """Which of ``paths`` (relative to ``location``, ``..`` resolved) are not files there: a look
+    at each of a few, one listing of each directory holding them for more."""
+    relative = [os.path.normpath(path) for path in paths]
+    if len(relative) <= _FEW or is_local(location):
+        looked = stat_files(location, relative, storage_options)
+        return [path for path, found in zip(relative, looked, strict=True) if found is None]
+    present: set[str] = set()
+    for directory in sorted({path.rpartition("/")[0] for path in relative}):
+        held = list_files(location, directory, storage_options)
+        present |= {f"{directory}/{found.path}" if directory else found.path for found in held}
+    return [path for path in relative if path not in present]
+
+
+_FEW = 4  # looks at single files cost less than listings up to about this many
 
 
 def is_empty_directory(location: str, storage_options: Mapping[str, str]) -> bool:
-    """True when nothing is at ``location`` yet, or an empty directory (a file there is not)."""
+    """True when nothing is at ``location`` yet, or an empty directory (a file there is not); on
+    an object store, when no object is under it (one listing)."""
     if is_local(location):
         path = local_path(location)
         if not os.path.lexists(path):
             return True
         return os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path)
-    filesystem, path = filesystem_for(location, storage_options)
-    if filesystem.get_file_info(path).type == pafs.FileType.File:
-        return False
-    selector = pafs.FileSelector(path.rstrip("/"), recursive=False, allow_not_found=True)
-    return not filesystem.get_file_info(selector)
+    return entries_at(location, storage_options) is None
 
 
 def delete_owned_files(location: str, storage_options: Mapping[str, str], marker: str) -> None:
-    """Delete what a table's location holds of its own (``OWNED_ENTRIES``, then ``marker``), and
-    the location itself once empty. Anything else under it is left alone, and symbolic links are
-    removed as links, never followed. The caller has proved that the entry owns the location."""
+    """Delete what a table's location holds of its own (``OWNED_ENTRIES`` in order, then
+    ``marker``), and the location itself once empty. Anything else under it is left alone, and
+    symbolic links are removed as links, never followed. On an object store: one paged listing of
+    the location, bulk deletes, and nothing left behind (no placeholder of an empty directory).
+    The caller has proved that the entry owns the location."""
     if not is_local(location):
-        filesystem, root = filesystem_for(location, storage_options)
+        held = list_files(location, "", storage_options, recursive=True)
         for entry in OWNED_ENTRIES:
-            with contextlib.suppress(FileNotFoundError):
-                filesystem.delete_dir(f"{root.rstrip('/')}/{entry}")
-        with contextlib.suppress(FileNotFoundError):
-            filesystem.delete_file(f"{root.rstrip('/')}/{marker}")
+            delete_files(location, [found.path for found in held if found.path.split("/")[0] == entry], storage_options)
+        delete_files(location, [marker], storage_options)
         return
     root = local_path(location)
     for entry in (*OWNED_ENTRIES, marker):

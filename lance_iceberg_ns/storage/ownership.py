@@ -13,20 +13,17 @@ a proof reading meanwhile sees the old marker or the new one). A marker left beh
 between, a rename by an Iceberg engine) is never trusted by its old name alone, since a copy
 cannot be told from the renamed original that way: ``placement`` asks the whole catalog instead.
 
-* **Claiming** writes the marker exclusively (on local file systems with ``O_EXCL``: of two
-  claims of one location exactly one wins), and only then checks the neighbourhood: no marker in a
-  directory above the location (it would be inside another table) nor below it (another table
-  would be inside it). Two overlapping claims racing each other both see the other and both give
-  up, which is safe.
+* **Claiming** writes the marker exclusively (``O_EXCL`` on a local disk, a conditional put,
+  ``If-None-Match: *``, on an object store: of two claims of one location exactly one wins), and
+  only then checks the neighbourhood: no marker in a directory above the location (it would be
+  inside another table) nor below it (another table would be inside it; a dataset's own
+  directories are not looked into). Two overlapping claims racing each other both see the other
+  and both give up, which is safe.
 * **Proving** ownership before reading, writing or deleting compares the marker with the entry.
   No marker, or another entry's, and the step reads, deletes and changes nothing, and says so
   without naming the other table.
 * **Releasing** (deregister) removes the marker when it names the entry: the data then belongs to
   nobody, and can be registered again. So can data whose entry an Iceberg engine dropped.
-
-On object stores the exclusive write is a check followed by a write (pyarrow has no conditional
-put); the neighbourhood check after the claim still catches overlaps, but two claims of the very
-same location in the same instant could both succeed.
 """
 
 from __future__ import annotations
@@ -39,6 +36,7 @@ from dataclasses import dataclass
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
 from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage.locations import is_local
 
 MARKER = ".lance-iceberg-ns-owner.json"
 
@@ -180,7 +178,8 @@ class Claim:
 def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, str]) -> Claim:
     """Claim ``location`` (under ``top``, the root or allowed location holding it) for ``owner``.
     Raises ``PermissionDeniedError`` when another entry owns it, or a location above or below it;
-    then nothing is left behind."""
+    then nothing is left behind. ``OSError`` when an object store refuses the write itself (the
+    bridge may reach it only with credentials the catalog vends for the table)."""
     if files.is_link(location):
         raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
     metadata_was_there = files.has_entry(location, files.ICEBERG_METADATA_DIRECTORY)
@@ -188,12 +187,18 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     try:
         written = _write_marker(location, owner, storage_options, exclusive=True)
     except OSError as exc:  # a file in the way, a name too long, a loop of links
+        if not is_local(location):  # the store refused or was not reached: the caller may retry otherwise
+            raise
         made.undo()
         raise InvalidInputError(f"Cannot make a table directory at {location!r}: {exc.strerror or exc}") from None
     if not written:
         raise PermissionDeniedError(f"The location {location!r} belongs to another table")
-    conflict = _markers_above(location, top, storage_options)
-    inside = None if conflict else _markers_below(location, storage_options)
+    try:
+        conflict = _markers_above(location, top, storage_options)
+        inside = None if conflict else _markers_below(location, storage_options)
+    except BaseException:
+        made.undo()
+        raise
     if conflict or inside:
         made.undo()
         where = "inside the location of another table" if conflict else "around the location of another table"

@@ -1,7 +1,7 @@
 """Where a table's data lives, and the proof that it is the table's own.
 
 A catalog entry and its location are tied by the ownership marker (``ownership``): a location is
-claimed before or right after its entry is made, proved before anything destructive, released
+claimed before its entry is made, proved before anything destructive, released
 when the entry lets its data go, and only then are the dataset's own files deleted. Locations are
 confined to the root and the allowed locations (``locations``). This is the one place that joins
 the catalog half (``companions``) and the storage half.
@@ -88,11 +88,12 @@ class Placement:
         Raises PermissionDeniedError, InvalidInputError."""
         location = self.locations.confine_requested(raw)
         options = self._options.for_bridge()
-        if ownership.read_owner(location, options) is not None:
+        held = files.entries_at(location, options)  # one listing of the place
+        if held and ownership.MARKER in held:
             return location  # the claim says whose it is
-        if datasets.dataset_exists(location, options):
+        if held and files.VERSIONS_DIRECTORY in held and datasets.dataset_exists(location, options):
             raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
-        if not files.is_empty_directory(location, options):
+        if held or (is_local(location) and not files.is_empty_directory(location, options)):  # a file, a link
             raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
         return location
 
@@ -111,23 +112,38 @@ class Placement:
 
     # --- ownership ------------------------------------------------------------------------------
 
-    def claim(self, table: TableId, location: str, properties: dict[str, str], taking_over: bool = False) -> Any:
-        """Create the companion table at ``location``, which it then owns. A local location is
-        claimed before the entry is made (a refused claim creates nothing) and the claim stamped
-        with the entry's UUID after; an object store, which the bridge may reach only with the
-        credentials the catalog vends for the new table, is claimed right after, and a refused
-        claim drops the entry again. ``taking_over``: the location is owned by the entry this one
-        replaces, and passes to it at once. Returns pyiceberg's ``Table``."""
+    def claim(
+        self,
+        table: TableId,
+        location: str,
+        properties: dict[str, str],
+        taking_over: bool = False,
+        fill: Callable[[], None] | None = None,
+    ) -> Any:
+        """Create the companion table at ``location``, which it then owns. The location is claimed
+        before the entry is made (a conditional create of the marker: a refused claim creates
+        nothing, and of several at once exactly one wins), and the claim stamped with the entry's
+        UUID after. An object store that refuses the bridge's own credentials (it may reach it
+        only with those the catalog vends for the new table) is claimed right after the entry
+        instead, and a refused claim drops the entry again. ``fill`` runs between the claim and
+        the entry (an import copies the files then: the table is published only once it is
+        whole); its failure takes the claim back. ``taking_over``: the location is owned by the
+        entry this one replaces, and passes to it at once. Returns pyiceberg's ``Table``."""
         create_id = uuid.uuid4().hex
         top = self.locations.base_of(location) or location
         claimed = None
-        if is_local(location) and not taking_over:
+        if not taking_over:
             owner = ownership.Owner(create_id, None, catalog_name(table))
-            claimed = ownership.claim(location, top, owner, self._options.for_bridge())
-        elif not taking_over:  # look before the catalog writes its metadata there, if the bridge can
-            with contextlib.suppress(OSError):
-                ownership.check_free(location, top, self._options.for_bridge())
+            try:
+                claimed = ownership.claim(location, top, owner, self._options.for_bridge())
+            except OSError:  # an object store the bridge reaches only with the table's credentials
+                with contextlib.suppress(OSError):  # look before the catalog writes its metadata there
+                    ownership.check_free(location, top, self._options.for_bridge())
         try:
+            if fill is not None:
+                if claimed is None:
+                    raise PermissionDeniedError(f"The location {location!r} cannot be written before it is registered")
+                fill()
             created = self._companions.create(table, location, properties, create_id)
         except iceberg.NoSuchNamespaceError:  # refused, and the catalog's files are all there is
             if claimed is not None:

@@ -25,14 +25,13 @@ from datetime import datetime
 from urllib.parse import unquote
 
 import lance
-import pyarrow.fs as pafs
 from lance_namespace import TableVersion
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableVersionNotFoundError
 
 from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.paging import page_of
 from lance_iceberg_ns.storage import files
-from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, filesystem_for
+from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.storage.locations import normalize_location
 from lance_iceberg_ns.versions.refusals import FinalNameTaken
 
@@ -89,10 +88,9 @@ def names_a_manifest(manifest_path: str) -> bool:
     return name.endswith(".manifest") or is_staged(name)
 
 
-def _directory(location: str, storage_options: Mapping[str, str]) -> tuple[pafs.FileSystem, str]:
-    """The file system of the table at ``location`` and its ``_versions/`` there."""
-    filesystem, root = filesystem_for(location, storage_options)
-    return filesystem, f"{root.rstrip('/')}/{VERSIONS_DIRECTORY}"
+def _in_versions(name: str) -> str:
+    """The path of the file ``name`` of ``_versions/``, relative to the table's location."""
+    return f"{VERSIONS_DIRECTORY}/{name}"
 
 
 # --- a new version's manifest ----------------------------------------------------------------------
@@ -122,14 +120,13 @@ def own_manifest(location: str, storage_options: Mapping[str, str], version: int
         )
     if not _is_directory_of(directory, location):
         raise InvalidInputError(f"manifest_path must be in the table's own _versions/ ({manifest_directory(location)})")
-    filesystem, versions = _directory(location, storage_options)
     names = [name, final] if staged else [name]
-    found = filesystem.get_file_info([f"{versions}/{each}" for each in names])
-    if found[0].type != pafs.FileType.File:
+    found = files.stat_files(location, [_in_versions(each) for each in names], storage_options)
+    if found[0] is None:
         raise InvalidInputError(f"No manifest {name} in the table's _versions/")
     if not staged:
         check_own_version(location, storage_options, version)
-    return OwnManifest(f"{manifest_directory(location)}/{name}", bool(staged) and found[1].type == pafs.FileType.File)
+    return OwnManifest(f"{manifest_directory(location)}/{name}", bool(staged) and found[1] is not None)
 
 
 def _is_directory_of(directory: str, location: str) -> bool:
@@ -152,28 +149,24 @@ def _is_directory_of(directory: str, location: str) -> bool:
 # --- looks ------------------------------------------------------------------------------------------
 
 
-def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, pafs.FileInfo]:
-    """The final manifests in ``_versions/``, by version (one listing)."""
-    filesystem, versions = _directory(location, storage_options)
-    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
+def final_manifests(location: str, storage_options: Mapping[str, str]) -> dict[int, StoredFile]:
+    """The final manifests in ``_versions/``, by version (one listing of ``_versions/``)."""
     found = {}
-    for info in listed:
-        version = version_of_manifest(info.base_name)
-        if version is not None and info.type == pafs.FileType.File:
-            found[version] = info
+    for manifest in files.list_files(location, VERSIONS_DIRECTORY, storage_options):
+        version = version_of_manifest(manifest.name)
+        if version is not None:
+            found[version] = manifest
     return found
 
 
 def finalized_names(location: str, storage_options: Mapping[str, str], recorded: Sequence[str]) -> set[str]:
     """Which of the ``recorded`` manifest paths have been finalized (their final names): a look at
     each for a few, one listing of ``_versions/`` for more."""
-    filesystem, versions = _directory(location, storage_options)
     names = [final_manifest_name(path) for path in recorded]
     if len(names) <= 4:
-        infos = filesystem.get_file_info([f"{versions}/{name}" for name in names])
-    else:
-        infos = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
-    return {info.base_name for info in infos if info.type == pafs.FileType.File}
+        looked = files.stat_files(location, [_in_versions(name) for name in names], storage_options)
+        return {name for name, found in zip(names, looked, strict=True) if found is not None}
+    return {found.name for found in files.list_files(location, VERSIONS_DIRECTORY, storage_options)}
 
 
 def version_present(location: str, storage_options: Mapping[str, str], version: int, staged: str = "") -> bool:
@@ -183,22 +176,22 @@ def version_present(location: str, storage_options: Mapping[str, str], version: 
     names = [manifest_name(version), manifest_name(version, v2=False)]
     if staged:
         names.append(staged.rsplit("/", 1)[-1])
-    filesystem, versions = _directory(location, storage_options)
-    return any(info.type == pafs.FileType.File for info in filesystem.get_file_info([f"{versions}/{n}" for n in names]))
+    looked = files.stat_files(location, [_in_versions(name) for name in names], storage_options)
+    return any(found is not None for found in looked)
 
 
-def leftover_manifests(location: str, storage_options: Mapping[str, str]) -> list[pafs.FileInfo]:
+def leftover_manifests(location: str, storage_options: Mapping[str, str]) -> list[StoredFile]:
     """Manifest copies under ``_versions/`` that nothing reads: staged manifests whose final copy
     exists (pylance keeps them when the catalog manages the versions), and the temporary files of
-    interrupted copies (``<name>.manifest#<n>``, ``<name>.manifest.<hex>.copying``). One listing."""
-    filesystem, versions = _directory(location, storage_options)
-    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
-    names = {info.base_name for info in listed}
+    interrupted copies (``<name>.manifest#<n>``, ``<name>.manifest.<hex>.copying``); paths relative
+    to ``_versions/``. One listing."""
+    listed = files.list_files(location, VERSIONS_DIRECTORY, storage_options)
+    names = {found.name for found in listed}
     leftovers = []
-    for info in listed:
-        final = final_manifest_name(info.base_name)
-        if (final != info.base_name and final in names) or _COPY_IN_PROGRESS.match(info.base_name):
-            leftovers.append(info)
+    for found in listed:
+        final = final_manifest_name(found.name)
+        if (final != found.name and final in names) or _COPY_IN_PROGRESS.match(found.name):
+            leftovers.append(found)
     return leftovers
 
 
@@ -214,12 +207,12 @@ def listed_versions(location: str, storage_options: Mapping[str, str], below: in
     return [
         TableVersion(
             version=version,
-            manifest_path=f"{manifest_directory(location)}/{info.base_name}",
-            manifest_size=info.size,
-            timestamp_millis=int(info.mtime.timestamp() * 1000) if info.mtime else None,
+            manifest_path=f"{manifest_directory(location)}/{manifest.name}",
+            manifest_size=manifest.size,
+            timestamp_millis=int(manifest.modified * 1000),
             metadata={},
         )
-        for version, info in sorted(found.items())
+        for version, manifest in sorted(found.items())
         if version < below
     ]
 
@@ -249,7 +242,7 @@ def table_versions(
         versions.append(
             TableVersion(
                 version=number,
-                manifest_path=f"{VERSIONS_DIRECTORY}/{manifest.base_name}" if manifest else "",
+                manifest_path=_in_versions(manifest.name) if manifest else "",
                 manifest_size=manifest.size if manifest else None,
                 timestamp_millis=_millis(entry["timestamp"]),
                 metadata={str(k): str(v) for k, v in (entry.get("metadata") or {}).items()},
@@ -302,16 +295,13 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
     name = version.manifest_path.rsplit("/", 1)[-1]
     if not is_staged(name):
         return version
-    filesystem, versions = _directory(location, storage_options)
-    staged, final = f"{versions}/{name}", final_manifest_name(name)
+    final = final_manifest_name(name)
+    staged, taken = _in_versions(name), _in_versions(final)
     try:  # one step: a reader never sees a final manifest half written, a writer's is never replaced
-        moved = files.move_unless_taken(
-            location, f"{VERSIONS_DIRECTORY}/{name}", f"{VERSIONS_DIRECTORY}/{final}", storage_options
-        )
-        if not moved:
-            if not files.same_contents(filesystem, staged, f"{versions}/{final}"):
+        if not files.move_unless_taken(location, staged, taken, storage_options):
+            if not files.same_contents(location, staged, taken, storage_options):
                 raise FinalNameTaken(final)
-            filesystem.delete_file(staged)
+            files.delete_files(location, [staged], storage_options)
     except OSError:
         return version
     final_path = f"{version.manifest_path[: -len(name)]}{final}"
@@ -324,12 +314,10 @@ def final_name_free(location: str, storage_options: Mapping[str, str], version: 
     name = version.manifest_path.rsplit("/", 1)[-1]
     if not is_staged(name):
         return True
-    filesystem, versions = _directory(location, storage_options)
-    staged, final = f"{versions}/{name}", f"{versions}/{final_manifest_name(name)}"
+    staged, final = _in_versions(name), _in_versions(final_manifest_name(name))
     try:
-        return filesystem.get_file_info(final).type == pafs.FileType.NotFound or files.same_contents(
-            filesystem, staged, final
-        )
+        taken = files.stat_files(location, [final], storage_options)[0]
+        return taken is None or files.same_contents(location, staged, final, storage_options)
     except OSError:
         return True  # finalize finds out
 
@@ -339,20 +327,12 @@ def finalize_abandoned(
 ) -> bool:
     """Copy the staged manifest ``recorded`` (a path) to its final name when it is older than
     ``after_seconds``; False when it is younger (its writer may still be finalizing it) or is gone."""
-    filesystem, versions = _directory(location, storage_options)
-    staged = filesystem.get_file_info(f"{versions}/{recorded.rsplit('/', 1)[-1]}")
-    if staged.type != pafs.FileType.File or staged.mtime is None:
-        return False
-    if time.time() - staged.mtime.timestamp() < after_seconds:
+    name = recorded.rsplit("/", 1)[-1]
+    staged = files.stat_files(location, [_in_versions(name)], storage_options)[0]
+    if staged is None or time.time() - staged.modified < after_seconds:
         return False
     try:
-        name = recorded.rsplit("/", 1)[-1]
-        if files.copy_unless_taken(
-            location,
-            f"{VERSIONS_DIRECTORY}/{name}",
-            f"{VERSIONS_DIRECTORY}/{final_manifest_name(name)}",
-            storage_options,
-        ):
+        if files.copy_unless_taken(location, staged.path, _in_versions(final_manifest_name(name)), storage_options):
             return True
     except OSError:
         pass
@@ -365,26 +345,21 @@ def discard_staged(location: str, storage_options: Mapping[str, str], manifest_p
     name = manifest_path.rsplit("/", 1)[-1]
     if not is_staged(name):
         return
-    filesystem, versions = _directory(location, storage_options)
     with contextlib.suppress(OSError):
-        filesystem.delete_file(f"{versions}/{name}")
+        files.delete_files(location, [_in_versions(name)], storage_options)
 
 
 def delete_manifests(location: str, storage_options: Mapping[str, str], doomed: Sequence[int]) -> None:
     """Delete the final manifests of the ``doomed`` versions (in either naming scheme) from the
-    table's own ``_versions/``, its place proved by the caller: they are deleted versions."""
-    filesystem, versions = _directory(location, storage_options)
-    for version in doomed:
-        for name in (manifest_name(version), manifest_name(version, v2=False)):
-            with contextlib.suppress(FileNotFoundError):
-                filesystem.delete_file(f"{versions}/{name}")
+    table's own ``_versions/``, its place proved by the caller: they are deleted versions. On an
+    object store, in bulk requests."""
+    names = [name for version in doomed for name in (manifest_name(version), manifest_name(version, v2=False))]
+    files.delete_files(location, [_in_versions(name) for name in names], storage_options)
 
 
 def forget_version_hint(location: str, storage_options: Mapping[str, str]) -> None:
     """Delete pylance's hint at the latest version (``latest_version_hint.json``) when it is alone
     in ``_versions/``: no manifest is beside it, and the place reads as never written."""
-    filesystem, versions = _directory(location, storage_options)
-    listed = filesystem.get_file_info(pafs.FileSelector(versions, allow_not_found=True))
-    if [info.base_name for info in listed] == [_VERSION_HINT]:
+    if files.entries_at(f"{location.rstrip('/')}/{VERSIONS_DIRECTORY}", storage_options) == {_VERSION_HINT}:
         with contextlib.suppress(OSError):
-            filesystem.delete_file(f"{versions}/{_VERSION_HINT}")
+            files.delete_files(location, [_in_versions(_VERSION_HINT)], storage_options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import obstore
@@ -198,3 +199,86 @@ def test_a_declare_asking_for_vended_credentials_never_hands_on_the_bridges_stat
             assert "SECRET" not in repr(answered)
             described = ns.describe_table({"id": [*db, f"t_{asked}"], "vend_credentials": asked})
             assert "aws_secret_access_key" not in (described.storage_options or {})
+
+
+def _keys_under(seaweedfs: SeaweedFS, location: str) -> list[str]:
+    store = seaweedfs.store()
+    prefix = location.removeprefix(f"s3://{store.config['bucket']}/")  # type: ignore[index]
+    return [item["path"] for batch in obstore.list(store, prefix=prefix + "/") for item in batch]
+
+
+def test_a_purge_on_s3_deletes_the_tables_own_objects_and_leaves_nothing_behind(
+    s3_ns: IcebergLanceNamespace, db: list[str], seaweedfs: SeaweedFS
+) -> None:
+    import lance
+    import pyarrow as pa
+
+    table_id = [*db, "purged"]
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=s3_ns, table_id=table_id)
+    location = s3_ns.describe_table({"id": table_id}).location
+    assert location is not None and _keys_under(seaweedfs, location)
+    store, key = files.object_store(location, seaweedfs.storage_options())
+    obstore.put(store, f"{key}/notes/theirs.txt", b"not the dataset's")  # someone else's file stays
+    s3_ns.drop_table({"id": table_id})
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert s3_ns.purge_tables(namespace_id=db, deleted_before=later) == [table_id]
+    prefix = key.removeprefix(f"{store.config['bucket']}/")  # type: ignore[index]
+    assert _keys_under(seaweedfs, location) == [f"{prefix}/notes/theirs.txt"]
+
+
+def test_looking_for_markers_on_s3_lists_directories_not_the_objects_of_datasets(
+    s3_ns: IcebergLanceNamespace, db: list[str], seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unregistered listing (and a claim's look below a location) costs one listing per
+    directory of the tree of namespaces and tables, however many files the datasets hold."""
+    import lance
+    import pyarrow as pa
+
+    for name, appends in (("small", 1), ("large", 12)):
+        table_id = [*db, name]
+        for number in range(appends):
+            mode = "append" if number else "create"
+            lance.write_dataset(pa.table({"id": [1]}), namespace_client=s3_ns, table_id=table_id, mode=mode)
+    listings: list[str] = []
+    real = files.obstore.list_with_delimiter
+
+    def counted(store: Any, prefix: str | None = None, **kwargs: Any) -> Any:
+        listings.append(prefix or "")
+        return real(store, prefix=prefix, **kwargs)
+
+    monkeypatch.setattr(files.obstore, "list_with_delimiter", counted)
+    monkeypatch.setattr(files.obstore, "list", lambda *a, **k: pytest.fail("a listing of a whole tree"))
+    assert s3_ns.unregistered_locations(db[0]) == []
+    assert not [prefix for prefix in listings if "/data" in prefix or "/_versions" in prefix], listings
+    assert len(listings) <= 6, listings  # the root, the warehouse, the namespace, its two tables
+
+
+def test_an_import_into_s3_publishes_the_table_only_once_every_file_is_copied(
+    s3_ns: IcebergLanceNamespace, db: list[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lance
+    import pyarrow as pa
+    from lance_namespace.errors import TableNotFoundError
+
+    from lance_iceberg_ns.jobs import directory_import
+
+    source = tmp_path / "directory"
+    lance.write_dataset(pa.table({"v": [1, 2]}), str(source / "t.lance"))
+    lance.write_dataset(pa.table({"v": [3]}), str(source / "t.lance"), mode="append")
+    seen: list[str] = []
+    real = files.write_file
+
+    def write_while_looking(location: str, path: str, *args: Any) -> None:
+        with pytest.raises(TableNotFoundError):  # not published while a file is still to come
+            s3_ns.describe_table({"id": [*db, "t"]})
+        seen.append(path)
+        real(location, path, *args)
+
+    monkeypatch.setattr(files, "write_file", write_while_looking)
+    summary = directory_import.import_directory(s3_ns, str(source), db)
+    monkeypatch.undo()
+    assert [table.outcome for table in summary.tables] == ["copied"]
+    first_manifest = next(i for i, path in enumerate(seen) if path.startswith("_versions/"))
+    assert all(path.startswith("_versions/") for path in seen[first_manifest:]), seen  # the manifests last
+    dataset = lance.dataset(namespace_client=s3_ns, table_id=[*db, "t"])
+    assert sorted(dataset.to_table().column("v").to_pylist()) == [1, 2, 3]

@@ -24,11 +24,13 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import LocationPolicy, normalize_location, overlaps
 from lance_iceberg_ns.storage.ownership import MARKER
 
 from ..helpers import catalog_state, files_under, other_client
 from ..helpers import write_values as _write
+from ..stores import Store
 
 
 def _read(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
@@ -36,9 +38,9 @@ def _read(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
 
 
 @pytest.fixture(params=[True, False], ids=["soft_delete", "hard_delete"])
-def any_ns(request: pytest.FixtureRequest, endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
-    soft = "true" if request.param else "false"
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete=soft) as namespace:
+def any_ns(request: pytest.FixtureRequest, endpoint: str, store: Store) -> Iterator[IcebergLanceNamespace]:
+    properties = {**store.properties, "soft_delete": "true" if request.param else "false"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as namespace:
         yield namespace
 
 
@@ -127,43 +129,41 @@ def test_table_uris_escape_names_so_a_client_decoding_them_stays_put(tmp_path: P
 
 
 def test_explicit_locations_under_the_root_cannot_hold_other_tables_directories(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, endpoint: str
+    ns: IcebergLanceNamespace, db: list[str], store: Store, endpoint: str
 ) -> None:
     before = catalog_state(endpoint, db[0])
-    for squatted in (str(lance_root / db[0]), str(lance_root / db[0] / db[1]), str(lance_root / "x" / "y")):
+    for squatted in (store.at(db[0]), store.at(db[0], db[1]), store.at("x", "y")):
         with pytest.raises(PermissionDeniedError, match="layout|could hold"):
             ns.declare_table({"id": [*db, "squatter"], "location": squatted})
     assert catalog_state(endpoint, db[0]) == before
-    assert ns.declare_table({"id": [*db, "t"], "location": str(lance_root / db[0] / "mine.lance")}).location
+    assert ns.declare_table({"id": [*db, "t"], "location": store.at(db[0], "mine.lance")}).location
 
 
 def test_declare_refuses_a_place_that_already_holds_files_and_deletes_nothing_later(
-    endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
+    endpoint: str, store: Store, db: list[str]
 ) -> None:
-    project = tmp_path / "allowed" / "proj"
-    (project / "data").mkdir(parents=True)
-    (project / "data" / "customers.csv").write_text("x")
-    (tmp_path / "allowed" / "afile").write_text("a file, not a directory")
-    files = files_under(tmp_path / "allowed")
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=str(lance_root), allowed_locations=str(tmp_path / "allowed"), soft_delete="false"
-    ) as ns:
-        for place in (project, tmp_path / "allowed" / "afile", tmp_path / "allowed" / "afile" / "x"):
+    allowed = store.beside("allowed")
+    project = f"{allowed}/proj"
+    store.write(f"{project}/data/customers.csv", b"x")
+    store.write(f"{allowed}/afile", b"a file, not a directory")
+    files = store.contents(allowed)
+    properties = {**store.properties, "allowed_locations": allowed, "soft_delete": "false"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
+        refused = [project]
+        if store.kind == "disk":  # a file where a directory must be, a name too long for one: a disk's own
+            refused += [f"{allowed}/afile", f"{allowed}/afile/x", f"{allowed}/n" + "/x" * 3 + "/" + "y" * 300]
+        for place in refused:
             with pytest.raises(InvalidInputError):
-                ns.declare_table({"id": [*db, "t"], "location": str(place)})
-        with pytest.raises(InvalidInputError):
-            ns.declare_table(
-                {"id": [*db, "t"], "location": str(tmp_path / "allowed" / "n") + "/x" * 3 + "/" + "y" * 300}
-            )
-        assert files_under(tmp_path / "allowed") == files and not (tmp_path / "allowed" / "n").exists()
+                ns.declare_table({"id": [*db, "t"], "location": place})
+        assert store.contents(allowed) == files and not store.exists(f"{allowed}/n")
 
 
 def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
-    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+    endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with (
-        IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as dropper,
-        IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as other,
+        IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as dropper,
+        IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as other,
     ):
         kept = _write(other, [*db, "t"], [1, 2])
         prove = dropper.placement.prove
@@ -178,7 +178,7 @@ def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
         with pytest.raises(ConcurrentModificationError):
             dropper.drop_table({"id": [*db, "t"]})
         assert _read(other, [*db, "t_keep"]) == [1, 2] and _read(other, [*db, "t"]) == [9]
-        assert lance.dataset(kept).count_rows() == 2
+        assert store.dataset(kept).count_rows() == 2
 
 
 def test_a_symbolic_link_under_the_root_cannot_lead_outside(tmp_path: Path) -> None:
@@ -189,24 +189,26 @@ def test_a_symbolic_link_under_the_root_cannot_lead_outside(tmp_path: Path) -> N
         LocationPolicy.of(str(tmp_path / "root")).confine(str(tmp_path / "root" / "escape" / "t"))
 
 
-def test_default_locations_are_new_for_every_table(ns: IcebergLanceNamespace, db: list[str], lance_root: Path) -> None:
+def test_default_locations_are_new_for_every_table(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     first = ns.declare_table({"id": [*db, "orders"]}).location
     ns.deregister_table({"id": [*db, "orders"]})
     second = ns.declare_table({"id": [*db, "orders"]}).location
     assert first != second
     for location in (first, second):
-        assert location is not None and location.startswith("/".join([str(lance_root), *db, "orders-"]))
+        assert location is not None and location.startswith(store.at(*db, "orders-"))
         assert location.endswith(".lance")
 
 
 # --- ordinary sequences ----------------------------------------------------------------------
 
 
-def test_rename_then_reuse_the_name_makes_an_independent_table(any_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_rename_then_reuse_the_name_makes_an_independent_table(
+    any_ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     ns = any_ns
     archived_location = _write(ns, [*db, "orders"], [1, 2, 3])
     ns.rename_table({"id": [*db, "orders"], "new_table_name": "orders_archived"})
-    archived_files = files_under(Path(archived_location))
+    archived_files = store.contents(archived_location)
 
     new_location = _write(ns, [*db, "orders"], [7])  # pylance's default create mode
     assert new_location != archived_location
@@ -214,50 +216,50 @@ def test_rename_then_reuse_the_name_makes_an_independent_table(any_ns: IcebergLa
     ns.drop_table({"id": [*db, "orders"]})
     if ns.settings.soft_delete:
         assert ns.purge_table([*db, "orders"]) == 1
-    assert not os.path.exists(new_location)
+    assert not store.exists(new_location)
 
     assert _read(ns, [*db, "orders_archived"]) == [1, 2, 3]
-    assert files_under(Path(archived_location)) == archived_files
+    assert store.contents(archived_location) == archived_files
 
 
 def test_reuse_after_a_soft_delete_leaves_the_dropped_table_restorable_and_purgeable(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     old_location = _write(ns, [*db, "t"], [1, 2])
     ns.drop_table({"id": [*db, "t"]})
-    old_files = files_under(Path(old_location))
+    old_files = store.contents(old_location)
     new_location = _write(ns, [*db, "t"], [9])
     assert new_location != old_location and _read(ns, [*db, "t"]) == [9]
     with pytest.raises(TableAlreadyExistsError):
         ns.undrop_table([*db, "t"])  # a live table holds the name
-    assert files_under(Path(old_location)) == old_files
+    assert store.contents(old_location) == old_files
 
     ns.rename_table({"id": [*db, "t"], "new_table_name": "t_new"})  # free the name: the old one comes back
     ns.undrop_table([*db, "t"])
     assert _read(ns, [*db, "t"]) == [1, 2] and _read(ns, [*db, "t_new"]) == [9]
     ns.drop_table({"id": [*db, "t"]})
     assert ns.purge_table([*db, "t"]) == 1
-    assert not os.path.exists(old_location) and _read(ns, [*db, "t_new"]) == [9]
+    assert not store.exists(old_location) and _read(ns, [*db, "t_new"]) == [9]
 
 
 def test_lancedb_create_table_reuses_a_soft_deleted_name(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     old_location = _write(ns, [*db, "vectors"], [1])
     ns.drop_table({"id": [*db, "vectors"]})
-    connection = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
+    connection = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": store.root, **store.properties})
     created = connection.create_table("vectors", pa.table({"v": [5, 6]}), namespace_path=db)
     assert created.count_rows() == 2
-    assert lance.dataset(old_location).count_rows() == 1
+    assert store.dataset(old_location).count_rows() == 1
     assert ns.list_purgable_tables(db)[0].id == [*db, "vectors"]
 
 
 def test_deregister_and_register_again_and_a_second_entry_is_refused(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     location = _write(ns, [*db, "t"], [1, 2, 3])
     ns.deregister_table({"id": [*db, "t"]})
-    assert not os.path.exists(os.path.join(location, MARKER))  # the data belongs to nobody now
+    assert not store.exists(f"{location}/{MARKER}")  # the data belongs to nobody now
     ns.register_table(RegisterTableRequest(id=[*db, "back"], location=location))
     before = catalog_state(endpoint, db[0])
     with pytest.raises(PermissionDeniedError, match="belongs to another table"):
@@ -265,21 +267,23 @@ def test_deregister_and_register_again_and_a_second_entry_is_refused(
     with pytest.raises(PermissionDeniedError):
         ns.declare_table({"id": [*db, "inside"], "location": location + "/data/nested"})
     with pytest.raises(PermissionDeniedError):
-        ns.declare_table({"id": [*db, "around"], "location": os.path.dirname(location)})
+        ns.declare_table({"id": [*db, "around"], "location": location.rsplit("/", 1)[0]})
     assert catalog_state(endpoint, db[0]) == before
     assert _read(ns, [*db, "back"]) == [1, 2, 3]
 
 
-def test_declare_over_an_unowned_dataset_points_to_register(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_declare_over_an_unowned_dataset_points_to_register(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     location = _write(ns, [*db, "t"], [1])
     ns.deregister_table({"id": [*db, "t"]})
     with pytest.raises(InvalidInputError, match="register"):
         ns.declare_table({"id": [*db, "t"], "location": location})
-    assert not os.path.exists(os.path.join(location, MARKER))
+    assert not store.exists(f"{location}/{MARKER}")
 
 
 def test_register_overwrite_that_fails_leaves_the_previous_table_whole(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = _write(ns, [*db, "t"], [1])
     second = _write(ns, [*db, "other"], [2])
@@ -294,30 +298,30 @@ def test_register_overwrite_that_fails_leaves_the_previous_table_whole(
         ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
     monkeypatch.undo()
     assert catalog_state(endpoint, db[0]) == before
-    assert _read(ns, [*db, "t"]) == [1] and not os.path.exists(os.path.join(second, MARKER))
+    assert _read(ns, [*db, "t"]) == [1] and not store.exists(f"{second}/{MARKER}")
 
     ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
     assert _read(ns, [*db, "t"]) == [2]
-    assert lance.dataset(first).count_rows() == 1 and not os.path.exists(os.path.join(first, MARKER))
+    assert store.dataset(first).count_rows() == 1 and not store.exists(f"{first}/{MARKER}")
     ns.register_table(RegisterTableRequest(id=[*db, "first"], location=first))  # nobody's now: free to register
 
 
 def test_restore_writes_only_into_data_the_entry_owns(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     location = _write(ns, [*db, "t"], [1])
     _write(ns, [*db, "t"], [2], mode="append")
     ns.restore_table({"id": [*db, "t"], "version": 1})
-    assert lance.dataset(location).version == 3 and _read(ns, [*db, "t"]) == [1]
+    assert store.dataset(location).version == 3 and _read(ns, [*db, "t"]) == [1]
 
     # another client's entry at that location, made directly in the catalog: it owns nothing
     other_client(endpoint, db[0]).create_table(
         (*db[1:], "impostor"), schema=companion_table_schema(), location=location, properties={"table_type": "lance"}
     )
-    victim = files_under(Path(location))
+    victim = store.contents(location)
     with pytest.raises(PermissionDeniedError, match="belongs to another table"):
         ns.restore_table({"id": [*db, "impostor"], "version": 1})
-    assert files_under(Path(location)) == victim
+    assert store.contents(location) == victim
 
 
 def test_hard_drop_deletes_only_the_datasets_own_files_and_never_follows_links(
@@ -336,24 +340,22 @@ def test_hard_drop_deletes_only_the_datasets_own_files_and_never_follows_links(
     assert sorted(os.listdir(location)) == ["notes.txt"]  # the stranger's file stays
 
 
-def test_an_entry_without_an_ownership_marker_is_not_dropped(
-    endpoint: str, lance_root: Path, db: list[str], tmp_path: Path
-) -> None:
-    location = lance_root / "legacy" / "t.lance"
-    lance.write_dataset(pa.table({"v": [1]}), str(location))
+def test_an_entry_without_an_ownership_marker_is_not_dropped(endpoint: str, store: Store, db: list[str]) -> None:
+    location = store.at("legacy", "t.lance")
+    store.write_lance(location, rows=1)
     other_client(endpoint, db[0]).create_table(
-        (*db[1:], "legacy"), schema=companion_table_schema(), location=str(location), properties={"table_type": "lance"}
+        (*db[1:], "legacy"), schema=companion_table_schema(), location=location, properties={"table_type": "lance"}
     )
-    files = files_under(location)
+    files = store.contents(location)
     before = catalog_state(endpoint, db[0])
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as ns:
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as ns:
         with pytest.raises(PermissionDeniedError, match="no ownership marker"):
             ns.drop_table({"id": [*db, "legacy"]})
-        assert catalog_state(endpoint, db[0]) == before and files_under(location) == files
+        assert catalog_state(endpoint, db[0]) == before and store.contents(location) == files
         ns.deregister_table({"id": [*db, "legacy"]})  # adopt it: deregister, register again
-        ns.register_table(RegisterTableRequest(id=[*db, "legacy"], location=str(location)))
+        ns.register_table(RegisterTableRequest(id=[*db, "legacy"], location=location))
         ns.drop_table({"id": [*db, "legacy"]})
-    assert not location.exists()
+    assert not store.exists(location)
 
 
 def test_a_location_that_is_a_symbolic_link_is_refused(
@@ -378,105 +380,108 @@ def test_request_properties_cannot_move_the_catalogs_files(ns: IcebergLanceNames
 
 
 def test_import_directory_copies_a_source_outside_the_root_and_widens_nothing(
-    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     from lance_iceberg_ns.jobs.directory_import import COPIED, import_directory
 
-    source = tmp_path / "directory"
-    lance.write_dataset(pa.table({"v": [1]}), str(source / "events.lance"))
-    summary = import_directory(ns, str(source), db)
+    source = store.beside("directory")
+    store.write_lance(f"{source}/events.lance", rows=1)
+    summary = import_directory(ns, source, db, storage_options=store.storage_options)
     assert [t.outcome for t in summary.tables] == [COPIED]
     copied = ns.describe_table(DescribeTableRequest(id=[*db, "events"], load_detailed_metadata=True))
     assert copied.location == summary.tables[0].copied_to and copied.location.startswith(ns.settings.root)
-    lance.write_dataset(pa.table({"v": [1]}), str(source / "later.lance"))
+    store.write_lance(f"{source}/later.lance", rows=1)
     with pytest.raises(PermissionDeniedError):
-        ns.register_table(RegisterTableRequest(id=[*db, "later"], location=str(source / "later.lance")))
+        ns.register_table(RegisterTableRequest(id=[*db, "later"], location=f"{source}/later.lance"))
 
 
 def test_import_directory_copies_nothing_into_a_place_another_client_declared_first(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path, tmp_path: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     from lance_iceberg_ns.jobs.directory_import import ALREADY_REGISTERED, CONFLICT, copy_location, import_directory
 
-    source = tmp_path / "directory"
-    lance.write_dataset(pa.table({"v": [1, 2]}), str(source / "secret.lance"))
-    predicted = copy_location(ns, [*db, "secret"], str(source / "secret.lance"))
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as other:
+    source = store.beside("directory")
+    lance.write_dataset(pa.table({"v": [1, 2]}), f"{source}/secret.lance", storage_options=store.storage_options)
+    predicted = copy_location(ns, [*db, "secret"], f"{source}/secret.lance")
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as other:
         other.declare_table({"id": [*db, "mine"], "location": predicted})
-        summary = import_directory(ns, str(source), db)
+        summary = import_directory(ns, source, db, storage_options=store.storage_options)
         assert [(t.outcome, t.copied_to) for t in summary.tables] == [(CONFLICT, predicted)]
-        assert sorted(os.listdir(predicted)) == [MARKER, "metadata"]  # nothing copied into the other table
+        # nothing copied into the other table: its marker, and the catalog's metadata where it writes there
+        assert {key.split("/")[0] for key in store.keys(predicted)} - {"metadata"} == {MARKER}
         assert other.describe_table({"id": [*db, "mine"], "check_declared": True}).is_only_declared
         with pytest.raises(TableNotFoundError):
             ns.describe_table(DescribeTableRequest(id=[*db, "secret"]))
         other.drop_table({"id": [*db, "mine"]})
         other.purge_table([*db, "mine"])
-    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == ["copied"]
+    imported = import_directory(ns, source, db, storage_options=store.storage_options)
+    assert [t.outcome for t in imported.tables] == ["copied"]
     assert _read(ns, [*db, "secret"]) == [1, 2]
-    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == [ALREADY_REGISTERED]
+    imported = import_directory(ns, source, db, storage_options=store.storage_options)
+    assert [t.outcome for t in imported.tables] == [ALREADY_REGISTERED]
 
 
 def test_import_directory_copies_nothing_over_files_in_its_place(
-    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     from lance_iceberg_ns.jobs.directory_import import CONFLICT, copy_location, import_directory
 
-    source = tmp_path / "directory"
-    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
-    predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
-    predicted.mkdir(parents=True)
-    (predicted / "someone-elses.bin").write_bytes(b"x")
-    before = files_under(predicted)
-    assert [t.outcome for t in import_directory(ns, str(source), db).tables] == [CONFLICT]
-    assert files_under(predicted) == before
+    source = store.beside("directory")
+    store.write_lance(f"{source}/t.lance", rows=1)
+    predicted = copy_location(ns, [*db, "t"], f"{source}/t.lance")
+    store.write(f"{predicted}/someone-elses.bin", b"x")
+    before = store.contents(predicted)
+    imported = import_directory(ns, source, db, storage_options=store.storage_options)
+    assert [t.outcome for t in imported.tables] == [CONFLICT]
+    assert store.contents(predicted) == before
 
 
 def test_an_import_whose_name_another_client_takes_meanwhile_is_a_conflict(
-    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lance_iceberg_ns.jobs.directory_import import CONFLICT, copy_location, import_directory
 
-    source = tmp_path / "directory"
-    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
+    source = store.beside("directory")
+    store.write_lance(f"{source}/t.lance", rows=1)
     theirs = _write(ns, [*db, "t"], [7])
 
     def not_yet_taken(request: object) -> None:  # the name is taken right after the import looked
         raise TableNotFoundError("no table")
 
     monkeypatch.setattr(ns, "describe_table", not_yet_taken)
-    summary = import_directory(ns, str(source), db)
+    summary = import_directory(ns, source, db, storage_options=store.storage_options)
     assert [t.outcome for t in summary.tables] == [CONFLICT] and "already exists" in summary.tables[0].reason
-    assert not os.path.exists(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+    assert not store.exists(copy_location(ns, [*db, "t"], f"{source}/t.lance"))
     monkeypatch.undo()
     assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == theirs
     assert _read(ns, [*db, "t"]) == [7]
 
 
 def test_a_failed_import_copy_takes_back_only_what_it_wrote(
-    ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lance_iceberg_ns.jobs import directory_import
     from lance_iceberg_ns.jobs.directory_import import copy_location, import_directory
 
-    source = tmp_path / "directory"
-    lance.write_dataset(pa.table({"v": [1]}), str(source / "t.lance"))
-    lance.write_dataset(pa.table({"v": [2]}), str(source / "t.lance"), mode="append")
-    predicted = Path(copy_location(ns, [*db, "t"], str(source / "t.lance")))
+    source = store.beside("directory")
+    store.write_lance(f"{source}/t.lance", rows=1)
+    store.write_lance(f"{source}/t.lance", rows=1, mode="append")
+    predicted = copy_location(ns, [*db, "t"], f"{source}/t.lance")
     copied: list[str] = []
     real_copy = directory_import._copy_file
 
     def copy_then_fail(*arguments: Any) -> None:
         if copied:  # meanwhile someone writes into the place; then the disk fills up
-            (predicted / "theirs.bin").write_bytes(b"x")
+            store.write(f"{predicted}/theirs.bin", b"x")
             raise OSError("No space left on device")
         real_copy(*arguments)
         copied.append(arguments[-2])
 
     monkeypatch.setattr(directory_import, "_copy_file", copy_then_fail)
     with pytest.raises(OSError, match="No space left"):
-        import_directory(ns, str(source), db)
-    assert copied and not os.path.exists(copied[0])
-    assert files_under(predicted) == {"theirs.bin": files_under(predicted)["theirs.bin"]}  # no marker either
+        import_directory(ns, source, db, storage_options=store.storage_options)
+    assert copied and not store.exists(copied[0])
+    assert list(store.keys(predicted)) == ["theirs.bin"]  # no marker either
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
     assert ns.list_tables({"id": db, "include_declared": True}).tables == []
@@ -592,7 +597,6 @@ def test_import_directory_copies_around_a_file_swapped_for_a_pipe_or_directory(
 def test_a_copy_failing_part_way_through_a_file_takes_that_file_back(
     ns: IcebergLanceNamespace, db: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lance_iceberg_ns.jobs import directory_import
     from lance_iceberg_ns.jobs.directory_import import copy_location, import_directory
 
     source = tmp_path / "directory"
@@ -603,7 +607,7 @@ def test_a_copy_failing_part_way_through_a_file_takes_that_file_back(
         writing.write(reading.read(8))
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(directory_import.shutil, "copyfileobj", disk_full_half_way)
+    monkeypatch.setattr(files.shutil, "copyfileobj", disk_full_half_way)
     with pytest.raises(OSError, match="No space left"):
         import_directory(ns, str(source), db)
     assert not predicted.exists() or files_under(predicted) == {}
@@ -615,7 +619,9 @@ def test_a_copy_failing_part_way_through_a_file_takes_that_file_back(
 # --- one purge job per warehouse -----------------------------------------------------------------
 
 
-def test_list_and_purge_cover_every_namespace_of_a_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_list_and_purge_cover_every_namespace_of_a_warehouse(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     warehouse = db[0]
     child = [*db, "child"]
     sibling = [warehouse, "sibling"]
@@ -632,9 +638,10 @@ def test_list_and_purge_cover_every_namespace_of_a_warehouse(ns: IcebergLanceNam
     assert ns.list_purgable_tables([warehouse]) != [] and ns.purge_tables(namespace_id=[warehouse]) == []  # TTL
     purged = ns.purge_tables(namespace_id=[warehouse], deleted_before=later)
     assert sorted(tuple(p) for p in purged) == sorted(locations)
-    assert not any(os.path.exists(location) for location in locations.values())
+    assert not any(store.exists(location) for location in locations.values())
 
 
+@pytest.mark.usefixtures("store")
 def test_an_entry_made_at_another_tables_location_reads_none_of_its_metadata(
     ns: IcebergLanceNamespace, db: list[str], endpoint: str
 ) -> None:

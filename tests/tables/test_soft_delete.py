@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import lance
 import pytest
@@ -21,15 +22,19 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.tables.tombstones import Tombstone
 
 from ..conftest import RequestCounter
 from ..helpers import other_client, together
 from ..helpers import write_values as _write
+from ..stores import Store
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
 def test_drop_hides_the_table_keeps_the_data_and_undrop_brings_it_back(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
     location = _write(ns, table_id, [1, 2, 3])
@@ -43,7 +48,7 @@ def test_drop_hides_the_table_keeps_the_data_and_undrop_brings_it_back(
         ns.table_exists({"id": table_id})
     with pytest.raises(TableNotFoundError):
         lance.dataset(namespace_client=ns, table_id=table_id)
-    assert lance.dataset(location).count_rows() == 4  # the data is intact
+    assert store.dataset(location).count_rows() == 4  # the data is intact
     status = ns.table_status(table_id)
     assert status.state == "soft_deleted" and status.deleted_at is not None
 
@@ -75,7 +80,7 @@ def test_undrop_without_a_soft_deleted_table_or_over_a_live_one(
 
 
 def test_recreate_over_a_soft_deleted_table_makes_a_new_one_and_keeps_the_old_restorable(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
     location = _write(ns, table_id, [1, 2])
@@ -84,33 +89,34 @@ def test_recreate_over_a_soft_deleted_table_makes_a_new_one_and_keeps_the_old_re
     assert declared.location != location
     _write(ns, table_id, [9], mode="overwrite")
     assert lance.dataset(namespace_client=ns, table_id=table_id).to_table().column("v").to_pylist() == [9]
-    assert lance.dataset(location).count_rows() == 2 and ns.list_purgable_tables(db)[0].id == table_id
+    assert store.dataset(location).count_rows() == 2 and ns.list_purgable_tables(db)[0].id == table_id
 
 
-def test_drop_then_purge_deletes_the_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_drop_then_purge_deletes_the_data(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     table_id = [*db, "t"]
     location = _write(ns, table_id, [1])
     ns.drop_table(DropTableRequest(id=table_id))
     assert ns.purge_table(table_id) == 1
-    assert not os.path.exists(location)
+    assert not store.exists(location)
     assert ns.table_status(table_id).state == "not_found"
     with pytest.raises(TableNotFoundError):
         ns.undrop_table(table_id)
     ns.drop_namespace(DropNamespaceRequest(id=db))  # the emptied trash goes with it
 
 
-def test_purge_never_touches_a_live_table(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_purge_never_touches_a_live_table(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     location = _write(ns, [*db, "live"], [1])
     with pytest.raises(InvalidTableStateError) as caught:
         ns.purge_table([*db, "live"])
     assert caught.value.code == 19
     with pytest.raises(TableNotFoundError):
         ns.purge_table([*db, "absent"])
-    assert lance.dataset(location).count_rows() == 1
+    assert store.dataset(location).count_rows() == 1
 
 
-def test_ttl_decides_what_purge_tables_reclaims(endpoint: str, lance_root: Path, db: list[str]) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete_ttl="1h") as ns:
+def test_ttl_decides_what_purge_tables_reclaims(endpoint: str, store: Store, db: list[str]) -> None:
+    properties = {**store.properties, "soft_delete_ttl": "1h"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
         for name in ("a", "b"):
             _write(ns, [*db, name], [1])
             ns.drop_table(DropTableRequest(id=[*db, name]))
@@ -176,16 +182,16 @@ def _race(first: Callable[[], object], second: Callable[[], object]) -> list[obj
     return together(2, lambda index: (first, second)[index](), timeout=60)
 
 
-ITERATIONS = 200
+ITERATIONS = {"disk": 200, "s3": 60}  # each round writes a dataset: an S3 round takes several times longer
 
 
 def test_purge_racing_undrop_has_exactly_one_winner_and_never_loses_revived_data(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "raced"]
     location = _write(ns, table_id, [1, 2, 3])
     wins = {"purge": 0, "undrop": 0}
-    for _ in range(ITERATIONS):
+    for _ in range(ITERATIONS[store.kind]):
         if ns.table_status(table_id).state == "not_found":
             location = _write(ns, table_id, [1, 2, 3])
         ns.drop_table(DropTableRequest(id=table_id))
@@ -201,44 +207,79 @@ def test_purge_racing_undrop_has_exactly_one_winner_and_never_loses_revived_data
             assert purged == 0 or isinstance(purged, InvalidTableStateError), purged
         else:
             assert isinstance(undropped, TableNotFoundError)
-            assert ns.table_status(table_id).state == "not_found" and not os.path.exists(location)
+            assert ns.table_status(table_id).state == "not_found" and not store.exists(location)
         wins["purge" if purge_won else "undrop"] += 1
-    assert sum(wins.values()) == ITERATIONS
+    assert sum(wins.values()) == ITERATIONS[store.kind]
 
 
-def test_purge_racing_a_new_table_of_the_name_never_touches_it(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_purge_racing_a_new_table_of_the_name_never_touches_it(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     table_id = [*db, "recreated"]
-    for _ in range(ITERATIONS // 4):
+    for _ in range(ITERATIONS[store.kind] // 4):
         old_location = _write(ns, table_id, [7, 8])
         ns.drop_table(DropTableRequest(id=table_id))
         purged, declared = _race(lambda: ns.purge_table(table_id), lambda: ns.declare_table({"id": table_id}))
         assert purged == 1 and not isinstance(declared, Exception), (purged, declared)
-        assert declared.location != old_location and not os.path.exists(old_location)  # type: ignore[union-attr]
+        assert declared.location != old_location and not store.exists(old_location)  # type: ignore[union-attr]
         _write(ns, table_id, [7, 8], mode="overwrite")  # the new table, whole and usable
         assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
         ns.drop_table(DropTableRequest(id=table_id))
         assert ns.purge_table(table_id) == 1
 
 
+def _record_deletions(
+    store: Store, location: str, monkeypatch: pytest.MonkeyPatch, check: Callable[[], None]
+) -> list[str]:
+    """The entries of ``location`` in the order the bridge deletes them (on a disk each directory it
+    removes whole, on S3 the first part of each key it deletes), ``check`` run before each deletion."""
+    removed: list[str] = []
+    if store.kind == "disk":
+        rmtree = shutil.rmtree
+
+        def recording_rmtree(path: str, *args: Any, **kwargs: Any) -> None:
+            check()
+            removed.append(os.path.basename(path))
+            rmtree(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+        return removed
+    _, prefix = files.object_store(location, store.storage_options)
+    delete = files.obstore.delete
+
+    def recording_delete(object_store: Any, paths: str | list[str], *args: Any, **kwargs: Any) -> None:
+        check()
+        for path in [paths] if isinstance(paths, str) else list(paths):
+            entry = path.removeprefix(prefix + "/").split("/")[0]
+            if not removed or removed[-1] != entry:
+                removed.append(entry)
+        delete(object_store, paths, *args, **kwargs)
+
+    monkeypatch.setattr(files.obstore, "delete", recording_delete)
+    return removed
+
+
 def test_a_purge_deletes_the_manifests_then_the_marker_last(
-    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Until everything else is gone the location stays owned, so nobody can declare a table there
     while the purge is still deleting."""
     table_id = [*db, "ordered"]
     location = _write(ns, table_id, [1, 2])
     ns.drop_table(DropTableRequest(id=table_id))
-    removed: list[str] = []
-    rmtree = shutil.rmtree
 
-    def recording_rmtree(path: str, *args: object, **kwargs: object) -> None:
+    def still_owned() -> None:
         assert ns.table_status(table_id).state == "not_found"
         with pytest.raises(PermissionDeniedError):  # the location is still owned
             ns.declare_table({"id": [*db, "squatter"], "location": location})
-        removed.append(os.path.basename(path))
-        rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+    entries = {key.split("/")[0] for key in store.keys(location)}  # the catalog's metadata/ where it writes there
+    removed = _record_deletions(store, location, monkeypatch, still_owned)
     assert ns.purge_table(table_id) == 1
-    assert "data" in removed and removed.index("_versions") > removed.index("data")
-    assert removed[-1] == "metadata" and not os.path.exists(location)
+    monkeypatch.undo()
+    assert "data" in removed and removed.index("_versions") > removed.index("data"), removed
+    if "metadata" in entries:
+        assert removed.index("metadata") > removed.index("_versions"), removed
+    if store.kind == "s3":  # on a disk the marker is a file, removed without rmtree
+        assert removed[-1] == ".lance-iceberg-ns-owner.json", removed
+    assert not store.exists(location)

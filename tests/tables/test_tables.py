@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +28,10 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace
 
-from ..helpers import create_plain_iceberg_table, ipc, other_client, write_lance
+from ..helpers import create_plain_iceberg_table, ipc, other_client
+from ..stores import Store
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
 def _tables(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
@@ -37,11 +39,11 @@ def _tables(ns: IcebergLanceNamespace, db: list[str]) -> list[str]:
 
 
 def test_declare_table_uses_the_default_location_under_root(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     response = ns.declare_table(DeclareTableRequest(id=[*db, "events"]))
     assert response.location is not None
-    assert response.location.startswith("/".join([str(lance_root), *db, "events-"]))
+    assert response.location.startswith(store.at(*db, "events-"))
     assert response.location.endswith(".lance")
     assert response.properties["table_type"] == "lance"
     assert response.managed_versioning is False
@@ -49,9 +51,9 @@ def test_declare_table_uses_the_default_location_under_root(
 
 
 def test_declare_table_stores_request_properties_and_table_type_always_wins(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
-    location = str(lance_root / "elsewhere" / "t.lance")
+    location = store.at("elsewhere", "t.lance")
     ns.declare_table(
         DeclareTableRequest(id=[*db, "t"], location=location, properties={"owner": "bo", "table_type": "iceberg"})
     )
@@ -102,13 +104,13 @@ def test_plain_iceberg_table_is_invalid_input_and_not_listed(
     assert other_client(endpoint, db[0]).table_exists((*db[1:], "orders"))
 
 
-def test_describe_returns_storage_options_from_storage_properties(
-    endpoint: str, lance_root: Path, db: list[str]
-) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), **{"storage.region": "eu-1"}) as ns:
+def test_describe_returns_storage_options_from_storage_properties(endpoint: str, store: Store, db: list[str]) -> None:
+    properties = {**store.properties, "storage.client_max_retries": "2"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
         declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
         described = ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
-    assert declared.storage_options == described.storage_options == {"region": "eu-1"}
+    expected = {**store.storage_options, "client_max_retries": "2"}
+    assert declared.storage_options == described.storage_options == expected
 
 
 def test_describe_with_detailed_metadata_reads_version_and_schema(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -129,19 +131,21 @@ def test_describe_with_detailed_metadata_reads_version_and_schema(ns: IcebergLan
     ns.table_exists(TableExistsRequest(id=table_id, version=2))
 
 
-def test_check_declared_and_table_uri(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_check_declared_and_table_uri(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     declared = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
     response = ns.describe_table(DescribeTableRequest(id=[*db, "t"], check_declared=True, with_table_uri=True))
     assert response.is_only_declared is True
-    assert response.table_uri == "file://" + declared.location
-    write_lance(declared.location)
+    assert response.table_uri == store.uri(declared.location)
+    store.write_lance(declared.location)
     assert ns.describe_table(DescribeTableRequest(id=[*db, "t"], check_declared=True)).is_only_declared is False
 
 
-def test_list_tables_include_declared_false_skips_tables_without_data(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_list_tables_include_declared_false_skips_tables_without_data(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     ns.declare_table(DeclareTableRequest(id=[*db, "declared_only"]))
     with_data = ns.declare_table(DeclareTableRequest(id=[*db, "with_data"]))
-    write_lance(with_data.location)
+    store.write_lance(with_data.location)
     assert _tables(ns, db) == ["declared_only", "with_data"]
     assert ns.list_tables(ListTablesRequest(id=db, include_declared=False)).tables == ["with_data"]
 
@@ -151,31 +155,31 @@ def test_list_tables_in_missing_namespace_raises_namespace_not_found(ns: Iceberg
         ns.list_tables(ListTablesRequest(id=[db[0], "absent"]))
 
 
-def test_a_table_in_a_missing_namespace_leaves_no_file(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
-) -> None:
+def test_a_table_in_a_missing_namespace_leaves_no_file(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     """The catalog writes the new table's metadata before it finds the namespace missing."""
     with pytest.raises(NamespaceNotFoundError):
         ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"]))
     with pytest.raises(NamespaceNotFoundError):
         ns.create_table({"id": [db[0], "absent", "t"]}, ipc(pa.table({"v": [1]})))
-    given = lance_root / "given" / "t.lance"  # a location of the caller's, there already and empty
-    given.mkdir(parents=True)
+    given = store.at("given", "t.lance")  # a location of the caller's, there already and empty
+    store.make_directory(given)
     with pytest.raises(NamespaceNotFoundError):
-        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"], location=str(given)))
-    assert [path for path in lance_root.rglob("*") if path.is_file()] == []
-    assert ns.declare_table(DeclareTableRequest(id=[*db, "t"], location=str(given))).location == str(given)
+        ns.declare_table(DeclareTableRequest(id=[db[0], "absent", "t"], location=given))
+    assert store.keys() == []
+    assert ns.declare_table(DeclareTableRequest(id=[*db, "t"], location=given)).location == given
 
 
 @pytest.fixture
-def ns_dropping_at_once(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
+def ns_dropping_at_once(endpoint: str, store: Store) -> Iterator[IcebergLanceNamespace]:
     """The bridge with soft_delete=false: drop_table deletes the data at once."""
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as namespace:
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=store.root, **store.properties, soft_delete="false"
+    ) as namespace:
         yield namespace
 
 
 def test_drop_table_at_once_removes_catalog_entry_and_lance_data(
-    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     ns = ns_dropping_at_once
     table_id = [*db, "t"]
@@ -183,7 +187,7 @@ def test_drop_table_at_once_removes_catalog_entry_and_lance_data(
     location = dataset.uri
     response = ns.drop_table(DropTableRequest(id=table_id))
     assert response.location == location
-    assert not os.path.exists(location)
+    assert not store.exists(location)
     assert _tables(ns, db) == []
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=table_id))
@@ -191,11 +195,11 @@ def test_drop_table_at_once_removes_catalog_entry_and_lance_data(
 
 
 def test_drop_declared_only_table_at_once_leaves_no_files(
-    ns_dropping_at_once: IcebergLanceNamespace, db: list[str]
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     declared = ns_dropping_at_once.declare_table(DeclareTableRequest(id=[*db, "t"]))
     ns_dropping_at_once.drop_table(DropTableRequest(id=[*db, "t"]))
-    assert not os.path.exists(declared.location)
+    assert not store.exists(declared.location)
 
 
 def test_resolve_table_answers_where_the_table_is_and_which_entry_it_is(
@@ -211,10 +215,10 @@ def test_resolve_table_answers_where_the_table_is_and_which_entry_it_is(
 
 
 def test_remove_declared_table_takes_back_only_that_entry_and_only_while_nothing_was_written(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     written = ns.declare_table(DeclareTableRequest(id=[*db, "written"]))
-    write_lance(written.location)
+    store.write_lance(written.location)
     assert ns.remove_declared_table([*db, "written"], ns.resolve_table([*db, "written"]).place) is False
     assert ns.describe_table(DescribeTableRequest(id=[*db, "written"], check_declared=True)).is_only_declared is False
     first = ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
@@ -226,7 +230,7 @@ def test_remove_declared_table_takes_back_only_that_entry_and_only_while_nothing
     assert ns.remove_declared_table([*db, "t"], ns.resolve_table([*db, "t"]).place) is True
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=[*db, "t"]))
-    assert not os.path.exists(second.location) and first.location != second.location
+    assert not store.exists(second.location) and first.location != second.location
 
 
 def test_drop_missing_table_raises_table_not_found(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -234,11 +238,13 @@ def test_drop_missing_table_raises_table_not_found(ns: IcebergLanceNamespace, db
         ns.drop_table(DropTableRequest(id=[*db, "absent"]))
 
 
-def test_deregister_keeps_the_data_and_register_brings_it_back(ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_deregister_keeps_the_data_and_register_brings_it_back(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     table_id = [*db, "t"]
     lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=table_id)
     gone = ns.deregister_table(DeregisterTableRequest(id=table_id))
-    assert lance.dataset(gone.location).count_rows() == 3
+    assert store.dataset(gone.location).count_rows() == 3
     assert _tables(ns, db) == []
     with pytest.raises(TableNotFoundError):
         ns.deregister_table(DeregisterTableRequest(id=table_id))
@@ -251,25 +257,25 @@ def test_deregister_keeps_the_data_and_register_brings_it_back(ns: IcebergLanceN
 
 
 def test_register_location_without_dataset_raises_invalid_input_and_creates_nothing(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     with pytest.raises(InvalidInputError):
-        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "ext" / "nothing-here.lance")))
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=store.at("ext", "nothing-here.lance")))
     assert _tables(ns, db) == []
 
 
 def test_register_existing_name_raises_table_already_exists_unless_overwrite(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
-    first, second = str(lance_root / "ext" / "first.lance"), str(lance_root / "ext" / "second.lance")
-    write_lance(first, rows=1)
-    write_lance(second, rows=2)
+    first, second = store.at("ext", "first.lance"), store.at("ext", "second.lance")
+    store.write_lance(first, rows=1)
+    store.write_lance(second, rows=2)
     ns.register_table(RegisterTableRequest(id=[*db, "t"], location=first))
     with pytest.raises(TableAlreadyExistsError):
         ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second))
     ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
     assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == second
-    assert lance.dataset(first).count_rows() == 1  # the replaced registration's data is untouched
+    assert store.dataset(first).count_rows() == 1  # the replaced registration's data is untouched
 
 
 def test_rename_table_within_the_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -315,7 +321,7 @@ def test_rename_errors(ns: IcebergLanceNamespace, db: list[str]) -> None:
     ],
 )
 def test_bad_table_identifiers_raise_invalid_input_and_create_nothing(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, bad_id: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store, bad_id: list[str]
 ) -> None:
     if isinstance(bad_id, list) and bad_id[:1] == ["wh"]:
         bad_id = [db[0], *bad_id[1:]]
@@ -323,9 +329,9 @@ def test_bad_table_identifiers_raise_invalid_input_and_create_nothing(
         ns.declare_table({"id": bad_id})
     assert caught.value.code == 13
     with pytest.raises(InvalidInputError):
-        ns.register_table({"id": bad_id, "location": str(lance_root)})
+        ns.register_table({"id": bad_id, "location": store.root})
     assert _tables(ns, db) == []
-    assert list(lance_root.iterdir()) == []
+    assert store.keys() == []
 
 
 def test_table_operations_accept_plain_dicts(ns: IcebergLanceNamespace, db: list[str]) -> None:

@@ -27,13 +27,13 @@ def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> Iterator[Icebe
 
 
 class _CountedFiles:
-    """A filesystem that notes every operation the namespace makes on a table's files."""
+    """The storage module, noting every operation the namespace makes on a table's files."""
 
-    def __init__(self, filesystem: Any, operations: list[str]) -> None:
-        self._filesystem, self._operations = filesystem, operations
+    def __init__(self, module: Any, operations: list[str]) -> None:
+        self._module, self._operations = module, operations
 
     def __getattr__(self, name: str) -> Any:
-        found = getattr(self._filesystem, name)
+        found = getattr(self._module, name)
         if not callable(found):
             return found
 
@@ -48,13 +48,7 @@ class _CountedFiles:
 def file_operations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The operations on a table's files made through the modules that read managed versions."""
     operations: list[str] = []
-    original = manifests.filesystem_for
-
-    def counting(location: str, storage_options: Any) -> tuple[Any, str]:
-        filesystem, root = original(location, storage_options)
-        return _CountedFiles(filesystem, operations), root
-
-    monkeypatch.setattr(manifests, "filesystem_for", counting)
+    monkeypatch.setattr(manifests, "files", _CountedFiles(manifests.files, operations))
     return operations
 
 
@@ -73,10 +67,9 @@ def test_an_append_costs_one_catalog_commit_two_looks_and_one_rename(
     assert [method for method, _ in request_counter.requests] == ["POST"]
     # a look past the latest version (a writer by location) when pylance asks for it, a look that
     # the new version's final manifest is not there before the commit, and after it the move into
-    # place (on a local disk a hard link, made by name: no look, and no file system call counted
-    # here); the latest version's own final manifest, moved into place by this process, is not
-    # looked up again
-    assert file_operations == ["get_file_info", "get_file_info"]
+    # place (on a local disk a hard link, made by name: no look); the latest version's own final
+    # manifest, moved into place by this process, is not looked up again
+    assert file_operations == ["stat_files", "stat_files", "move_unless_taken"]
     listed = managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions
     assert [v.version for v in listed] == [3] and listed[0].manifest_path.endswith(".manifest")
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 3
@@ -92,4 +85,4 @@ def test_a_state_loaded_from_the_catalog_still_looks_for_the_final_manifest(
         file_operations.clear()
         listed = other.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions
     assert [v.version for v in listed] == [1] and listed[0].manifest_path.endswith(".manifest")
-    assert file_operations == ["get_file_info", "get_file_info"]  # past the latest, and its final manifest
+    assert file_operations == ["stat_files", "stat_files"]  # past the latest, and its final manifest
