@@ -20,6 +20,7 @@ import obstore
 import pyarrow as pa
 from obstore.exceptions import NotFoundError
 
+from lance_iceberg_ns.config.storage_keys import file_io_properties
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import is_local, local_path
 
@@ -40,6 +41,11 @@ class Store:
     @property
     def properties(self) -> dict[str, str]:
         return {f"storage.{key}": value for key, value in self.storage_options.items()}
+
+    @property
+    def file_io_properties(self) -> dict[str, str]:
+        """pyiceberg FileIO properties that reach the store (empty on a disk), as the bridge makes them."""
+        return file_io_properties(self.storage_options)
 
     def at(self, *parts: str) -> str:
         """A location under the root (``at()`` is the root itself)."""

@@ -54,8 +54,8 @@ _MISSING = (FileNotFoundError, NotFoundError)
 
 @contextlib.contextmanager
 def _store_failures() -> Iterator[None]:
-    """The store's other failures (unreachable, refused, no credentials) as ``OSError``, as
-    pyarrow's file systems raise them, so that callers handle one kind."""
+    """The store's other failures (unreachable, refused, no credentials) as ``OSError``, as the
+    local calls raise them, so that callers handle one kind."""
     try:
         yield
     except BaseError as exc:

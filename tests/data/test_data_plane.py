@@ -17,6 +17,9 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import serve_in_background
 
 from ..helpers import CommandLine, create_plain_iceberg_table, write_values
+from ..stores import Store
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
 def test_count_rows_sees_the_latest_version_with_a_predicate_and_at_a_version(
@@ -39,19 +42,19 @@ def test_count_rows_sees_the_latest_version_with_a_predicate_and_at_a_version(
 
 
 def test_data_operations_go_through_the_catalog(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path
 ) -> None:
     write_values(ns, [*db, "gone"], [1])
     ns.drop_table({"id": [*db, "gone"]})  # soft-deleted: not found for data operations
     with pytest.raises(TableNotFoundError):
         ns.count_table_rows({"id": [*db, "gone"]})
-    create_plain_iceberg_table(endpoint, db[0], (db[1], "plain"), str(lance_root / "plain"))
+    create_plain_iceberg_table(endpoint, db[0], (db[1], "plain"), str(tmp_path / "plain"))  # the catalog's own
     with pytest.raises(InvalidInputError, match="not a Lance table"):
         ns.count_table_rows({"id": [*db, "plain"]})
 
 
 def test_reads_answer_for_the_table_the_catalog_names_now(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """A read starts on the place the catalog named last time while the catalog is asked again;
     another process's rename, re-create and drops must still be seen at once."""
@@ -59,7 +62,7 @@ def test_reads_answer_for_the_table_the_catalog_names_now(
     write_values(ns, table_id, [1, 2, 3])
     assert ns.count_table_rows({"id": table_id}).count == 3  # the place is now known
     for soft_delete in ("true", "false"):
-        other = IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete=soft_delete)
+        other = IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete=soft_delete)
         other.rename_table({"id": table_id, "new_table_name": archived[-1]})
         write_values(other, table_id, [7] * 5)  # a new table under the name, at a new location
         assert ns.count_table_rows({"id": table_id}).count == 5
@@ -75,12 +78,12 @@ def test_reads_answer_for_the_table_the_catalog_names_now(
 
 
 def test_a_location_used_again_after_a_hard_drop_answers_for_the_new_table(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """An explicit location is free again once its table is dropped for good; the dataset kept
     for the old table, at the same version number, must not answer for the new one."""
-    table_id, location = [*db, "t"], str(lance_root.joinpath(*db, "t.lance"))
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), soft_delete="false") as other:
+    table_id, location = [*db, "t"], store.at(*db, "t.lance")
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as other:
         versions = []
         for values in ([1, 2, 3], [7, 7]):
             other.declare_table({"id": table_id, "location": location})
@@ -94,10 +97,11 @@ def test_a_location_used_again_after_a_hard_drop_answers_for_the_new_table(
 
 
 def test_discovery_lists_warehouses_at_the_root_and_no_tables_in_a_warehouse(
-    endpoint: str, lance_root: Path, warehouse: str
+    endpoint: str, store: Store, warehouse: str
 ) -> None:
     other = f"{warehouse}_b"
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), warehouses=f"{warehouse},{other}") as ns:
+    properties = {**store.properties, "warehouses": f"{warehouse},{other}"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
         assert ns.list_namespaces({"id": []}).namespaces == sorted([warehouse, other])
         assert ns.list_namespaces({"id": [], "limit": 1}).page_token == min(warehouse, other)
         ns.create_namespace({"id": [warehouse, "db"]})
@@ -106,7 +110,7 @@ def test_discovery_lists_warehouses_at_the_root_and_no_tables_in_a_warehouse(
 
 
 def test_list_all_tables_walks_a_warehouse_with_pages(
-    ns: IcebergLanceNamespace, warehouse: str, endpoint: str, lance_root: Path
+    ns: IcebergLanceNamespace, warehouse: str, endpoint: str, tmp_path: Path
 ) -> None:
     for namespace in ([warehouse, "a"], [warehouse, "a", "deep"], [warehouse, "b"]):
         ns.create_namespace({"id": namespace})
@@ -114,7 +118,7 @@ def test_list_all_tables_walks_a_warehouse_with_pages(
     ns.declare_table({"id": [warehouse, "b", "declared"]})
     write_values(ns, [warehouse, "b", "gone"], [1])
     ns.drop_table({"id": [warehouse, "b", "gone"]})  # soft-deleted: not listed
-    create_plain_iceberg_table(endpoint, warehouse, ("b", "plain"), str(lance_root / "plain"))
+    create_plain_iceberg_table(endpoint, warehouse, ("b", "plain"), str(tmp_path / "plain"))
     everything = [f"{warehouse}$a$deep$t", f"{warehouse}$a$t", f"{warehouse}$b$declared", f"{warehouse}$b$t"]
     assert ns.list_all_tables({"id": [warehouse]}).tables == everything
     assert ns.list_all_tables({"id": [warehouse, "a"]}).tables == everything[:2]
@@ -132,10 +136,10 @@ def test_cli_lists_tables_recursively(ns: IcebergLanceNamespace, warehouse: str,
     assert listed["tables"] == [f"{warehouse}.a.deep.t", f"{warehouse}.a.t"]
 
 
-def test_data_routes_have_their_own_streamed_body_limit(endpoint: str, lance_root: Path, db: list[str]) -> None:
+def test_data_routes_have_their_own_streamed_body_limit(endpoint: str, store: Store, db: list[str]) -> None:
     import requests
 
-    properties = {"endpoint": endpoint, "root": str(lance_root)}
+    properties = {"endpoint": endpoint, "root": store.root, **store.properties}
     with serve_in_background(properties=properties, max_body_bytes=1_000, max_data_body_bytes=10_000) as running:
         table = f"{running.uri}/v1/table/{'$'.join([*db, 't'])}"
 

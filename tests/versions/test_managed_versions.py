@@ -3,12 +3,12 @@ Iceberg, concurrent writers (threads and processes), atomic multi-table commits.
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -31,15 +31,21 @@ from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.jobs.orphans import find_orphan_files, remove_orphan_files
 from lance_iceberg_ns.versions import operations as versioning
 from lance_iceberg_ns.versions import snapshots
-from lance_iceberg_ns.versions.manifests import manifest_name, version_of_manifest
+from lance_iceberg_ns.versions.manifests import manifest_name
 from lance_iceberg_ns.versions.snapshots import MANIFEST_KEY, VERSION_KEY
 
-from ..helpers import all_succeed, ipc, other_client, stage_manifest
+from ..helpers import all_succeed, ipc
+from ..stores import Store
+from .stored import final_versions, iceberg_client, stage_manifest, staged_manifests
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
 @pytest.fixture
-def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> IcebergLanceNamespace:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
+    ) as ns:
         yield ns
 
 
@@ -57,12 +63,9 @@ def _listed(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
     return [v.version for v in ns.list_table_versions({"id": table_id}).versions]
 
 
-def _final_versions(location: str) -> list[int]:
-    names = os.listdir(os.path.join(location, "_versions"))
-    return sorted(v for v in (version_of_manifest(name) for name in names) if v is not None)
-
-
-def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_pylance_create_append_overwrite_and_time_travel(
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=managed_ns, table_id=table_id)
     lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
@@ -86,36 +89,38 @@ def test_pylance_create_append_overwrite_and_time_travel(managed_ns: IcebergLanc
     with pytest.raises(TableVersionNotFoundError):
         managed_ns.describe_table_version({"id": table_id, "version": 7})
     location = managed_ns.describe_table({"id": table_id}).location
-    assert _final_versions(location) == [1, 2, 3]
+    assert final_versions(store, location) == [1, 2, 3]
 
     # each commit finalized its manifest and removed the staged copy, so a reader by location sees
     # the latest version at once and nothing is left over
-    assert lance.dataset(location).version == 3
-    assert find_orphan_files(location, {}, older_than=0, dry_run=True).files == []
+    assert store.dataset(location).version == 3
+    assert find_orphan_files(location, store.storage_options, older_than=0, dry_run=True).files == []
     assert remove_orphan_files(managed_ns, table_id, older_than=0).files == []
-    final = next(name for name in os.listdir(f"{location}/_versions") if name.endswith(".manifest"))
+    final = next(name for name in store.keys(f"{location}/_versions") if name.endswith(".manifest"))
     copying = f"_versions/{final}.{'0' * 32}.copying"  # a finalizing copy its process never finished
-    shutil.copy(f"{location}/_versions/{final}", f"{location}/{copying}")
+    store.write(f"{location}/{copying}", store.read(f"{location}/_versions/{final}") or b"")
     assert remove_orphan_files(managed_ns, table_id, older_than=0).files == [copying]
     for version, rows in ((1, 2), (2, 3), (3, 1)):
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=version).count_rows() == rows
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
 
 
-def test_the_catalog_arbitrates_a_version_exactly_once(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_the_catalog_arbitrates_a_version_exactly_once(
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     table_id = [*db, "events"]
     location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
-    entry = {"id": table_id, "version": 2, "manifest_path": stage_manifest(location, 2)}
+    entry = {"id": table_id, "version": 2, "manifest_path": stage_manifest(store, location, 2)}
     managed_ns.create_table_version(entry)
     with pytest.raises(ConcurrentModificationError):
-        managed_ns.create_table_version({**entry, "manifest_path": stage_manifest(location, 2)})
+        managed_ns.create_table_version({**entry, "manifest_path": stage_manifest(store, location, 2)})
     with pytest.raises(InvalidInputError):  # a gap
         managed_ns.create_table_version({**entry, "version": 5})
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
 
 
 def test_eight_threads_append_exactly_once_with_dense_versions(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
@@ -132,15 +137,17 @@ def test_eight_threads_append_exactly_once_with_dense_versions(
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["24", "25"]
     assert _listed(managed_ns, table_id) == list(range(1, 26))  # dense
     location = managed_ns.describe_table({"id": table_id}).location
-    assert _final_versions(location) == list(range(1, 26))  # every version finalized
+    assert final_versions(store, location) == list(range(1, 26))  # every version finalized
 
 
+# the store's properties (its keys among them) come in the environment, not on the command line
 APPENDER = """
-import sys, lance, pyarrow as pa
+import json, os, sys, lance, pyarrow as pa
 from lance_iceberg_ns import IcebergLanceNamespace
 endpoint, root, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
 table_id = sys.argv[4].split(".")
-ns = IcebergLanceNamespace(endpoint=endpoint, root=root, table_version_management="true")
+properties = json.loads(os.environ["STORE_PROPERTIES"])
+ns = IcebergLanceNamespace(endpoint=endpoint, root=root, table_version_management="true", **properties)
 for round_ in range(3):
     data = pa.table({"id": [worker * 100 + round_]})
     lance.write_dataset(data, namespace_client=ns, table_id=table_id, mode="append")
@@ -148,15 +155,17 @@ for round_ in range(3):
 
 
 def test_four_processes_append_exactly_once(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [-1]}), namespace_client=managed_ns, table_id=table_id)
+    environment = {**os.environ, "STORE_PROPERTIES": json.dumps(store.properties)}
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", APPENDER, endpoint, str(lance_root), str(worker), ".".join(table_id)],
+            [sys.executable, "-c", APPENDER, endpoint, store.root, str(worker), ".".join(table_id)],
             stderr=subprocess.PIPE,
             text=True,
+            env=environment,
         )
         for worker in range(4)
     ]
@@ -167,10 +176,10 @@ def test_four_processes_append_exactly_once(
     assert sorted(ids) == sorted([-1] + [w * 100 + r for w in range(4) for r in range(3)])
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["12", "13"]
     assert _listed(managed_ns, table_id) == list(range(1, 14))
-    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == list(range(1, 14))
+    assert final_versions(store, managed_ns.describe_table({"id": table_id}).location) == list(range(1, 14))
 
 
-def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     orders, lines = [*db, "orders"], [*db, "lines"]
     published = write_together(
         managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"order": [1, 1]}), "create")]
@@ -182,16 +191,16 @@ def test_atomic_commit_moves_both_tables(managed_ns: IcebergLanceNamespace, db: 
     for table_id in (orders, lines):
         assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
         assert _listed(managed_ns, table_id) == [1, 2]
-        assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2]
+        assert final_versions(store, managed_ns.describe_table({"id": table_id}).location) == [1, 2]
 
 
 def test_an_atomic_commit_across_warehouses_is_refused_before_any_table_is_declared(
-    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     elsewhere = [f"{db[0]}_b", "db"]
     managed_ns.create_namespace({"id": elsewhere})
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=[*db, "orders"])
-    before = sorted(str(path) for path in lance_root.rglob("*"))
+    before = store.keys()
     with pytest.raises(InvalidInputError, match="one warehouse"):
         write_together(
             managed_ns,
@@ -201,11 +210,11 @@ def test_an_atomic_commit_across_warehouses_is_refused_before_any_table_is_decla
             ],
         )
     assert managed_ns.list_tables({"id": elsewhere}).tables == []
-    assert sorted(str(path) for path in lance_root.rglob("*")) == before
+    assert store.keys() == before
 
 
 def test_orphan_removal_after_an_engine_rolled_main_back_keeps_the_versions_past_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """Moving main forward again brings them back (the documented way out of a rollback): their
     files are still needed."""
@@ -213,14 +222,14 @@ def test_orphan_removal_after_an_engine_rolled_main_back_keeps_the_versions_past
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
     lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     location = managed_ns.describe_table({"id": table_id}).location
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     second = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().rollback_to_snapshot(companion.current_snapshot().parent_snapshot_id).commit()
     assert remove_orphan_files(managed_ns, table_id, older_than=0).files == []
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     companion.manage_snapshots().set_current_snapshot(second).commit()
     assert managed_ns.count_table_rows({"id": table_id}).count == 2
-    assert sorted(lance.dataset(location).to_table()["id"].to_pylist()) == [1, 2]
+    assert sorted(store.dataset(location).to_table()["id"].to_pylist()) == [1, 2]
 
 
 def test_atomic_commit_stages_its_tables_side_by_side(
@@ -245,19 +254,21 @@ def test_atomic_commit_stages_its_tables_side_by_side(
         assert lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist() == [i]
 
 
-def test_atomic_commit_naming_a_table_twice_writes_nothing(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_atomic_commit_naming_a_table_twice_writes_nothing(
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
     import unicodedata
 
     orders = [*db, "café"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create")])
     location = managed_ns.describe_table({"id": orders}).location
-    files_before = sorted(p.relative_to(location) for p in Path(location).rglob("*"))
+    files_before = store.keys(location)
     decomposed = [*db, unicodedata.normalize("NFD", "café")]  # the same name, as the bridge reads names
     with pytest.raises(InvalidInputError, match="written twice"):
         write_together(
             managed_ns, [(orders, pa.table({"id": [2]}), "append"), (decomposed, pa.table({"id": [3]}), "append")]
         )
-    assert sorted(p.relative_to(location) for p in Path(location).rglob("*")) == files_before
+    assert store.keys(location) == files_before
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
 
 
@@ -283,19 +294,24 @@ def test_atomic_commit_with_a_moved_table_changes_neither(managed_ns: IcebergLan
     staging.close()
 
 
-def test_an_atomic_commit_is_staged_without_lance_warnings(endpoint: str, lance_root: Path, db: list[str]) -> None:
+def test_an_atomic_commit_is_staged_without_lance_warnings(endpoint: str, store: Store, db: list[str]) -> None:
     """Declined, a staged commit made pylance check with pauses whether it landed anyway and log
     two warnings per table; it is answered as its staged manifest instead."""
     script = f"""
+import json, os
 import pyarrow as pa
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.atomic import write_together
 tables = [{[*db, "one"]!r}, {[*db, "two"]!r}]
-with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}, table_version_management="true") as ns:
+properties = json.loads(os.environ["STORE_PROPERTIES"])
+with IcebergLanceNamespace(
+    endpoint={endpoint!r}, root={store.root!r}, table_version_management="true", **properties
+) as ns:
     write_together(ns, [(t, pa.table({{"id": [1]}}), "create") for t in tables])
     print([p.version for p in write_together(ns, [(t, pa.table({{"id": [2]}}), "append") for t in tables])])
 """
     environment = {name: value for name, value in os.environ.items() if name != "LANCE_LOG"}
+    environment["STORE_PROPERTIES"] = json.dumps(store.properties)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=300, check=True
     )
@@ -303,31 +319,27 @@ with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}, tabl
     assert " WARN " not in done.stderr, done.stderr
 
 
-def _files(root: Path) -> set[str]:
-    return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
-
-
 def test_an_atomic_commit_whose_write_fails_leaves_no_file_behind(
-    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     orders, lines = [*db, "orders"], [*db, "lines"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
-    before = _files(lance_root)
+    before = set(store.keys())
     with pytest.raises(InvalidInputError, match="Rows do not fit table .*lines"):  # after orders' data is written
         write_together(
             managed_ns, [(orders, pa.table({"id": [2] * 1000}), "append"), (lines, pa.table({"x": ["two"]}), "append")]
         )
-    assert _files(lance_root) == before
+    assert set(store.keys()) == before
     with pytest.raises(InvalidInputError, match="no column 'extra'"):  # never dropped unseen
         write_together(managed_ns, [(orders, pa.table({"id": [3], "extra": [3]}), "append")])
     with pytest.raises(InvalidInputError, match="Arrow data"):
         write_together(managed_ns, [(orders, pa.table({"id": [3]}), "append"), (lines, "x = 3", "append")])
-    assert _files(lance_root) == before
+    assert set(store.keys()) == before
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
 
 
 def test_an_atomic_commit_takes_arrow_data_of_every_kind_and_changes_schemas_by_overwrite(
-    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     import pyarrow.dataset
 
@@ -348,7 +360,7 @@ def test_an_atomic_commit_takes_arrow_data_of_every_kind_and_changes_schemas_by_
     write_together(managed_ns, [(t, pa.table({"score": [1.5]}), "append")])  # a nullable column left out: nulls
     rows = lance.dataset(namespace_client=managed_ns, table_id=t).to_table().to_pylist()
     assert rows == [{"name": "a", "score": 0.5}, {"name": None, "score": 1.5}]
-    before = _files(lance_root)
+    before = set(store.keys())
     for rows_that_do_not_fit in (pa.table({"name": ["b"], "score": ["high"]}), {"name": ["c"], "score": [1], "x": [1]}):
         with pytest.raises(InvalidInputError, match="Rows do not fit"):
             write_together(managed_ns, [(t, rows_that_do_not_fit, "append")])
@@ -363,10 +375,10 @@ def test_an_atomic_commit_takes_arrow_data_of_every_kind_and_changes_schemas_by_
             )
         ],
     )
-    before = _files(lance_root)
+    before = set(store.keys())
     with pytest.raises(InvalidInputError, match="non-nullable"):
         write_together(managed_ns, [(not_null, pa.table({"id": pa.array([None], pa.int64())}), "append")])
-    assert _files(lance_root) == before
+    assert set(store.keys()) == before
 
 
 def test_an_atomic_commit_writes_the_first_version_of_a_declared_table(
@@ -387,17 +399,18 @@ def test_an_atomic_commit_writes_the_first_version_of_a_declared_table(
 
 
 def test_an_atomic_commit_of_a_table_in_small_slices_writes_few_pages(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     # Lance counts a slice as its whole buffer, and pages early: 36 pages here, were the slices not joined
     rows = pa.table({"id": pa.array(range(1_000_000), pa.int64())})
     sliced = pa.Table.from_batches(rows.to_batches(max_chunksize=10_000))
     write_together(managed_ns, [([*db, "sliced"], sliced, "create")])
-    location = Path(managed_ns.describe_table({"id": [*db, "sliced"]}).location)
-    (data_file,) = (location / "data").glob("*.lance")
-    (pages,) = [len(column.pages) for column in lance.file.LanceFileReader(str(data_file)).metadata().columns]
+    location = managed_ns.describe_table({"id": [*db, "sliced"]}).location
+    (data_file,) = [name for name in store.keys(f"{location}/data") if name.endswith(".lance")]
+    reader = lance.file.LanceFileReader(f"{location}/data/{data_file}", storage_options=store.storage_options)
+    (pages,) = [len(column.pages) for column in reader.metadata().columns]
     assert pages <= 2
-    assert lance.dataset(str(location)).to_table().column("id").to_pylist() == list(range(1_000_000))
+    assert store.dataset(location).to_table().column("id").to_pylist() == list(range(1_000_000))
 
 
 def test_the_latest_version_of_a_declared_table_is_not_found_by_name(
@@ -412,9 +425,9 @@ def test_the_latest_version_of_a_declared_table_is_not_found_by_name(
 
 
 def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_nothing(
-    endpoint: str, lance_root: Path, db: list[str]
+    endpoint: str, store: Store, db: list[str]
 ) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as plain:
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as plain:
         with pytest.raises(InvalidInputError, match="mode must be"):
             write_together(
                 plain, [([*db, "a"], pa.table({"id": [1]}), "create"), ([*db, "b"], pa.table({"id": [1]}), "upsert")]
@@ -422,28 +435,28 @@ def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_no
         with pytest.raises(InvalidInputError, match="manages"):
             write_together(plain, [([*db, "a"], pa.table({"id": [1]}), "create")])
         assert plain.list_tables({"id": db}).tables == []
-    assert _files(lance_root) == set()
+    assert set(store.keys()) == set()
 
 
 def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(
-    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lance_iceberg_ns.jobs import atomic
 
     orders, lines = [*db, "orders"], [*db, "lines"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
-    publish, before, other_writers = atomic.publish, _files(lance_root), set()
+    publish, before, other_writers = atomic.publish, set(store.keys()), set()
 
     def other_writer_first(*args: Any) -> Any:  # moves `lines` between the staging and the publishing
-        staged = _files(lance_root)
+        staged = set(store.keys())
         lance.write_dataset(pa.table({"x": [99]}), namespace_client=managed_ns, table_id=lines, mode="append")
-        other_writers.update(_files(lance_root) - staged)
+        other_writers.update(set(store.keys()) - staged)
         return publish(*args)
 
     monkeypatch.setattr(atomic, "publish", other_writer_first)
     with pytest.raises(ConcurrentModificationError):
         write_together(managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"x": [2]}), "append")])
-    assert other_writers and _files(lance_root) == before | other_writers  # none of the refused commit's
+    assert other_writers and set(store.keys()) == before | other_writers  # none of the refused commit's
     assert lance.dataset(namespace_client=managed_ns, table_id=orders).to_table()["id"].to_pylist() == [1]
     assert sorted(lance.dataset(namespace_client=managed_ns, table_id=lines).to_table()["x"].to_pylist()) == [1, 99]
     # a table the refused commit created stays declared, never written: its next write makes version 1
@@ -457,11 +470,11 @@ def test_an_atomic_commit_the_catalog_refuses_leaves_no_file_behind(
 
 
 def test_an_atomic_commit_of_unknown_outcome_keeps_its_files(
-    managed_ns: IcebergLanceNamespace, db: list[str], lance_root: Path, monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     orders, lines = [*db, "orders"], [*db, "lines"]
     write_together(managed_ns, [(orders, pa.table({"id": [1]}), "create"), (lines, pa.table({"x": [1]}), "create")])
-    before = _files(lance_root)
+    before = set(store.keys())
 
     def lost_answer(request: Any) -> Any:
         raise ServiceUnavailableError("the catalog's answer was lost")
@@ -469,14 +482,14 @@ def test_an_atomic_commit_of_unknown_outcome_keeps_its_files(
     monkeypatch.setattr(managed_ns, "batch_create_table_versions", lost_answer)
     with pytest.raises(ServiceUnavailableError):
         write_together(managed_ns, [(orders, pa.table({"id": [2]}), "append"), (lines, pa.table({"x": [2]}), "append")])
-    made = _files(lance_root) - before  # it may have landed: every file stays, for the catalog's readers
+    made = set(store.keys()) - before  # it may have landed: every file stays, for the catalog's readers
     for table in ("orders", "lines"):
         assert [name for name in made if f"/{table}-" in name and "/_versions/" in name and ".manifest-" in name]
         assert [name for name in made if f"/{table}-" in name and "/data/" in name]
         assert [name for name in made if f"/{table}-" in name and "/_transactions/" in name]
 
 
-def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
     table_id = [*db, "events"]
     for i in range(3):
         lance.write_dataset(
@@ -490,7 +503,7 @@ def test_deleting_versions_keeps_the_latest(managed_ns: IcebergLanceNamespace, d
     assert deleted.deleted_count == 2
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [3]
     location = managed_ns.describe_table({"id": table_id}).location
-    assert _final_versions(location) == [3]  # a deleted version's manifest goes: it does not come back
+    assert final_versions(store, location) == [3]  # a deleted version's manifest goes: it does not come back
     with pytest.raises(TableVersionNotFoundError):
         managed_ns.describe_table_version({"id": table_id, "version": 1})
     lance.write_dataset(pa.table({"id": [7]}), namespace_client=managed_ns, table_id=table_id, mode="append")
@@ -541,10 +554,10 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch, ns: IcebergLanceNamespace, war
 
 
 def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_table(
-    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+    endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table_id = [*db, "events"]
-    properties = {"endpoint": endpoint, "root": str(lance_root), "table_version_management": "true"}
+    properties = {"endpoint": endpoint, "root": store.root, "table_version_management": "true", **store.properties}
     # a generous commit_cache_seconds: a slow machine must not turn the first assertion into luck
     managed_ns = IcebergLanceNamespace(**properties, commit_cache_seconds="300")
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
@@ -566,16 +579,20 @@ def test_a_writer_builds_on_its_own_commit_and_retries_when_another_moved_the_ta
     ]
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["3", "4"]
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
-    assert _final_versions(managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
+    assert final_versions(store, managed_ns.describe_table({"id": table_id}).location) == [1, 2, 3, 4]
     managed_ns.close()
 
 
 def test_commit_cache_seconds_zero_always_asks_the_catalog(
-    endpoint: str, lance_root: Path, db: list[str], monkeypatch: pytest.MonkeyPatch
+    endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table_id = [*db, "events"]
     with IcebergLanceNamespace(
-        endpoint=endpoint, root=str(lance_root), table_version_management="true", commit_cache_seconds="0"
+        endpoint=endpoint,
+        root=store.root,
+        table_version_management="true",
+        commit_cache_seconds="0",
+        **store.properties,
     ) as ns:
         lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
         loads = _count_loads(monkeypatch, ns, db[0])
@@ -599,11 +616,12 @@ def test_a_dropped_or_renamed_table_is_not_answered_from_its_last_commit(
 
 
 def _current_metadata_size(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
-    return os.path.getsize(ns.catalog(table_id[0]).load_table(tuple(table_id[1:])).metadata_location)
+    """The size of the table's metadata as the catalog answers it (its metadata file's content)."""
+    return len(ns.catalog(table_id[0]).load_table(tuple(table_id[1:])).metadata.model_dump_json())
 
 
 def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
@@ -613,8 +631,10 @@ def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
         if i in (24, 39):  # once the log of the 20 previous metadata files is full
             sizes.append(_current_metadata_size(managed_ns, table_id))
     location = managed_ns.describe_table({"id": table_id}).location
-    metadata = os.listdir(os.path.join(location, "metadata"))
-    assert len([n for n in metadata if n.endswith(".metadata.json")]) <= 21  # the current one and 20 previous
+    assert len(managed_ns.catalog(db[0]).load_table((*db[1:], "events")).metadata.metadata_log) <= 20
+    # the current metadata file and 20 previous (the local catalog keeps an object store's in a directory of its own)
+    metadata = store.keys(f"{location}/metadata")
+    assert len([n for n in metadata if n.endswith(".metadata.json")]) <= 21
     # what the catalog rewrites on every commit stays the same size: two snapshots, two manifest lists
     assert [h[VERSION_KEY] for h in _snapshots(managed_ns, table_id)] == ["39", "40"]
     assert len([n for n in metadata if n.endswith(".avro")]) == 2
@@ -630,18 +650,18 @@ def test_managed_tables_keep_a_bounded_catalog_record_however_long_the_history(
 
 
 def _engine_commit(
-    endpoint: str, table_id: list[str], summary: dict[str, str] | None = None, branch: str = "main"
+    endpoint: str, store: Store, table_id: list[str], summary: dict[str, str] | None = None, branch: str = "main"
 ) -> int:
     """What an Iceberg engine's commit does to ``branch`` (Spark's DELETE FROM, DuckDB's INSERT or
     DELETE on ``main``): a snapshot on top, without a Lance version, or with the ``summary`` of
     the engine's own making. Its snapshot id."""
-    table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
+    table = iceberg_client(endpoint, table_id[0], store).load_table(tuple(table_id[1:]))
     with (
         table.transaction() as transaction,
         transaction.update_snapshot(snapshot_properties=summary or {}, branch=branch).fast_append(),
     ):
         pass  # no data files: a snapshot all the same
-    snapshot = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).snapshot_by_name(branch)
+    snapshot = iceberg_client(endpoint, table_id[0], store).load_table(tuple(table_id[1:])).snapshot_by_name(branch)
     assert snapshot is not None and snapshot.summary is not None
     assert summary is not None or VERSION_KEY not in snapshot.summary.additional_properties
     return snapshot.snapshot_id
@@ -649,12 +669,12 @@ def _engine_commit(
 
 @pytest.mark.parametrize("writer", ["the last writer", "a new writer"])
 def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, writer: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, writer: str, store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
     lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
-    engine_snapshot = _engine_commit(endpoint, table_id)
+    engine_snapshot = _engine_commit(endpoint, store, table_id)
     ns = managed_ns if writer == "the last writer" else IcebergLanceNamespace(**managed_ns.properties)
 
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2]
@@ -669,15 +689,15 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
     assert sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 2, 3]
     old = lance.dataset(namespace_client=ns, table_id=table_id, version=2)
     assert sorted(old.to_table()["id"].to_pylist()) == [1, 2]
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     assert companion.current_snapshot().parent_snapshot_id == engine_snapshot  # on top of main, as usual
     assert [h.get(VERSION_KEY) for h in _snapshots(ns, table_id)] == ["2", None, "3"]  # the engine's stays
-    assert _final_versions(ns.describe_table({"id": table_id}).location) == [1, 2, 3]
+    assert final_versions(store, ns.describe_table({"id": table_id}).location) == [1, 2, 3]
 
-    _engine_commit(endpoint, table_id)  # and again, before an atomic commit and a removal
+    _engine_commit(endpoint, store, table_id)  # and again, before an atomic commit and a removal
     assert [p.version for p in write_together(ns, [(table_id, pa.table({"id": [4]}), "append")])] == [4]
     assert ns.batch_delete_table_versions({"id": table_id, "ranges": [{"start_version": 1, "end_version": 3}]})
-    _engine_commit(endpoint, table_id)
+    _engine_commit(endpoint, store, table_id)
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [3, 4]
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
     if ns is not managed_ns:
@@ -686,13 +706,13 @@ def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
 
 @pytest.mark.parametrize("recorded", ["abc", "-3", "1.5", "", "99999999999999999999999"])
 def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_error(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, recorded: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, recorded: str, store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    _engine_commit(endpoint, table_id, {VERSION_KEY: recorded})  # a summary of the engine's own making
+    _engine_commit(endpoint, store, table_id, {VERSION_KEY: recorded})  # a summary of the engine's own making
     location = managed_ns.describe_table({"id": table_id}).location
-    files = _files(Path(location))
+    files = store.keys(location)
 
     for namespace in (managed_ns, IcebergLanceNamespace(**managed_ns.properties)):
         with pytest.raises(InvalidTableStateError, match=f"records {VERSION_KEY}=.*not a Lance version"):
@@ -701,43 +721,43 @@ def test_a_snapshot_recording_no_lance_version_is_the_tables_state_not_a_server_
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
         with pytest.raises(InvalidTableStateError, match=f"records {VERSION_KEY}=.*not a Lance version"):
             namespace.describe_table({"id": table_id, "load_detailed_metadata": True})
-    assert _files(Path(location)) == files  # refused before anything was written
+    assert store.keys(location) == files  # refused before anything was written
 
     # the way out the message names: main rolled back past it, where it blocks nothing
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     forged = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().rollback_to_snapshot(companion.current_snapshot().parent_snapshot_id).commit()
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
     lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     assert _listed(managed_ns, table_id) == [1, 2, 3] and managed_ns.count_table_rows({"id": table_id}).count == 3
-    kept = other_client(endpoint, db[0]).load_table((db[1], "events")).snapshots()
+    kept = iceberg_client(endpoint, db[0], store).load_table((db[1], "events")).snapshots()
     assert forged in {snapshot.snapshot_id for snapshot in kept}
 
 
 def test_an_engines_commit_on_another_branch_between_two_lance_commits_is_no_conflict(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """main does not move, but the catalog has given out the next sequence number: a commit built on
     the state kept from the last one is refused (400), and is made again on the catalog's."""
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
     lance.write_dataset(pa.table({"id": [2]}), namespace_client=managed_ns, table_id=table_id, mode="append")
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
-    _engine_commit(endpoint, table_id, {VERSION_KEY: "forged"}, branch="audit")  # its own branch and summary
+    _engine_commit(endpoint, store, table_id, {VERSION_KEY: "forged"}, branch="audit")  # its own branch and summary
     lance.write_dataset(pa.table({"id": [3]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [4]})))
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert managed_ns.count_table_rows({"id": table_id}).count == 4
 
-    _engine_commit(endpoint, table_id, branch="audit")  # and again, before an atomic commit
+    _engine_commit(endpoint, store, table_id, branch="audit")  # and again, before an atomic commit
     assert [p.version for p in write_together(managed_ns, [(table_id, pa.table({"id": [5]}), "append")])] == [5]
     assert managed_ns.count_table_rows({"id": table_id}).count == 5
 
 
 @pytest.mark.parametrize("dropped", ["soft delete", "purge"])
 def test_a_table_dropped_and_made_again_elsewhere_right_after_a_commit_here_is_the_new_one(
-    managed_ns: IcebergLanceNamespace, db: list[str], dropped: str
+    managed_ns: IcebergLanceNamespace, db: list[str], dropped: str, store: Store
 ) -> None:
     """Within ``commit_cache_seconds`` of its own commit a bridge answers from what it committed,
     but not once another process dropped the table: the name's new table is read and written,
@@ -745,23 +765,23 @@ def test_a_table_dropped_and_made_again_elsewhere_right_after_a_commit_here_is_t
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1, 2]}), namespace_client=managed_ns, table_id=table_id)
     with IcebergLanceNamespace(**managed_ns.properties) as other:
-        old = Path(other.describe_table({"id": table_id}).location)
+        old = other.describe_table({"id": table_id}).location
         other.drop_table({"id": table_id})
         if dropped == "purge":
             other.purge_table(table_id)
         lance.write_dataset(pa.table({"id": [100]}), namespace_client=other, table_id=table_id)
-    old_files = _files(old) if old.exists() else None
+    old_files = store.contents(old)
 
     new = managed_ns.describe_table({"id": table_id}).location
-    assert Path(new) != old
+    assert new != old
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id).to_table()["id"].to_pylist() == [100]
     lance.write_dataset(pa.table({"id": [101]}), namespace_client=managed_ns, table_id=table_id, mode="append")
-    assert sorted(lance.dataset(new).to_table()["id"].to_pylist()) == [100, 101]
-    assert (_files(old) if old.exists() else None) == old_files
+    assert sorted(store.dataset(new).to_table()["id"].to_pylist()) == [100, 101]
+    assert store.contents(old) == old_files
 
 
 def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_conflict(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     """The engine commits between the bridge's load of the table and its commit (each time a
     commit is planned, here): main did not move, so the commit is made again on the catalog's
@@ -769,7 +789,7 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
     orders, lines = [*db, "orders"], [*db, "lines"]
     for table_id in (orders, lines):
         lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    catalog = other_client(endpoint, db[0])
+    catalog = iceberg_client(endpoint, db[0], store)
     companion = catalog.load_table((db[1], "orders"))
     companion.manage_snapshots().create_branch(companion.current_snapshot().snapshot_id, "audit").commit()
     plan = snapshots.plan_version
@@ -779,7 +799,7 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
         planned = plan(table, *args, **kwargs)
         if not engine_commits and table.name()[-1] == "orders":
             engine_commits.append(1)
-            _engine_commit(endpoint, orders, branch="audit")
+            _engine_commit(endpoint, store, orders, branch="audit")
         return planned
 
     monkeypatch.setattr(snapshots, "plan_version", engine_commits_on_its_branch_once)
@@ -796,11 +816,11 @@ def test_an_engines_commit_on_another_branch_while_a_version_is_committed_is_no_
 
 
 def test_a_snapshot_recording_a_manifest_path_that_is_none_is_the_tables_state(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    _engine_commit(endpoint, table_id, {VERSION_KEY: "2", MANIFEST_KEY: "_versions/"})  # a folder for a manifest
+    _engine_commit(endpoint, store, table_id, {VERSION_KEY: "2", MANIFEST_KEY: "_versions/"})  # a folder for a manifest
     refused = f"records {MANIFEST_KEY}=.*not the path of a Lance manifest"
     with pytest.raises(InvalidTableStateError, match=refused):
         managed_ns.list_table_versions({"id": table_id})
@@ -813,13 +833,13 @@ def test_a_snapshot_recording_a_manifest_path_that_is_none_is_the_tables_state(
 
 
 def test_a_declared_table_written_by_location_first_is_refused_until_its_versions_are_recorded(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     """The catalog names no version, so its readers would otherwise get the version on disk that it
     does not have (as lance-ray's write does on a namespace that manages versions)."""
     table_id = [*db, "events"]
     location = managed_ns.declare_table({"id": table_id}).location
-    lance.write_dataset(pa.table({"id": [1, 2, 3]}), location)
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), location, storage_options=store.storage_options)
     refused = "Version 1 of .* was written by a writer that went by its location.*drop the table"
     with pytest.raises(InvalidTableStateError, match=refused):
         managed_ns.list_table_versions({"id": table_id})
@@ -856,15 +876,15 @@ def test_a_first_version_another_process_commits_while_the_versions_are_listed_i
 
 
 def test_main_rolled_back_past_every_lance_version_is_refused_as_a_rollback(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """Not as a version written by location (whose way out, adoption, a rollback refuses)."""
     table_id = [*db, "events"]
     managed_ns.declare_table({"id": table_id})
-    before_lance = _engine_commit(endpoint, table_id)  # an engine's snapshot before any Lance version
+    before_lance = _engine_commit(endpoint, store, table_id)  # an engine's snapshot before any Lance version
     for value in (1, 2):
         lance.write_dataset(pa.table({"id": [value]}), namespace_client=managed_ns, table_id=table_id, mode="append")
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     companion.manage_snapshots().rollback_to_snapshot(before_lance).commit()
     with IcebergLanceNamespace(**managed_ns.properties) as reader:
         for listing in ({}, {"descending": True, "limit": 1}):
@@ -875,21 +895,17 @@ def test_main_rolled_back_past_every_lance_version_is_refused_as_a_rollback(
             lance.dataset(namespace_client=reader, table_id=table_id).count_rows()
 
 
-def _staged_manifests(location: str) -> list[str]:
-    return sorted(name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name)
-
-
 def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     table_id = [*db, "events"]
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     first = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().create_tag(first, "kept").commit()  # a tag keeps version 1 in the catalog
     with IcebergLanceNamespace(**managed_ns.properties) as writer:  # one that loads the table's refs, tag and all
         lance.write_dataset(pa.table({"id": [2]}), namespace_client=writer, table_id=table_id, mode="append")
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     second = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().rollback_to_snapshot(first).commit()
     location = managed_ns.describe_table({"id": table_id}).location
@@ -901,20 +917,22 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
     assert lance.dataset(namespace_client=reader, table_id=table_id).to_table()["id"].to_pylist() == [1]
 
     # a write cannot reuse version 2: refused, every attempt, and refused attempts leave no staged manifest
-    staged = _staged_manifests(location)
+    staged = staged_manifests(store, location)
     for writer in (managed_ns, reader, reader):
         with pytest.raises(OSError):
             lance.write_dataset(pa.table({"id": [3]}), namespace_client=writer, table_id=table_id, mode="append")
     with pytest.raises(InvalidTableStateError, match="moved back to version 1.*versions up to 2.*restore_table"):
-        managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": stage_manifest(location, 2)})
+        managed_ns.create_table_version(
+            {"id": table_id, "version": 2, "manifest_path": stage_manifest(store, location, 2)}
+        )
     for namespace in (managed_ns, reader):  # the bridge's own writes are refused before anything is staged
         with pytest.raises(InvalidTableStateError, match="moved back to version 1"):
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [3]})))
-    assert _staged_manifests(location) == staged
+    assert staged_manifests(store, location) == staged
     assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
 
     # the way out the message names: main forward again, then restore the version to keep
-    companion = other_client(endpoint, db[0]).load_table((db[1], "events"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
     companion.manage_snapshots().set_current_snapshot(second).commit()
     managed_ns.restore_table({"id": table_id, "version": 1})
     lance.write_dataset(pa.table({"id": [4]}), namespace_client=managed_ns, table_id=table_id, mode="append")
@@ -925,32 +943,33 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
 
 
 def test_a_commit_finalizes_its_manifest_so_readers_by_location_see_it_at_once(
-    managed_ns: IcebergLanceNamespace, db: list[str], capfd: pytest.CaptureFixture[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], capfd: pytest.CaptureFixture[str], store: Store
 ) -> None:
     table_id = [*db, "fresh"]
     location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
-    assert lance.dataset(location).count_rows() == 1  # by location, right after the first commit
+    assert store.dataset(location).count_rows() == 1  # by location, right after the first commit
     for appended in range(2, 5):
         lance.write_dataset(pa.table({"id": [appended]}), namespace_client=managed_ns, table_id=table_id, mode="append")
-        assert lance.dataset(location).count_rows() == appended
+        assert store.dataset(location).count_rows() == appended
     assert "external manifest index could not be updated" not in capfd.readouterr().err
-    assert not [name for name in os.listdir(os.path.join(location, "_versions")) if ".manifest-" in name]
+    assert not staged_manifests(store, location)
 
 
 def test_a_version_written_by_location_behind_the_catalog_is_refused_at_the_next_commit(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "bypassed"]
     location = lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id).uri
-    lance.write_dataset(pa.table({"id": [99]}), location, mode="append")  # a writer that goes by path
-    staged = stage_manifest(location, 2)  # version 2, as pylance stages it
+    # a writer that goes by path
+    lance.write_dataset(pa.table({"id": [99]}), location, mode="append", storage_options=store.storage_options)
+    staged = stage_manifest(store, location, 2)  # version 2, as pylance stages it
     with pytest.raises(InvalidTableStateError, match="went by its location"):
         managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": staged})
     assert [v.version for v in managed_ns.list_table_versions({"id": table_id}).versions] == [1]
 
 
 def test_a_name_an_engine_dropped_is_created_anew_right_after_this_process_committed_to_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     """The state kept of the last commit (``commit_cache_seconds``) is the dropped table's: the
     new table's create must not be answered from it (pylance then wrote at the old location)."""
@@ -958,8 +977,8 @@ def test_a_name_an_engine_dropped_is_created_anew_right_after_this_process_commi
     lance.write_dataset(pa.table({"id": [0]}), namespace_client=managed_ns, table_id=table_id)
     lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id, mode="append")
     old = managed_ns.describe_table({"id": table_id}).location
-    other_client(endpoint, db[0]).drop_table((db[1], "t"))  # an Iceberg engine drops the companion
+    iceberg_client(endpoint, db[0], store).drop_table((db[1], "t"))  # an Iceberg engine drops the companion
     created = lance.write_dataset(pa.table({"id": [500]}), namespace_client=managed_ns, table_id=table_id)
     assert created.to_table().column("id").to_pylist() == [500]
     assert managed_ns.describe_table({"id": table_id}).location not in (None, old)
-    assert lance.dataset(old).count_rows() == 2  # the dropped table's data, untouched
+    assert store.dataset(old).count_rows() == 2  # the dropped table's data, untouched
