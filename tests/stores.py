@@ -63,6 +63,12 @@ class Store:
         """``location`` as a URI (a path as ``file://``)."""
         return f"file://{location}" if is_local(location) else location
 
+    def credentials_environment(self) -> dict[str, str]:
+        """The store's keys as the environment variables a client finds them in when it is given
+        none (a server vends no secret); empty on a disk."""
+        names = {"aws_access_key_id": "AWS_ACCESS_KEY_ID", "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY"}
+        return {names[key]: value for key, value in self.storage_options.items() if key in names}
+
     def make_directory(self, location: str) -> None:
         """An empty directory at ``location`` on a disk; nothing on S3, where an empty prefix is nothing."""
         if is_local(location):
@@ -77,6 +83,14 @@ class Store:
         store, key = files.object_store(location, self.storage_options)
         prefix = f"{key}/" if key else ""
         return sorted(item["path"][len(prefix) :] for batch in obstore.list(store, prefix=prefix) for item in batch)
+
+    def entries(self, location: str) -> list[str]:
+        """Every file under ``location``, and on a disk every directory too, empty ones as well (an
+        object store has no directories): to show that nothing at all was made there."""
+        if is_local(location):
+            top = Path(local_path(location))
+            return sorted(str(path.relative_to(top)) for path in top.rglob("*"))
+        return self.keys(location)
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` is a file, or a directory (a prefix) holding any."""

@@ -150,9 +150,18 @@ def read_file(location: str, name: str, storage_options: Mapping[str, str]) -> b
             return None
 
 
-def create_file(location: str, name: str, data: bytes, storage_options: Mapping[str, str]) -> bool:
+@dataclass(frozen=True)
+class Written:
+    """A file a create just wrote, as the store tags it: its e-tag (S3, Azure) and generation
+    (GCS), empty on a local disk. A replace given it writes on that tag without looking first."""
+
+    e_tag: str | None = None
+    version: str | None = None
+
+
+def create_file(location: str, name: str, data: bytes, storage_options: Mapping[str, str]) -> Written | None:
     """Create the file ``name`` under ``location`` (and, on a local disk, the directories to it)
-    only if there is none: False, nothing written, when there is one. The check and the write are
+    only if there is none: None, nothing written, when there is one. The check and the write are
     one step: ``O_EXCL`` on a local disk (links not followed), a conditional put on an object store
     (of two creates in the same instant, exactly one succeeds)."""
     if is_local(location):
@@ -161,25 +170,28 @@ def create_file(location: str, name: str, data: bytes, storage_options: Mapping[
             flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CREAT | os.O_EXCL
             fd = os.open(_under(local_path(location), name), flags, 0o644)
         except FileExistsError:
-            return False
+            return None
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        return True
+        return Written()
     with _store_failures():
         store, key = object_store(location, storage_options)
         try:
-            obstore.put(store, _key_under(key, name), data, mode="create")
+            put = obstore.put(store, _key_under(key, name), data, mode="create")
         except AlreadyExistsError:
-            return False
-    return True
+            return None
+    return Written(put["e_tag"], put["version"])
 
 
-def replace_file(location: str, name: str, data: bytes, storage_options: Mapping[str, str]) -> bool:
+def replace_file(
+    location: str, name: str, data: bytes, storage_options: Mapping[str, str], written: Written | None = None
+) -> bool:
     """Write the file ``name`` under ``location`` over the one there, whole or not at all (a reader
     meanwhile sees the old bytes or the new), only while it is there: False, nothing written, once
     it or the location is gone (a purge that deleted the location meanwhile must not see it made
-    again). On an object store the write is a put on the e-tag read just before: a file deleted or
-    replaced in between is not written over."""
+    again). On an object store the write is a put on the e-tag read just before (or on the tag of
+    ``written``, the create's own, with no look): a file deleted or replaced in between is not
+    written over."""
     if is_local(location):
         target = _under(local_path(location), name)
         if not os.path.lexists(target):
@@ -196,13 +208,17 @@ def replace_file(location: str, name: str, data: bytes, storage_options: Mapping
         store, key = object_store(location, storage_options)
         target = _key_under(key, name)
         try:
-            seen = obstore.head(store, target)
+            seen = written if written is not None and written.e_tag else _tag(obstore.head(store, target))
             # the e-tag for S3 and Azure, the generation (version) for GCS
-            update = {"e_tag": seen["e_tag"], **({"version": seen["version"]} if seen["version"] else {})}
+            update = {"e_tag": seen.e_tag, **({"version": seen.version} if seen.version else {})}
             obstore.put(store, target, data, mode=update)  # type: ignore[arg-type]
         except (*_MISSING, PreconditionError):
             return False
     return True
+
+
+def _tag(meta: Any) -> Written:
+    return Written(meta["e_tag"], meta["version"])
 
 
 def delete_file(location: str, name: str, storage_options: Mapping[str, str]) -> None:

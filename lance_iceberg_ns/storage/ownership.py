@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
@@ -108,14 +108,18 @@ def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | Non
     return None if data is None else Owner.from_json(data)
 
 
-def _write_marker(location: str, owner: Owner, storage_options: Mapping[str, str], exclusive: bool) -> bool:
-    """Write the marker: with ``exclusive`` a new one, only if there is none (False if there was
-    one); without, over the one there, whole or not at all: a proof reading it meanwhile sees the
-    old or the new (False, on local file systems, if it is gone: a purge that deleted the location
-    meanwhile must not see it made again)."""
-    if exclusive:
-        return files.create_file(location, MARKER, owner.to_json(), storage_options)
-    return files.replace_file(location, MARKER, owner.to_json(), storage_options)
+def _create_marker(location: str, owner: Owner, storage_options: Mapping[str, str]) -> files.Written | None:
+    """Write a new marker, only if there is none (None if there was one)."""
+    return files.create_file(location, MARKER, owner.to_json(), storage_options)
+
+
+def _replace_marker(
+    location: str, owner: Owner, storage_options: Mapping[str, str], written: files.Written | None = None
+) -> bool:
+    """Write the marker over the one there, whole or not at all: a proof reading it meanwhile sees
+    the old or the new (False if it is gone: a purge that deleted the location meanwhile must not
+    see it made again; on an object store, also if it changed since ``written``)."""
+    return files.replace_file(location, MARKER, owner.to_json(), storage_options, written)
 
 
 def _remove_marker(location: str, storage_options: Mapping[str, str]) -> None:
@@ -158,6 +162,7 @@ class Claim:
     storage_options: Mapping[str, str]
     made_from: str | None  # the topmost directory the claim created (local file systems)
     metadata_was_there: bool = True  # whether the location held a metadata/ directory when claimed
+    written: files.Written | None = None  # the marker as the store tagged it when created
 
     def undo(self) -> None:
         with contextlib.suppress(OSError):
@@ -183,15 +188,16 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     if files.is_link(location):
         raise PermissionDeniedError(f"The location {location!r} is a symbolic link; a table owns a real directory")
     metadata_was_there = files.has_entry(location, files.ICEBERG_METADATA_DIRECTORY)
-    made = Claim(location, owner, storage_options, files.first_missing_directory(location), metadata_was_there)
+    missing = files.first_missing_directory(location)
+    made = Claim(location, owner, storage_options, missing, metadata_was_there)
     try:
-        written = _write_marker(location, owner, storage_options, exclusive=True)
+        written = _create_marker(location, owner, storage_options)
     except OSError as exc:  # a file in the way, a name too long, a loop of links
         if not is_local(location):  # the store refused or was not reached: the caller may retry otherwise
             raise
         made.undo()
         raise InvalidInputError(f"Cannot make a table directory at {location!r}: {exc.strerror or exc}") from None
-    if not written:
+    if written is None:
         raise PermissionDeniedError(f"The location {location!r} belongs to another table")
     try:
         conflict = _markers_above(location, top, storage_options)
@@ -203,12 +209,13 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
         made.undo()
         where = "inside the location of another table" if conflict else "around the location of another table"
         raise PermissionDeniedError(f"The location {location!r} lies {where}; table locations must not overlap")
-    return made
+    return replace(made, written=written)
 
 
-def stamp(location: str, owner: Owner, storage_options: Mapping[str, str]) -> None:
-    """Complete a claim with the table UUID the catalog gave the entry."""
-    _write_marker(location, owner, storage_options, exclusive=False)
+def stamp(location: str, owner: Owner, storage_options: Mapping[str, str], claimed: Claim | None = None) -> None:
+    """Complete a claim (``claimed``, when made by this process: its marker is then written over
+    on the tag it was created with, without a look) with the table UUID the catalog gave the entry."""
+    _replace_marker(location, owner, storage_options, None if claimed is None else claimed.written)
 
 
 def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> None:
@@ -247,7 +254,7 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
     if new is None:
         _remove_marker(location, storage_options)
         return True
-    return _write_marker(location, new, storage_options, exclusive=False)
+    return _replace_marker(location, new, storage_options)
 
 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:

@@ -157,7 +157,7 @@ class Placement:
         options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
         try:
             if claimed is not None or taking_over:
-                ownership.stamp(location, owner, options)
+                ownership.stamp(location, owner, options, claimed)
             else:
                 ownership.claim(location, top, owner, options)
         except BaseException:

@@ -49,7 +49,6 @@ from lance_namespace.errors import (
     InvalidTableStateError,
     TableVersionNotFoundError,
 )
-from pyiceberg.io import FileIO
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadataUtil
@@ -68,6 +67,8 @@ from pyiceberg.table.update import (
 
 from lance_iceberg_ns.catalog.companions import missing_protection
 from lance_iceberg_ns.limits import MAX_VERSION
+from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage.locations import is_local
 from lance_iceberg_ns.versions import manifests
 from lance_iceberg_ns.versions.manifests import final_manifest_name, manifest_directory
 from lance_iceberg_ns.versions.refusals import forged, rolled_back_error, written_by_path_error
@@ -345,7 +346,7 @@ class VersionCommit:
     requirements: tuple[TableRequirement, ...]
     updates: tuple[TableUpdate, ...]
     written_manifest_list: str | None  # None: it took over the manifest list of the version it let go
-    io: FileIO
+    storage_options: Mapping[str, str]  # what reaches the table's files
     version: TableVersion
 
     @property
@@ -377,7 +378,20 @@ class VersionCommit:
             ).manifest_list
         if held is not None:
             with contextlib.suppress(OSError):
-                self.io.delete(held)
+                _delete_manifest_list(held, self.storage_options)
+
+
+def _delete_manifest_list(path: str, storage_options: Mapping[str, str]) -> None:
+    """Delete a manifest list pyiceberg wrote, through the storage module: pyiceberg's FileIO leaves
+    an empty marker object for the directory of a file it deletes on an object store. The object is
+    the one pyiceberg named, its key the URI's path as spelled (pyiceberg decodes no ``%``)."""
+    scheme, _, rest = path.partition("://")
+    if is_local(path):
+        directory, _, name = path.rpartition("/")
+        files.delete_files(directory, [name], storage_options)
+    else:
+        bucket, _, key = rest.partition("/")
+        files.delete_files(f"{scheme}://{bucket}", [key], storage_options)
 
 
 def refuse_if_rolled_back(table: Table) -> None:
@@ -468,7 +482,7 @@ def plan_version(
         requirements,
         updates,
         written,
-        table.io,
+        storage_options,
         _table_version(snapshot, set(), metadata.location),
     )
 

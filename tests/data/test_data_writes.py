@@ -29,16 +29,23 @@ from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsE
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import RunningServer
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.versions.manifests import version_of_manifest
 from lance_iceberg_ns.versions.snapshots import VERSION_KEY
 
-from ..helpers import all_succeed, create_plain_iceberg_table, files_under, ipc
+from ..helpers import all_succeed, create_plain_iceberg_table, ipc
+from ..stores import Store
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 ROWS = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]})
 
 
-def rows(namespace: ln.LanceNamespace, table_id: list[str]) -> list[tuple[Any, ...]]:
-    table = lance.dataset(namespace_client=namespace, table_id=table_id).to_table()
+def rows(
+    namespace: ln.LanceNamespace, table_id: list[str], storage_options: dict[str, str] | None = None
+) -> list[tuple[Any, ...]]:
+    """The table's rows, sorted; a client of the server brings its own ``storage_options`` (no secret is vended)."""
+    table = lance.dataset(namespace_client=namespace, table_id=table_id, storage_options=storage_options).to_table()
     return sorted(zip(*(table[name].to_pylist() for name in table.column_names), strict=True))
 
 
@@ -60,9 +67,9 @@ def outcome(step: Callable[[], Any]) -> Any:
     return fields
 
 
-def script(namespace: ln.LanceNamespace, t: list[str]) -> dict[str, Any]:
+def script(namespace: ln.LanceNamespace, t: list[str], storage_options: dict[str, str] | None = None) -> dict[str, Any]:
     """One sequence of every write operation; its answers (only what both implementations support
-    the same way: deliberate differences are tested apart)."""
+    the same way: deliberate differences are tested apart). ``storage_options`` read the rows."""
     steps: dict[str, Callable[[], Any]] = {
         "create": lambda: namespace.create_table(ln.CreateTableRequest(id=t), ipc(ROWS)),
         "create again": lambda: namespace.create_table(ln.CreateTableRequest(id=t), ipc(ROWS)),
@@ -168,7 +175,7 @@ def script(namespace: ln.LanceNamespace, t: list[str]) -> dict[str, Any]:
     answers = {name: outcome(step) for name, step in steps.items()}
     for tag in answers["tags"]["tags"].values():
         tag.pop("manifestSize")  # bytes of a manifest: not behaviour
-    answers["rows"] = rows(namespace, t)
+    answers["rows"] = rows(namespace, t, storage_options)
     return answers
 
 
@@ -204,9 +211,9 @@ def test_every_write_answers_as_the_directory_namespace_does(
 
 
 def test_every_write_answers_as_the_reference_server_does(
-    rest: lance.namespace.RestNamespace, db: list[str], reference_rest: lance.namespace.RestNamespace
+    rest: lance.namespace.RestNamespace, db: list[str], store: Store, reference_rest: lance.namespace.RestNamespace
 ) -> None:
-    ours = script(rest, [*db, "t"])
+    ours = script(rest, [*db, "t"], store.storage_options)
     theirs = script(reference_rest, ["db", "t"])
     assert ours == theirs
 
@@ -280,24 +287,25 @@ def test_create_over_a_soft_deleted_table_revives_it_and_overwrites_as_a_new_ver
 
 
 def test_a_new_table_is_declared_at_a_new_location_and_writes_land_only_there(
-    ns: IcebergLanceNamespace, db: list[str], lance_root: Path
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     created = ns.create_table(ln.CreateTableRequest(id=[*db, "t"], properties={"owner": "me"}), ipc(ROWS))
     assert created.properties["owner"] == "me" and created.version == 1
-    before = files_under(lance_root)
+    before = store.contents(store.root)
     ns.insert_into_table(ln.InsertIntoTableRequest(id=[*db, "t"]), ipc(ROWS))
     ns.update_table(ln.UpdateTableRequest(id=[*db, "t"], updates=[["v", "'u'"]]))
     ns.create_table_tag(ln.CreateTableTagRequest(id=[*db, "t"], tag="x", version=1))
     ns.alter_table_add_columns(
         ln.AlterTableAddColumnsRequest(id=[*db, "t"], new_columns=[AddColumnsEntry(name="w", expression="id")])
     )
-    changed = {name for name, digest in files_under(lance_root).items() if before.get(name) != digest}
-    location = os.path.relpath(created.location, lance_root)
-    assert changed and all(name.startswith(location + os.sep) for name in changed)
+    changed = {name for name, digest in store.contents(store.root).items() if before.get(name) != digest}
+    assert created.location.startswith(store.at())
+    location = created.location[len(store.at()) :].strip("/")
+    assert changed and all(name.startswith(f"{location}/") for name in changed)
 
 
 def test_a_table_s_first_version_is_written_without_lance_warning_of_it(
-    endpoint: str, lance_root: Path, db: list[str]
+    endpoint: str, store: Store, db: list[str]
 ) -> None:
     """create_table, and the first insert into a declared table, used to make Lance log "no
     existing dataset at ..., it will be created" on every call."""
@@ -313,7 +321,7 @@ rows = pa.table({{"id": [1, 2]}})
 sink = io.BytesIO()
 with pa.ipc.new_stream(sink, rows.schema) as writer:
     writer.write_table(rows)
-with IcebergLanceNamespace(endpoint={endpoint!r}, root={str(lance_root)!r}) as ns:
+with IcebergLanceNamespace(endpoint={endpoint!r}, root={store.root!r}, **{store.properties!r}) as ns:
     ns.create_table(ln.CreateTableRequest(id={[*db, "made"]!r}), sink.getvalue())
     ns.declare_table(ln.DeclareTableRequest(id={[*db, "declared"]!r}))
     ns.insert_into_table(ln.InsertIntoTableRequest(id={[*db, "declared"]!r}), sink.getvalue())
@@ -342,17 +350,15 @@ def test_batches_whose_dictionaries_cannot_be_joined_are_written_as_they_came(
     assert ns.count_table_rows(ln.CountTableRowsRequest(id=[*db, "words"])).count == 80_000
 
 
-def test_a_failed_create_leaves_no_table(ns: IcebergLanceNamespace, db: list[str], lance_root: Path) -> None:
+def test_a_failed_create_leaves_no_table(ns: IcebergLanceNamespace, db: list[str]) -> None:
     with pytest.raises(InvalidInputError):
         ns.create_table(ln.CreateTableRequest(id=[*db, "t"]), b"not arrow")
     with pytest.raises(TableNotFoundError):
         ns.describe_table(ln.DescribeTableRequest(id=[*db, "t"]))
 
 
-def test_writes_go_through_the_catalog(
-    ns: IcebergLanceNamespace, db: list[str], endpoint: str, lance_root: Path
-) -> None:
-    create_plain_iceberg_table(endpoint, db[0], (db[1], "plain"), str(lance_root / "plain"))
+def test_writes_go_through_the_catalog(ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path) -> None:
+    create_plain_iceberg_table(endpoint, db[0], (db[1], "plain"), str(tmp_path / "plain"))  # the catalog's own
     with pytest.raises(InvalidInputError, match="not a Lance table"):
         ns.insert_into_table(ln.InsertIntoTableRequest(id=[*db, "plain"]), ipc(ROWS))
     ns.create_table(ln.CreateTableRequest(id=[*db, "t"]), ipc(ROWS))
@@ -397,26 +403,26 @@ def test_branches_on_a_table_with_lance_versions(ns: IcebergLanceNamespace, db: 
     ],
 )
 def test_a_tag_or_branch_name_no_file_can_carry_is_a_typed_error_and_makes_nothing(
-    ns: IcebergLanceNamespace, db: list[str], operation: str, fields: dict[str, Any], refused: type[Exception]
+    ns: IcebergLanceNamespace,
+    db: list[str],
+    store: Store,
+    operation: str,
+    fields: dict[str, Any],
+    refused: type[Exception],
 ) -> None:
     """Lance keeps a ref in a file named after it: a name the file system refuses failed as an
     internal error, after the branch's folders were made. A ref that exists is found by any name."""
     table_id = [*db, "t"]
     location = ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS)).location
-
-    def everything() -> list[str]:  # files and folders, empty ones too
-        return sorted(
-            os.path.join(folder, name) for folder, folders, files in os.walk(location) for name in folders + files
-        )
-
-    before = everything()
+    assert location is not None
+    before = store.entries(location)  # on a disk, folders too
     with pytest.raises(refused):
         getattr(ns, operation)({"id": table_id, **fields})
-    assert everything() == before
+    assert store.entries(location) == before
 
 
 def test_a_tag_made_past_the_limit_by_pylance_itself_is_read_moved_and_deleted(
-    ns: IcebergLanceNamespace, db: list[str]
+    ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
     location = ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS)).location
@@ -424,7 +430,7 @@ def test_a_tag_made_past_the_limit_by_pylance_itself_is_read_moved_and_deleted(
     longest = "t" * 200
     ns.create_table_tag({"id": table_id, "tag": longest, "version": 1})
     made_elsewhere = "t" * 205
-    lance.dataset(location).tags.create(made_elsewhere, 1)
+    store.dataset(location).tags.create(made_elsewhere, 1)
     assert ns.get_table_tag_version({"id": table_id, "tag": made_elsewhere}).version == 1
     ns.update_table_tag({"id": table_id, "tag": made_elsewhere, "version": 2})
     assert ns.get_table_tag_version({"id": table_id, "tag": made_elsewhere}).version == 2
@@ -433,8 +439,9 @@ def test_a_tag_made_past_the_limit_by_pylance_itself_is_read_moved_and_deleted(
 
 
 @pytest.fixture
-def managed_ns(endpoint: str, lance_root: Path) -> Iterator[IcebergLanceNamespace]:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+def managed_ns(endpoint: str, store: Store) -> Iterator[IcebergLanceNamespace]:
+    properties = {**store.properties, "table_version_management": "true"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
         yield ns
 
 
@@ -445,13 +452,13 @@ def _catalog_versions(ns: IcebergLanceNamespace, table_id: list[str]) -> tuple[l
     return recorded, table.metadata.last_sequence_number
 
 
-def _manifest_versions(location: str) -> list[int]:
-    names = os.listdir(os.path.join(location, "_versions"))
+def _manifest_versions(location: str, store: Store) -> list[int]:
+    names = [found.path for found in files.list_files(location, "_versions", store.storage_options)]
     return sorted(v for v in (version_of_manifest(name) for name in names) if v is not None)
 
 
 def test_every_commit_of_a_managed_table_goes_through_the_catalog(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "m"]
     created = managed_ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS))
@@ -476,7 +483,7 @@ def test_every_commit_of_a_managed_table_goes_through_the_catalog(
     assert last.metadata == {"a": "b"}
     assert rows(managed_ns, table_id) == [(1, "u"), (3, "c"), (4, "D")]  # a read finalizes the last manifest
     assert _catalog_versions(managed_ns, table_id) == ([8, 9], 9)  # each operation one catalog commit
-    assert _manifest_versions(created.location) == list(range(1, 10))
+    assert _manifest_versions(created.location, store) == list(range(1, 10))
     listed = managed_ns.list_table_versions(ln.ListTableVersionsRequest(id=table_id)).versions
     assert [v.version for v in listed] == list(range(1, 10))
     managed_ns.create_table_tag(ln.CreateTableTagRequest(id=table_id, tag="t", version=3))  # a name, not a commit
@@ -487,7 +494,7 @@ def test_every_commit_of_a_managed_table_goes_through_the_catalog(
 
 
 def test_four_threads_writing_a_managed_table_leave_dense_versions_and_every_row_once(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "m"]
     managed_ns.create_table(ln.CreateTableRequest(id=table_id), ipc(pa.table({"id": [0], "v": ["seed"]})))
@@ -515,7 +522,7 @@ def test_four_threads_writing_a_managed_table_leave_dense_versions_and_every_row
     location = managed_ns.describe_table(ln.DescribeTableRequest(id=table_id)).location
     assert _catalog_versions(managed_ns, table_id) == ([32, 33], 33)  # 1 + 4 threads x 2 rounds x 4 ops: a commit each
     listed = managed_ns.list_table_versions(ln.ListTableVersionsRequest(id=table_id)).versions
-    assert [v.version for v in listed] == list(range(1, 34)) == _manifest_versions(location)  # dense
+    assert [v.version for v in listed] == list(range(1, 34)) == _manifest_versions(location, store)  # dense
 
 
 def test_bad_input_through_the_server_is_4xx(rest: lance.namespace.RestNamespace, db: list[str]) -> None:
@@ -537,13 +544,21 @@ def test_bad_input_through_the_server_is_4xx(rest: lance.namespace.RestNamespace
 
 @pytest.mark.parametrize("pushdown", [None, ["CreateTable"]])
 def test_lancedb_writes_through_the_namespace_in_process_and_through_the_server(
-    endpoint: str, lance_root: Path, db: list[str], server: RunningServer, pushdown: list[str] | None
+    endpoint: str,
+    store: Store,
+    db: list[str],
+    server: RunningServer,
+    pushdown: list[str] | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # a client of the server brings its own credentials: lancedb reads them from the environment
+    # (its namespace connection does not write with the storage_options it is given)
+    for name, value in store.credentials_environment().items():
+        monkeypatch.setenv(name, value)
     data = pa.table({"id": [1, 2, 3]})
+    properties = {"endpoint": endpoint, "root": store.root, **store.properties}
     connections = {
-        "in process": lancedb.connect_namespace(
-            "iceberg", {"endpoint": endpoint, "root": str(lance_root)}, namespace_client_pushdown_operations=pushdown
-        ),
+        "in process": lancedb.connect_namespace("iceberg", properties, namespace_client_pushdown_operations=pushdown),
         "server": lancedb.connect_namespace("rest", {"uri": server.uri}, namespace_client_pushdown_operations=pushdown),
     }
     for name, connection in connections.items():
@@ -552,5 +567,5 @@ def test_lancedb_writes_through_the_namespace_in_process_and_through_the_server(
         table.add(pa.table({"id": [4]}))
         table.delete("id = 1")
         assert (table.count_rows(), table.version) == (3, 3)
-        with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root)) as ns:
+        with IcebergLanceNamespace(**properties) as ns:
             assert rows(ns, [*db, table_name]) == [(2,), (3,), (4,)]

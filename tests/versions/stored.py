@@ -42,3 +42,11 @@ def iceberg_client(endpoint: str, warehouse: str, store: Store) -> RestCatalog:
     )
     assert isinstance(catalog, RestCatalog)
     return catalog
+
+
+def as_pylance_spells(path: str) -> str:
+    """A path as pylance names it to a namespace: an object's key (no scheme, no bucket), a local
+    path without its leading slash."""
+    if "://" in path:
+        return path.split("://", 1)[1].partition("/")[2]
+    return path.lstrip("/")

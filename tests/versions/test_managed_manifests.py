@@ -6,9 +6,7 @@ refused because a writer by location raced it is a 409."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import lance
@@ -29,14 +27,19 @@ from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.versions import manifests
 from lance_iceberg_ns.versions.manifests import manifest_name
 
-from ..helpers import ipc, other_client, stage_manifest
+from ..helpers import ipc
+from ..stores import Store
+from .stored import as_pylance_spells, iceberg_client, stage_manifest, staged_manifests
 
 WRITTEN_BY_LOCATION = "written by a writer that went by its location"
 
 
 @pytest.fixture
-def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> Iterator[IcebergLanceNamespace]:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
+    """A namespace managing versions, on a local disk or on S3 (every test using it runs on both)."""
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
+    ) as ns:
         yield ns
 
 
@@ -52,25 +55,30 @@ def _rows(ns: IcebergLanceNamespace, table_id: list[str]) -> list[Any]:
     return sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["v"].to_pylist())
 
 
-def _plant(location: str, version: int, content: bytes, v2: bool = True) -> str:
-    path = os.path.join(location, "_versions", manifest_name(version, v2))
-    Path(path).write_bytes(content)
+def _plant(store: Store, location: str, version: int, content: bytes, v2: bool = True) -> str:
+    path = f"{location}/_versions/{manifest_name(version, v2)}"
+    store.write(path, content)
     return path
 
 
+def _by_location(store: Store, location: str, values: list[Any]) -> None:
+    """An append by a writer that goes by the table's location, not through the namespace."""
+    lance.write_dataset(pa.table({"v": values}), location, mode="append", storage_options=store.storage_options)
+
+
 def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_directory(
-    managed_ns: IcebergLanceNamespace, server: Any, db: list[str]
+    managed_ns: IcebergLanceNamespace, server: Any, db: list[str], store: Store
 ) -> None:
     mine, victim = [*db, "mine"], [*db, "victim"]
     location = _create(managed_ns, mine, ["mine"])
     victim_location = _create(managed_ns, victim, ["VICTIM-1", "VICTIM-2"])
-    victim_staged = stage_manifest(victim_location, 2)
+    victim_staged = stage_manifest(store, victim_location, 2)
     victim_final = f"{victim_location}/_versions/{manifest_name(1)}"
-    wrong_version = stage_manifest(location, 3)
+    wrong_version = stage_manifest(store, location, 3)
     missing = f"{location}/_versions/{manifest_name(2)}-00000000-0000-0000-0000-000000000000"
     for path in (
         victim_staged,  # another table's staged manifest of the right version
-        victim_staged.lstrip("/"),  # as pylance spells paths
+        as_pylance_spells(victim_staged),
         f"{location}/../{os.path.basename(victim_location)}/_versions/{os.path.basename(victim_staged)}",
         victim_final,
         "../../../../etc/passwd",
@@ -87,13 +95,13 @@ def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_direc
             managed_ns.batch_create_table_versions({"entries": [{"id": mine, "version": 2, "manifest_path": path}]})
     answer = requests.post(
         f"{server.uri}/v1/table/{'$'.join(mine)}/version/create",
-        json={"version": 2, "manifest_path": victim_staged.lstrip("/")},
+        json={"version": 2, "manifest_path": as_pylance_spells(victim_staged)},
         timeout=30,
     )
     assert (answer.status_code, answer.json()["code"]) == (400, 13), answer.text
     # nothing changed: each table keeps its versions and rows, the victim's staged manifest stays
     assert _versions(managed_ns, mine) == [1] and _rows(managed_ns, mine) == ["mine"]
-    assert _versions(managed_ns, victim) == [1] and os.path.exists(victim_staged)
+    assert _versions(managed_ns, victim) == [1] and store.exists(victim_staged)
     count = requests.post(f"{server.uri}/v1/table/{'$'.join(mine)}/count_rows", json={}, timeout=30)
     assert (count.status_code, count.json()) == (200, 1)
 
@@ -101,9 +109,9 @@ def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_direc
     # the table's own _versions/ as pylance names it; so is any spelling of that directory
     lance.write_dataset(pa.table({"v": ["more"]}), namespace_client=managed_ns, table_id=mine, mode="append")
     assert _rows(managed_ns, mine) == ["mine", "more"]
-    own = f"{location.lstrip('/')}/_versions"
+    own = f"{as_pylance_spells(location)}/_versions"
     assert managed_ns.describe_table_version({"id": mine}).version.manifest_path == f"{own}/{manifest_name(2)}"
-    spelled = f"/{location.lstrip('/')}/./_versions/{os.path.basename(stage_manifest(location, 3))}"
+    spelled = f"/{as_pylance_spells(location)}/./_versions/{os.path.basename(stage_manifest(store, location, 3))}"
     answered = managed_ns.create_table_version({"id": mine, "version": 3, "manifest_path": spelled})
     assert answered.version.manifest_path == f"{own}/{manifest_name(3)}"
     assert [v.manifest_path for v in managed_ns.list_table_versions({"id": mine}).versions][
@@ -112,11 +120,11 @@ def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_direc
 
 
 def test_a_manifest_planted_under_the_other_naming_scheme_is_refused_by_name(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "planted"]
     location = _create(managed_ns, table_id, [1, 2])
-    planted = _plant(location, 2, b"x", v2=False)  # 2.manifest in a table that names its manifests V2
+    planted = _plant(store, location, 2, b"x", v2=False)  # 2.manifest in a table that names its manifests V2
     for operation in (
         lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]}))),
         lambda: managed_ns.delete_from_table({"id": table_id, "predicate": "v = 1"}),
@@ -131,45 +139,46 @@ def test_a_manifest_planted_under_the_other_naming_scheme_is_refused_by_name(
     assert managed_ns.count_table_rows({"id": table_id}).count == 2  # reads still answer
     with pytest.raises(InvalidTableStateError, match=r"remove .*/_versions/2\.manifest"):
         adopt_versions_written_by_location(managed_ns, table_id)
-    os.remove(planted)
+    store.delete(planted)
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
     assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2, 3]
 
 
 def test_a_file_that_is_not_a_manifest_of_the_dataset_is_not_adopted(
-    managed_ns: IcebergLanceNamespace, lance_root: Path, db: list[str]
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
 ) -> None:
     table_id = [*db, "adopting"]
     location = _create(managed_ns, table_id, [1, 2])
-    other = str(lance_root / "elsewhere.lance")
+    other = store.at("elsewhere.lance")
     for values in ([7], [8], [9]):
-        lance.write_dataset(pa.table({"v": values}), other, mode="append")
+        _by_location(store, other, values)
     for planted in (
         b"planted, not a manifest",
-        Path(other, "_versions", manifest_name(2)).read_bytes(),  # another dataset's version 2
+        store.read(f"{other}/_versions/{manifest_name(2)}"),  # another dataset's version 2
     ):
-        path = _plant(location, 2, planted)
+        assert planted
+        path = _plant(store, location, 2, planted)
         with pytest.raises(InvalidTableStateError, match=f"remove {path}"):
             adopt_versions_written_by_location(managed_ns, table_id)
         # the same file named directly, as adoption names it through the namespace: refused too
         with pytest.raises(InvalidTableStateError):
             managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": path})
         assert _versions(managed_ns, table_id) == [1]  # nothing recorded
-        os.remove(path)  # the way out the refusal names
+        store.delete(path)  # the way out the refusal names
         assert _rows(managed_ns, table_id) == [1, 2]
     managed_ns.restore_table({"id": table_id, "version": 1})
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
     assert _versions(managed_ns, table_id) == [1, 2, 3] and _rows(managed_ns, table_id) == [1, 2, 3]
 
     # a version a writer by location really committed is still adopted, and opens
-    shutil.rmtree(other)
-    lance.write_dataset(pa.table({"v": [4]}), location, mode="append")
+    store.delete(other)
+    _by_location(store, location, [4])
     assert adopt_versions_written_by_location(managed_ns, table_id) == [4]
     assert _rows(managed_ns, table_id) == [1, 2, 3, 4]
 
 
 def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     table_id = [*db, "raced"]
     location = _create(managed_ns, table_id, [1])
@@ -179,7 +188,7 @@ def test_a_commit_a_writer_by_location_raced_is_a_409_naming_the_way_out(
     def racing(request: Any) -> Any:  # a writer by location commits between the check and the commit
         if not raced:
             raced.append(request.version)
-            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+            _by_location(store, location, [100])
         return create(request)
 
     monkeypatch.setattr(managed_ns._versions, "create_table_version", racing)
@@ -200,6 +209,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     monkeypatch: pytest.MonkeyPatch,
     batch: bool,
     step: str,
+    store: Store,
 ) -> None:
     """The version's final manifest name is taken between the catalog's commit and the move into
     place: the writer's manifest stays as it landed, the catalog's commit is taken back (every table
@@ -214,7 +224,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
     def racing(place: str, *args: Any) -> Any:  # the writer by location lands right after the catalog commit
         if place == location and not raced:
             raced.append(place)
-            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+            _by_location(store, location, [100])
         return original(place, *args)
 
     monkeypatch.setattr(manifests, step, racing)
@@ -226,14 +236,14 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
         else:
             managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     monkeypatch.setattr(manifests, step, original)
-    assert raced and sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
+    assert raced and sorted(store.dataset(location).to_table().column("v").to_pylist()) == [1, 3, 100]  # the writer's
     assert _versions(managed_ns, table_id) == [1, 2] and _versions(managed_ns, other_id) == [1]
     assert _rows(managed_ns, other_id) == [10]
-    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]  # nothing staged left
-    companion = other_client(endpoint, db[0]).load_table((db[1], "raced"))  # as an Iceberg engine sees it
+    assert not staged_manifests(store, location)  # nothing staged left
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "raced"))  # as an Iceberg engine sees it
     held = {os.path.basename(snapshot.manifest_list) for snapshot in companion.snapshots()}
     assert companion.current_snapshot().summary["lance.version"] == "2"
-    assert {name for name in os.listdir(f"{location}/metadata") if name.startswith("snap-")} == held
+    assert {name for name in store.keys(f"{location}/metadata") if name.startswith("snap-")} == held
     with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
@@ -242,7 +252,7 @@ def test_a_writer_by_location_that_commits_the_version_after_the_catalog_did_kee
 
 
 def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_every_version(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     """Taken after the batch's look, with the first table's version in place (where writers may
     already build on it): nothing goes back or is deleted, and the error is a 5xx (the commit landed)."""
@@ -253,7 +263,7 @@ def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_
 
     def racing(place: str, *args: Any) -> Any:
         if place == location:
-            lance.write_dataset(pa.table({"v": [100]}), location, mode="append")
+            _by_location(store, location, [100])
         return finalize(place, *args)
 
     monkeypatch.setattr(manifests, "finalize", racing)
@@ -263,12 +273,12 @@ def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_
         )
     monkeypatch.setattr(manifests, "finalize", finalize)
     assert _rows(managed_ns, other_id) == [10, 11] and _versions(managed_ns, other_id) == [1, 2]
-    assert sorted(lance.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
+    assert sorted(store.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
     assert _versions(managed_ns, table_id) == [1, 2]  # and the catalog's, its manifest staged
 
 
 def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_commit_as_it_is(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     """pylance, opening the table through the namespace between the catalog's commit and the move
     into place, copies the staged manifest to its final name itself: the same manifest, no race."""
@@ -277,15 +287,15 @@ def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_com
     finalize = manifests.finalize
 
     def read_first(place: str, storage_options: Any, version: Any) -> Any:
-        staged = os.path.join(location, "_versions", version.manifest_path.rsplit("/", 1)[-1])
-        shutil.copy(staged, staged.rsplit("-", 5)[0])  # the final name: the staged one without its UUID
+        staged = f"{location}/_versions/{version.manifest_path.rsplit('/', 1)[-1]}"
+        store.write(staged.rsplit("-", 5)[0], store.read(staged) or b"")  # the final name: without its UUID
         return finalize(place, storage_options, version)
 
     monkeypatch.setattr(manifests, "finalize", read_first)
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     monkeypatch.setattr(manifests, "finalize", finalize)
     assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
-    assert not [name for name in os.listdir(f"{location}/_versions") if ".manifest-" in name]
+    assert not staged_manifests(store, location)
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
     assert _rows(managed_ns, table_id) == [1, 2, 3]
 
