@@ -61,12 +61,12 @@ class IcebergLanceNamespace(LanceNamespace):
         self._properties = dict(properties)
         self._settings = settings = Settings.from_properties(self._properties)
         self._lock = threading.Lock()
-        self._reader: IcebergLanceNamespace | None = None
+        self._twins: dict[str, IcebergLanceNamespace] = {}  # by purpose: see ``_twin``
         options = StorageOptions(settings.storage_options, settings.share_static_credentials)
         self._companions = companions = Companions(settings)
         locations = LocationPolicy.of(settings.root, settings.allowed_locations)
         self._placement = placement = Placement(companions, locations, options, lambda at: self._datasets.forget(at))
-        self._datasets = OpenDatasets(self, self._reads_through, placement.prove_place, settings)
+        self._datasets = OpenDatasets(self._writes_through, self._reads_through, placement.prove_place, settings)
         self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds, settings.default_namespace)
         self._namespaces = Namespaces(companions, settings.warehouses)
         self._listing = TableListing(
@@ -120,9 +120,9 @@ class IcebergLanceNamespace(LanceNamespace):
         """Release the catalog connections and lookup threads; the object stays usable (it reconnects)."""
         self._companions.close()
         with self._lock:
-            reader = self._reader  # kept: a read still running on it is closed by the next close()
-        if reader is not None:
-            reader.close()
+            twins = list(self._twins.values())  # kept: a read still running on one is closed by the next close()
+        for twin in twins:
+            twin.close()
 
     def __enter__(self) -> IcebergLanceNamespace:
         return self
@@ -135,15 +135,32 @@ class IcebergLanceNamespace(LanceNamespace):
         allowed = ",".join([*self._placement.locations.allowed, *locations])
         return IcebergLanceNamespace(**{**self._properties, "allowed_locations": allowed})
 
+    def _writes_through(self) -> IcebergLanceNamespace:
+        """The namespace the data plane opens managed tables through to write them (pylance
+        describes the table through it, and reaches the files with the options it answers): this
+        one, or its twin in this process that answers every static option when this one keeps
+        secrets from its callers (a server's)."""
+        return self._twin(sharing=True, asking=False)
+
     def _reads_through(self) -> IcebergLanceNamespace:
-        """The namespace the data plane opens managed tables through to read them: one that asks
-        the catalog every time (``commit_cache_seconds`` 0), never this process's last commit."""
-        if not self._settings.commit_cache_seconds:
+        """The namespace the data plane opens managed tables through to read them: as
+        ``_writes_through``, one that asks the catalog every time (``commit_cache_seconds`` 0),
+        never this process's last commit."""
+        return self._twin(sharing=True, asking=True)
+
+    def _twin(self, sharing: bool, asking: bool) -> IcebergLanceNamespace:
+        changed = {}
+        if sharing and not self._settings.share_static_credentials:
+            changed["share_static_credentials"] = "true"
+        if asking and self._settings.commit_cache_seconds:
+            changed["commit_cache_seconds"] = "0"
+        if not changed:
             return self
+        key = ",".join(sorted(changed))
         with self._lock:
-            if self._reader is None:
-                self._reader = IcebergLanceNamespace(**{**self._properties, "commit_cache_seconds": "0"})
-            return self._reader
+            if key not in self._twins:
+                self._twins[key] = IcebergLanceNamespace(**{**self._properties, **changed})
+            return self._twins[key]
 
     @property
     def settings(self) -> Settings:

@@ -71,9 +71,10 @@ class Azurite:
             "allow_http": "true",
         }
 
-    def fresh_root(self) -> str:
-        """A new, empty prefix of the container, as an ``az://`` URI."""
-        return f"az://{CONTAINER}/{uuid.uuid4().hex[:12]}"
+    def fresh_root(self, scheme: str = "az") -> str:
+        """A new, empty prefix of the container, as an ``az://`` URI (or ``abfss://``, the form
+        pyiceberg's FileIO opens as well)."""
+        return f"{scheme}://{CONTAINER}/{uuid.uuid4().hex[:12]}"
 
     def store(self) -> AzureStore:
         """An obstore store for the container, configured directly (not through the bridge)."""

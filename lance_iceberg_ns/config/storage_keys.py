@@ -149,7 +149,35 @@ LANCE_TO_ICEBERG = {
     "region": "s3.region",
     "google_storage_token": "gcs.oauth2.token",
     "google_project_id": "gcs.project-id",
+    "azure_storage_account_name": "adls.account-name",
+    "account_name": "adls.account-name",
+    "azure_storage_account_key": "adls.account-key",
+    "azure_storage_access_key": "adls.account-key",
+    "azure_storage_master_key": "adls.account-key",
+    "account_key": "adls.account-key",
+    "access_key": "adls.account-key",
+    "master_key": "adls.account-key",
+    "azure_storage_sas_token": "adls.sas-token",
+    "azure_storage_sas_key": "adls.sas-token",
+    "sas_token": "adls.sas-token",
+    "sas_key": "adls.sas-token",
 }
+# A service principal: pyiceberg takes the three together or not at all (object_store also takes a
+# client id alone, for a managed identity, which pyiceberg's FileIO finds by itself).
+AZURE_CLIENT_SECRET_CREDENTIAL = {
+    "adls.client-id": ("azure_storage_client_id", "azure_client_id", "client_id"),
+    "adls.client-secret": ("azure_storage_client_secret", "azure_client_secret", "client_secret"),
+    "adls.tenant-id": (
+        "azure_storage_tenant_id",
+        "azure_storage_authority_id",
+        "azure_tenant_id",
+        "azure_authority_id",
+        "tenant_id",
+        "authority_id",
+    ),
+}
+AZURE_ENDPOINT_OPTIONS = ("azure_storage_endpoint", "azure_endpoint", "endpoint")
+ARROW_FILE_IO = "pyiceberg.io.pyarrow.PyArrowFileIO"
 
 
 def file_io_properties(storage_options: Mapping[str, str]) -> dict[str, str]:
@@ -160,4 +188,47 @@ def file_io_properties(storage_options: Mapping[str, str]) -> dict[str, str]:
     if virtual_hosted == "false" or (properties.get("s3.endpoint") and virtual_hosted != "true"):
         # an endpoint of one's own (MinIO, SeaweedFS, a proxy) is addressed by path, as Lance does
         properties["s3.path-style-access"] = "true"
+    properties |= _azure_credential(storage_options) | _azure_authorities(storage_options, properties)
+    if any(key.startswith("adls.") for key in properties):
+        # pyiceberg prefers fsspec's FileIO for abfss://, which needs adlfs and reads none of the
+        # authorities: pyarrow's reads what is derived here, as it reads it for s3:// and gs://
+        properties["py-io-impl"] = ARROW_FILE_IO
     return properties
+
+
+def _azure_credential(storage_options: Mapping[str, str]) -> dict[str, str]:
+    given = {
+        prop: next((storage_options[name] for name in names if storage_options.get(name)), "")
+        for prop, names in AZURE_CLIENT_SECRET_CREDENTIAL.items()
+    }
+    return given if all(given.values()) else {}
+
+
+def _azure_authorities(storage_options: Mapping[str, str], properties: Mapping[str, str]) -> dict[str, str]:
+    """pyarrow's Azure file system addresses ``<scheme>://<authority>/<account>/`` (an emulator,
+    path style) or ``<scheme>://<account><authority>/`` (an authority starting with a dot), where
+    object_store puts the container after its endpoint: an endpoint of either form becomes the
+    same authority and scheme, another form stays unmapped (``iceberg.adls.*`` then says it)."""
+    account = properties.get("adls.account-name")
+    endpoint = next((storage_options[name] for name in AZURE_ENDPOINT_OPTIONS if storage_options.get(name)), "")
+    if not account or not endpoint:
+        return {}
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname or ""
+    except ValueError:
+        return {}
+    if parts.scheme not in ("http", "https") or not host or parts.query or parts.username is not None:
+        return {}
+    path = parts.path.strip("/")
+    if path == account:  # http://127.0.0.1:10000/devstoreaccount1
+        blob = dfs = parts.netloc
+    elif not path and parts.netloc.startswith(f"{account}."):  # https://lake.blob.core.windows.net
+        blob = parts.netloc[len(account) :]
+        dfs = blob.replace(".blob.", ".dfs.", 1) if ".blob." in blob else ""
+    else:
+        return {}
+    authorities = {"adls.blob-storage-authority": blob, "adls.blob-storage-scheme": parts.scheme}
+    if dfs:
+        authorities |= {"adls.dfs-storage-authority": dfs, "adls.dfs-storage-scheme": parts.scheme}
+    return authorities

@@ -190,7 +190,7 @@ class OpenDatasets:
 
     def __init__(
         self,
-        writes_through: LanceNamespace,
+        writes_through: Callable[[], LanceNamespace],
         reads_through: Callable[[], LanceNamespace],
         prove: Callable[[str, Entry, dict[str, str]], None],
         consistency: Consistency | None = None,
@@ -267,7 +267,7 @@ class OpenDatasets:
         when a place is first opened)."""
         if table.managed:
             self._prove(table)
-            namespace = self._reads_through() if reading else self._writes_through
+            namespace = self._reads_through() if reading else self._writes_through()
             dataset = _first_open(table, lambda: datasets.open_through_namespace(namespace, table.id))
         else:
             dataset = self._latest(table)
@@ -322,7 +322,7 @@ class OpenDatasets:
         if not table.managed:
             return self._write_by_location(table, data, mode)
         rows = datasets.write_reader(data)
-        dataset = lance.write_dataset(rows, namespace_client=self._writes_through, table_id=list(table.id), mode=mode)
+        dataset = lance.write_dataset(rows, namespace_client=self._writes_through(), table_id=list(table.id), mode=mode)
         self._written.keep(table.place, True)
         return dataset
 

@@ -63,9 +63,15 @@ from lance_iceberg_ns.data.datasets import dataset_exists
 from lance_iceberg_ns.errors.translation import translated_errors
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
-from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage import files, trees
 from lance_iceberg_ns.storage.files import ICEBERG_METADATA_DIRECTORY
-from lance_iceberg_ns.storage.locations import TABLE_DIRECTORY_SUFFIX, is_local, local_path, normalize_location
+from lance_iceberg_ns.storage.locations import (
+    TABLE_DIRECTORY_SUFFIX,
+    encoded_segment,
+    is_local,
+    local_path,
+    normalize_location,
+)
 from lance_iceberg_ns.storage.ownership import MARKER
 
 logger = logging.getLogger(__name__)
@@ -133,15 +139,15 @@ def _walk(directory: object, namespace: list[str]) -> Iterator[list[str]]:
             break
 
 
-def _deregistered_v1_tables(root: str) -> list[tuple[list[str], str]]:
-    """V1 tables carrying the deregistration marker (local roots; the directory namespace hides them)."""
-    if "://" in root and not root.startswith("file://"):
-        return []
-    path = root[len("file://") :] if root.startswith("file://") else root
+def _deregistered_v1_tables(root: str, storage_options: Mapping[str, str]) -> list[tuple[list[str], str]]:
+    """V1 tables carrying the deregistration marker (the directory namespace hides them): one
+    listing of the root, and a look for the marker in each table directory."""
     found = []
-    for entry in sorted(os.listdir(path)) if os.path.isdir(path) else []:
-        if entry.endswith(".lance") and os.path.exists(os.path.join(path, entry, DEREGISTERED_MARKER)):
-            found.append(([entry[: -len(".lance")]], os.path.join(path, entry)))
+    for entry in trees.subdirectories(root, storage_options):
+        if entry.endswith(TABLE_DIRECTORY_SUFFIX):
+            location = f"{root.rstrip('/')}/{entry if is_local(root) else encoded_segment(entry)}"
+            if files.stat_files(location, [DEREGISTERED_MARKER], storage_options)[0] is not None:
+                found.append(([entry[: -len(TABLE_DIRECTORY_SUFFIX)]], location))
     return found
 
 
@@ -179,7 +185,7 @@ def import_directory(
     options = dict(storage_options or {})
     directory = _open_directory(root, options)
     found = list(_walk(directory, []))
-    deregistered = _deregistered_v1_tables(root)
+    deregistered = _deregistered_v1_tables(root, options)
     if planned:
         planned(len(found) + len(deregistered))
     summary = ImportSummary()

@@ -45,7 +45,7 @@ LANCE_ENTRIES = ("data", "_deletions", "_indices", "_transactions", "_refs", "tr
 OWNED_ENTRIES = (*LANCE_ENTRIES, VERSIONS_DIRECTORY, ICEBERG_METADATA_DIRECTORY)
 
 
-def _key_under(key: str, name: str) -> str:
+def key_under(key: str, name: str) -> str:
     return f"{key}/{name}" if key else name
 
 
@@ -53,7 +53,7 @@ _MISSING = (FileNotFoundError, NotFoundError)
 
 
 @contextlib.contextmanager
-def _store_failures() -> Iterator[None]:
+def store_failures() -> Iterator[None]:
     """The store's other failures (unreachable, refused, no credentials) as ``OSError``, as the
     local calls raise them, so that callers handle one kind."""
     try:
@@ -99,16 +99,16 @@ def _publish_unless_taken(
         if moved:
             os.unlink(source_path)
         return moved
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
-        data = bytes(obstore.get(store, _key_under(key, source)).bytes())
+        data = bytes(obstore.get(store, key_under(key, source)).bytes())
         try:
-            obstore.put(store, _key_under(key, target), data, mode="create")
+            obstore.put(store, key_under(key, target), data, mode="create")
         except AlreadyExistsError:
             return False
         if not keep_source:
             with contextlib.suppress(*_MISSING):
-                obstore.delete(store, _key_under(key, source))
+                obstore.delete(store, key_under(key, source))
     return True
 
 
@@ -142,10 +142,10 @@ def read_file(location: str, name: str, storage_options: Mapping[str, str]) -> b
             raise NotOpened(exc.errno, exc.strerror) from exc
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
         try:
-            return bytes(obstore.get(store, _key_under(key, name)).bytes())
+            return bytes(obstore.get(store, key_under(key, name)).bytes())
         except _MISSING:
             return None
 
@@ -174,10 +174,10 @@ def create_file(location: str, name: str, data: bytes, storage_options: Mapping[
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         return Written()
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
         try:
-            put = obstore.put(store, _key_under(key, name), data, mode="create")
+            put = obstore.put(store, key_under(key, name), data, mode="create")
         except AlreadyExistsError:
             return None
     return Written(put["e_tag"], put["version"])
@@ -204,9 +204,9 @@ def replace_file(
             return False
         os.replace(staged, target)
         return True
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
-        target = _key_under(key, name)
+        target = key_under(key, name)
         try:
             seen = written if written is not None and written.e_tag else _tag(obstore.head(store, target))
             # the e-tag for S3 and Azure, the generation (version) for GCS
@@ -228,63 +228,10 @@ def delete_file(location: str, name: str, storage_options: Mapping[str, str]) ->
         with contextlib.suppress(FileNotFoundError):
             os.remove(_under(local_path(location), name))
         return
-    with contextlib.suppress(OSError), _store_failures():
+    with contextlib.suppress(OSError), store_failures():
         store, key = object_store(location, storage_options)
         with contextlib.suppress(*_MISSING):
-            obstore.delete(store, _key_under(key, name))
-
-
-def holds_below(location: str, name: str, storage_options: Mapping[str, str]) -> bool:
-    """Whether a directory strictly under ``location`` holds a file ``name`` (see ``_directories``
-    for what is looked into)."""
-    top = location.rstrip("/")
-    for directory, names, _subfolders in _directories(location, storage_options):
-        if name in names and directory.rstrip("/") != top:
-            return True
-    return False
-
-
-def directories_holding(top: str, name: str, storage_options: Mapping[str, str]) -> Iterator[str]:
-    """The locations under ``top`` (itself included) that hold a file ``name``, none inside one
-    that does (see ``_directories`` for what is looked into)."""
-    for directory, names, subfolders in _directories(top, storage_options):
-        if name in names:
-            subfolders.clear()
-            yield directory
-
-
-def _directories(location: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, set[str], list[str]]]:
-    """``(directory, names of its files, names of its subdirectories)`` for ``location`` and the
-    directories under it, top-down; a caller empties the last to not go below. Links are not
-    followed, and a dataset's own directories (Lance's, ``_versions/``, the catalog's
-    ``metadata/``) are not entered: so a walk costs one listing per directory of the tree of
-    namespaces and tables, whatever the tables hold."""
-    if is_local(location):
-        for folder, subfolders, held in os.walk(local_path(location), followlinks=False):
-            _leave_dataset_entries(subfolders)
-            yield folder, set(held), subfolders
-        return
-    scheme, rest = location.split("://", 1)
-    bucket = rest.partition("/")[0]
-    with _store_failures():
-        store, key = object_store(location, storage_options)
-    pending = [key]
-    while pending:
-        prefix = pending.pop()
-        with _store_failures():
-            listed = obstore.list_with_delimiter(store, prefix=prefix or None)
-        names = {meta["path"].rsplit("/", 1)[-1] for meta in listed["objects"]}
-        subfolders = [common.rstrip("/").rsplit("/", 1)[-1] for common in listed["common_prefixes"]]
-        _leave_dataset_entries(subfolders)
-        yield f"{scheme}://{_key_under(bucket, prefix)}", names, subfolders
-        pending.extend(_key_under(prefix, subfolder) for subfolder in reversed(subfolders))
-
-
-def _leave_dataset_entries(subfolders: list[str]) -> None:
-    """Out of a directory's subfolders, when it holds a dataset, take the dataset's own (no table
-    lies inside another's files)."""
-    if VERSIONS_DIRECTORY in subfolders:
-        subfolders[:] = [name for name in subfolders if name not in OWNED_ENTRIES]
+            obstore.delete(store, key_under(key, name))
 
 
 def _under(path: str, name: str) -> str:
@@ -327,9 +274,9 @@ def list_files(
             if not recursive:
                 subfolders.clear()
         return found
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
-        prefix = _key_under(key, directory.strip("/")) if directory else key
+        prefix = key_under(key, directory.strip("/")) if directory else key
         if recursive:
             listed: Sequence[Any] = [meta for batch in obstore.list(store, prefix=prefix) for meta in batch]
         else:
@@ -356,12 +303,12 @@ def stat_files(location: str, paths: Sequence[str], storage_options: Mapping[str
             regular = stat.S_ISREG(status.st_mode)
             found.append(StoredFile(path, status.st_size, status.st_mtime) if regular else None)
         return found
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
         looked: list[StoredFile | None] = []
         for path in paths:
             try:
-                meta = obstore.head(store, _key_under(key, path))
+                meta = obstore.head(store, key_under(key, path))
             except _MISSING:
                 looked.append(None)
                 continue
@@ -377,9 +324,9 @@ def delete_files(location: str, paths: Sequence[str], storage_options: Mapping[s
             with contextlib.suppress(FileNotFoundError):
                 os.remove(_under(local_path(location), path))
         return
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
-        keys = [_key_under(key, path) for path in paths]
+        keys = [key_under(key, path) for path in paths]
         for start in range(0, len(keys), _BULK_DELETE):
             with contextlib.suppress(*_MISSING):
                 obstore.delete(store, keys[start : start + _BULK_DELETE])
@@ -403,9 +350,9 @@ def write_file(location: str, path: str, data: BinaryIO | Iterator[bytes], stora
                 for chunk in data:
                     writing.write(chunk)
         return
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
-        obstore.put(store, _key_under(key, path), data, chunk_size=COPY_CHUNK_BYTES)
+        obstore.put(store, key_under(key, path), data, chunk_size=COPY_CHUNK_BYTES)
 
 
 COPY_CHUNK_BYTES = 8 * 1024 * 1024
@@ -420,17 +367,17 @@ def copy_file(
         with open(_under(local_path(source), path), "rb") as reading:
             write_file(target, path, reading, target_options)
         return
-    with _store_failures():
+    with store_failures():
         store, key = object_store(source, source_options)
         if is_local(target):
-            chunks = obstore.get(store, _key_under(key, path)).stream(min_chunk_size=COPY_CHUNK_BYTES)
+            chunks = obstore.get(store, key_under(key, path)).stream(min_chunk_size=COPY_CHUNK_BYTES)
             write_file(target, path, (bytes(chunk) for chunk in chunks), target_options)
             return
         into, target_key = object_store(target, target_options)
 
         async def stream() -> None:  # one store's download fed to another's upload, in one runtime
-            got = await obstore.get_async(store, _key_under(key, path))
-            await obstore.put_async(into, _key_under(target_key, path), got, chunk_size=COPY_CHUNK_BYTES)
+            got = await obstore.get_async(store, key_under(key, path))
+            await obstore.put_async(into, key_under(target_key, path), got, chunk_size=COPY_CHUNK_BYTES)
 
         asyncio.run(stream())
 
@@ -519,7 +466,7 @@ def entries_at(location: str, storage_options: Mapping[str, str]) -> set[str] | 
     if is_local(location):
         path = local_path(location)
         return set(os.listdir(path)) if os.path.isdir(path) and not os.path.islink(path) else None
-    with _store_failures():
+    with store_failures():
         store, key = object_store(location, storage_options)
         first = next(iter(obstore.list(store, prefix=key or None, chunk_size=_PAGE)), [])
     prefix = f"{key}/" if key else ""
@@ -567,6 +514,7 @@ def delete_owned_files(location: str, storage_options: Mapping[str, str], marker
         held = list_files(location, "", storage_options, recursive=True)
         for entry in OWNED_ENTRIES:
             delete_files(location, [found.path for found in held if found.path.split("/")[0] == entry], storage_options)
+        _delete_catalog_files_as_spelled(location, storage_options)
         delete_files(location, [marker], storage_options)
         return
     root = local_path(location)
@@ -579,3 +527,19 @@ def delete_owned_files(location: str, storage_options: Mapping[str, str], marker
                 os.remove(path)
     with contextlib.suppress(OSError):  # only when nothing else is left
         os.rmdir(root)
+
+
+def _delete_catalog_files_as_spelled(location: str, storage_options: Mapping[str, str]) -> None:
+    """pyiceberg writes a table's metadata under its location as spelled, where Lance (and this
+    module) decode it once: for a location with an escaped character, the catalog's ``metadata/``
+    lies under a key prefix of its own, deleted here too."""
+    spelled = location.split("://", 1)[1].partition("/")[2].strip("/")
+    with store_failures():
+        store, key = object_store(location, storage_options)
+        if spelled == key:
+            return
+        prefix = key_under(spelled, ICEBERG_METADATA_DIRECTORY)
+        keys = [meta["path"] for batch in obstore.list(store, prefix=prefix) for meta in batch]
+        for start in range(0, len(keys), _BULK_DELETE):
+            with contextlib.suppress(*_MISSING):
+                obstore.delete(store, keys[start : start + _BULK_DELETE])

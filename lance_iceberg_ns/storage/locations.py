@@ -110,7 +110,12 @@ def normalize_location(raw: str) -> str:
     segments = _resolved_segments(_decoded(path, raw), raw)
     scheme = _SCHEME_ALIASES.get(scheme, scheme)
     # Lance decodes an object-store URI once: every segment is encoded once, so it means itself
-    return "/".join([f"{scheme}://{bucket.lower()}", *(quote(segment, safe=_URI_SAFE) for segment in segments)])
+    return "/".join([f"{scheme}://{bucket.lower()}", *(encoded_segment(segment) for segment in segments)])
+
+
+def encoded_segment(name: str) -> str:
+    """A path segment (an object key's part, as the store lists it) as a normal location spells it."""
+    return quote(name, safe=_URI_SAFE)
 
 
 def _local_path(path: str, original: str) -> str:

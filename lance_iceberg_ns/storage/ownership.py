@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
-from lance_iceberg_ns.storage import files
+from lance_iceberg_ns.storage import files, trees
 from lance_iceberg_ns.storage.locations import is_local
 
 MARKER = ".lance-iceberg-ns-owner.json"
@@ -138,7 +138,7 @@ def _markers_above(location: str, top: str, storage_options: Mapping[str, str]) 
 
 def _markers_below(location: str, storage_options: Mapping[str, str]) -> bool:
     """Whether a directory strictly under ``location`` holds a marker (links are not followed)."""
-    return files.holds_below(location, MARKER, storage_options)
+    return trees.holds_below(location, MARKER, storage_options)
 
 
 def check_free(location: str, top: str, storage_options: Mapping[str, str]) -> None:
@@ -260,7 +260,7 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:
     """(location, marker) for every ownership marker under ``top`` (links are not followed; on a
     local disk not inside a location that holds one: a table's location holds no other table)."""
-    for location in files.directories_holding(top, MARKER, storage_options):
+    for location in trees.directories_holding(top, MARKER, storage_options):
         owner = read_owner(location, storage_options)
         if owner is not None:
             yield location, owner

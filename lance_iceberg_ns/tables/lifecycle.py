@@ -45,7 +45,7 @@ from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_ent
 from lance_iceberg_ns.tables.tombstones import TableStatus
 from lance_iceberg_ns.tables.trash import Trash
 from lance_iceberg_ns.versions import snapshots
-from lance_iceberg_ns.versions.refusals import latest_gone_error
+from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwritable_manifest_lists
 
 CREATE_MODES = ("create", "existok", "overwrite")
 
@@ -126,6 +126,8 @@ class Tables:
             location = self.placement.free_location(request.location)
         else:
             location = self.placement.new_location(table)
+        if snapshots.is_managed(properties):
+            refuse_unwritable_manifest_lists(location, self.settings)
         created = self.placement.claim(table, location, properties)
         self.datasets.forget_table(table.parts)  # the name's next read asks the catalog
         vended = None

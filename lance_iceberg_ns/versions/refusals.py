@@ -1,12 +1,16 @@
 """What a table whose versions the catalog manages refuses, and the way out each refusal names:
 a snapshot an engine committed with a summary of its own making, versions a writer by location
-committed behind the catalog's back (or removed), and a rollback of ``main``."""
+committed behind the catalog's back (or removed), a rollback of ``main``; and a managed table at a
+location whose manifest lists pyiceberg cannot write."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lance_namespace.errors import InvalidTableStateError
+from lance_namespace.errors import InvalidTableStateError, UnsupportedOperationError
+
+from lance_iceberg_ns.config.settings import Settings
+from lance_iceberg_ns.storage.locations import is_local
 
 
 class FinalNameTaken(Exception):
@@ -58,3 +62,30 @@ def rolled_back_error(name: str, latest: int, used: int) -> InvalidTableStateErr
 def _undo_to(latest: int) -> str:
     """The way back to ``latest``: a restore, or, before any version, a drop."""
     return f"restore_table to version {latest}" if latest else "drop the table"
+
+
+# The schemes pyiceberg's own FileIOs (pyarrow's, fsspec's) open; Lance's az:// is not one of them.
+FILE_IO_SCHEMES = frozenset(
+    {"s3", "s3a", "s3n", "oss", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "hdfs", "viewfs", "hf"}
+)
+
+
+def refuse_unwritable_manifest_lists(location: str, settings: Settings) -> None:
+    """Refuse a managed table at a location whose manifest lists pyiceberg's FileIO cannot write,
+    before anything is written, rather than fail its first commit. A FileIO of the configuration's
+    own (``iceberg.py-io-impl``) is trusted with any scheme. Raises UnsupportedOperationError."""
+    if is_local(location) or "py-io-impl" in settings.catalog_properties:
+        return
+    scheme, _, rest = location.partition("://")
+    scheme = scheme.lower()
+    hint = " (abfss://<container>/<path> names the same objects)"
+    if scheme not in FILE_IO_SCHEMES:
+        raise UnsupportedOperationError(
+            f"A managed table cannot live at {location}: pyiceberg's FileIO, which writes its manifest "
+            f"lists, does not open {scheme}:// locations{hint if scheme == 'az' else ''}"
+        )
+    if "@" in rest.partition("/")[0]:  # pyarrow would take <container>@<host> for the container's name
+        raise UnsupportedOperationError(
+            f"A managed table cannot live at {location}: pyiceberg's FileIO, which writes its manifest "
+            f"lists, does not open <container>@<account host> locations{hint}"
+        )

@@ -11,11 +11,13 @@ from pathlib import Path
 import lance
 import lance.namespace
 import pyarrow as pa
+import pytest
 from lance_namespace import CreateNamespaceRequest, DeclareTableRequest
 
 from lance_iceberg_ns import IcebergLanceNamespace
 
 from ..helpers import CommandLine
+from ..stores import Store
 
 
 class Cli(CommandLine):
@@ -157,30 +159,37 @@ def test_catalog_from_pyiceberg_configuration(cli: CommandLine, endpoint: str, w
     assert explicit.returncode == 5
 
 
-def _directory_with_tables(root: Path) -> None:
+def _directory_with_tables(store: Store, root: str) -> None:
     """V1 tables (one deregistered), and V2 tables in child namespaces, one only declared."""
-    lance.write_dataset(pa.table({"a": [1]}), str(root / "plain.lance"))
-    lance.write_dataset(pa.table({"a": [1]}), str(root / "gone.lance"))
-    (root / "gone.lance" / ".lance-deregistered").touch()
-    directory = lance.namespace.DirectoryNamespace(root=str(root))
+    options = store.storage_options
+    store.write_lance(f"{root}/plain.lance", rows=1)
+    store.write_lance(f"{root}/gone.lance", rows=1)
+    store.write(f"{root}/gone.lance/.lance-deregistered", b"")
+    directory = lance.namespace.DirectoryNamespace(root=root, **store.properties)
     directory.create_namespace(CreateNamespaceRequest(id=["prod"]))
     directory.create_namespace(CreateNamespaceRequest(id=["prod", "analytics"]))
-    lance.write_dataset(pa.table({"a": [1, 2]}), namespace_client=directory, table_id=["prod", "users"])
     lance.write_dataset(
-        pa.table({"a": [1, 2, 3]}), namespace_client=directory, table_id=["prod", "analytics", "events"]
+        pa.table({"a": [1, 2]}), namespace_client=directory, table_id=["prod", "users"], storage_options=options
+    )
+    lance.write_dataset(
+        pa.table({"a": [1, 2, 3]}),
+        namespace_client=directory,
+        table_id=["prod", "analytics", "events"],
+        storage_options=options,
     )
     directory.declare_table(DeclareTableRequest(id=["prod", "later"]))
 
 
+@pytest.mark.usefixtures("store")  # on a local disk and on S3
 def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
-    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str], tmp_path: Path
+    cli: CommandLine, ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
-    source = tmp_path / "directory"
-    source.mkdir()
-    _directory_with_tables(source)
+    source = store.beside("directory")
+    _directory_with_tables(store, source)
     into = ".".join(db)
+    reach = [argument for key, value in store.storage_options.items() for argument in ("--storage", f"{key}={value}")]
 
-    dry = cli.json("import-directory", str(source), "--into", into, "--dry-run")
+    dry = cli.json("import-directory", source, "--into", into, "--dry-run", *reach)
     outcomes = {".".join(t["source"]): (t["outcome"], t["reason"]) for t in dry["tables"]}
     assert outcomes == {
         "plain": ("would copy", ""),
@@ -191,20 +200,21 @@ def test_import_directory_v1_and_v2_dry_run_rerun_and_conflict(
     }
     assert ns.list_tables({"id": db}).tables == []  # a dry run registers nothing
 
-    first = cli("import-directory", str(source), "--into", into)
+    first = cli("import-directory", source, "--into", into, *reach)
     assert first.returncode == 0 and first.stdout.strip().endswith("3 copied, 2 skipped")
     assert ns.list_tables({"id": db}).tables == ["plain"]
     assert lance.dataset(namespace_client=ns, table_id=[*db, "prod", "analytics", "events"]).count_rows() == 3
     assert lance.dataset(namespace_client=ns, table_id=[*db, "prod", "users"]).count_rows() == 2
 
-    again = cli.json("import-directory", str(source), "--into", into)
+    again = cli.json("import-directory", source, "--into", into, *reach)
     assert again["summary"] == {"already registered": 3, "skipped": 2}
 
     ns.deregister_table({"id": [*db, "plain"]})
-    lance.write_dataset(pa.table({"b": [9]}), str(Path(ns.settings.root) / "ext" / "other.lance"))
-    ns.register_table({"id": [*db, "plain"], "location": str(Path(ns.settings.root) / "ext" / "other.lance")})
-    conflict = cli("import-directory", str(source), "--into", into)
+    other = store.at("ext", "other.lance")
+    store.write_lance(other, rows=1)
+    ns.register_table({"id": [*db, "plain"], "location": other})
+    conflict = cli("import-directory", source, "--into", into, *reach)
     assert conflict.returncode == 4 and "the name is taken by the table at" in conflict.stdout
-    assert ns.describe_table({"id": [*db, "plain"]}).location == str(Path(ns.settings.root) / "ext" / "other.lance")
-    made = cli("import-directory", str(source), "--into", f"{db[0]}.made_for_it")  # a namespace made on the way
+    assert ns.describe_table({"id": [*db, "plain"]}).location == other
+    made = cli("import-directory", source, "--into", f"{db[0]}.made_for_it", *reach)  # a namespace made on the way
     assert made.returncode == 0 and ns.list_tables({"id": [db[0], "made_for_it"]}).tables == ["plain"]

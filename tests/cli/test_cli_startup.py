@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import lance
@@ -23,6 +24,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.directory_import import copy_location
 from tests.cli.test_cli import Cli
 from tests.helpers import CommandLine
+from tests.stores import Store
 
 HEAVY = ("pyarrow", "lance", "pyiceberg", "fastapi", "uvicorn", "pyspark", "lance_namespace", "rich")
 MIGRATION = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
@@ -178,60 +180,81 @@ def test_errors_are_one_line_or_one_json_object_on_stderr(
 # --- import-directory: the namespace made, the tables readable by a plain CLI ----------------------
 
 
-def _directory(source: Path) -> None:
-    lance.write_dataset(pa.table({"id": [1, 2, 3]}), str(source / "orders.lance"))
-    lance.write_dataset(pa.table({"id": [4]}), str(source / "orders.lance"), mode="append")
-    directory = lance.namespace.DirectoryNamespace(root=str(source))
+def _directory(source: Path | str, storage_options: Mapping[str, str] | None = None) -> None:
+    """A directory namespace at ``source``: a V1 table of two versions, a V2 table in a child namespace."""
+    options = dict(storage_options or {})
+    orders = f"{source}/orders.lance"
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), orders, storage_options=options)
+    lance.write_dataset(pa.table({"id": [4]}), orders, mode="append", storage_options=options)
+    properties = {f"storage.{key}": value for key, value in options.items()}
+    directory = lance.namespace.DirectoryNamespace(root=str(source), **properties)
     directory.create_namespace(CreateNamespaceRequest(id=["eu"]))
-    lance.write_dataset(pa.table({"id": [1]}), namespace_client=directory, table_id=["eu", "customers"])
+    lance.write_dataset(
+        pa.table({"id": [1]}), namespace_client=directory, table_id=["eu", "customers"], storage_options=options
+    )
 
 
+def _storage_arguments(store: Store) -> list[str]:
+    """``--storage KEY=VALUE`` for each option the store needs to reach a directory on it."""
+    return [argument for key, value in store.storage_options.items() for argument in ("--storage", f"{key}={value}")]
+
+
+on_each_store = pytest.mark.usefixtures("store")  # the test runs on a local disk and on S3
+
+
+@on_each_store
 def test_import_into_a_new_namespace_copies_into_the_root_and_a_plain_cli_reads_it(
-    cli: CommandLine, ns: IcebergLanceNamespace, warehouse: str, lance_root: Path, tmp_path: Path
+    cli: CommandLine, ns: IcebergLanceNamespace, warehouse: str, store: Store
 ) -> None:
-    source = tmp_path / "old-lance"
-    _directory(source)
-    before = sorted(str(path.relative_to(source)) for path in source.rglob("*"))
+    source = store.beside("old-lance")
+    _directory(source, store.storage_options)
+    before = store.contents(source)
     into = f"{warehouse}.sales"  # no such namespace yet
+    reach = _storage_arguments(store)
 
-    dry = cli.json("import-directory", str(source), "--into", into, "--dry-run")
+    dry = cli.json("import-directory", source, "--into", into, "--dry-run", *reach)
     assert dry["summary"] == {"would copy": 2}
     assert cli("namespaces", "list", warehouse, "--json").returncode == 0  # nothing made by the dry run
     assert "sales" not in cli.json("namespaces", "list", warehouse)["namespaces"]
 
-    first = cli("import-directory", str(source), "--into", into)
+    first = cli("import-directory", source, "--into", into, *reach)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip().endswith("2 copied")
     for name, rows, versions in (("orders", 4, 2), ("eu.customers", 1, 1)):
         table = f"{into}.{name}"
         location = cli.json("tables", "describe", table)["location"]
-        assert location.startswith(f"{lance_root}/{warehouse}/sales/") and location.endswith(".lance")
+        assert location.startswith(store.at(warehouse, "sales") + "/") and location.endswith(".lance")
         assert cli.json("tables", "count", table)["rows"] == rows
         assert len(cli.json("tables", "versions", table)["versions"]) == versions
     orders = cli.json("tables", "describe", f"{into}.orders")["location"]
-    assert orders == copy_location(ns, [warehouse, "sales", "orders"], str(source / "orders.lance"))
-    assert sorted(str(path.relative_to(source)) for path in source.rglob("*")) == before  # the source untouched
+    assert orders == copy_location(ns, [warehouse, "sales", "orders"], f"{source}/orders.lance")
+    assert store.contents(source) == before  # the source untouched
 
-    again = cli.json("import-directory", str(source), "--into", into)
+    again = cli.json("import-directory", source, "--into", into, *reach)
     assert again["summary"] == {"already registered": 2}
     # the import widened nothing: the source stays outside what the bridge may touch
-    lance.write_dataset(pa.table({"id": [1]}), str(source / "later.lance"))
-    later = cli("tables", "register", f"{into}.later", str(source / "later.lance"))
+    store.write_lance(f"{source}/later.lance", rows=1)
+    later = cli("tables", "register", f"{into}.later", f"{source}/later.lance")
     assert later.returncode == 6 and "PermissionDenied" in later.stderr
 
 
+@on_each_store
 def test_import_registers_in_place_what_the_configuration_allows(
-    cli: CommandLine, warehouse: str, tmp_path: Path
+    cli: CommandLine, warehouse: str, store: Store
 ) -> None:
-    source = tmp_path / "old-lance"
-    _directory(source)
+    source = store.beside("old-lance")
+    _directory(source, store.storage_options)
+    before = store.contents(source)
     allowed = ("-p", f"allowed_locations={source}")
-    imported = cli.json("import-directory", str(source), "--into", f"{warehouse}.sales", *allowed)
+    reach = _storage_arguments(store)
+    imported = cli.json("import-directory", source, "--into", f"{warehouse}.sales", *reach, *allowed)
     assert imported["summary"] == {"registered": 2}
     described = cli.json("tables", "describe", f"{warehouse}.sales.orders", *allowed)
-    assert described["location"] == str(source / "orders.lance")
+    assert described["location"] == f"{source}/orders.lance"
     assert cli.json("tables", "count", f"{warehouse}.sales.orders", *allowed)["rows"] == 4
     assert cli("tables", "count", f"{warehouse}.sales.orders").returncode == 6  # without it: outside
+    after = store.contents(source)  # registered where it is: nothing of it rewritten
+    assert {name: after.get(name) for name in before} == before
 
 
 def test_the_migration_page_commands_work_as_written(cli: CommandLine, warehouse: str, tmp_path: Path) -> None:

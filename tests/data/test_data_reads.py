@@ -48,6 +48,10 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.server import RunningServer
 
+from ..stores import Store
+
+on_each_store = pytest.mark.usefixtures("store")  # the test runs on a local disk and on S3
+
 DIM = 8
 ROWS = 300
 RNG = np.random.default_rng(7)
@@ -266,6 +270,7 @@ QUERIES: dict[str, dict[str, Any]] = {
 }
 
 
+@on_each_store
 @pytest.mark.parametrize("case", sorted(QUERIES))
 def test_query_answers_the_rows_the_reference_answers(indexed: tuple[Side, Side], case: str) -> None:
     ours, reference = indexed
@@ -274,6 +279,7 @@ def test_query_answers_the_rows_the_reference_answers(indexed: tuple[Side, Side]
     assert ours.query(**QUERIES[case]).equals(expected)
 
 
+@on_each_store
 def test_query_through_the_server_answers_what_the_reference_server_answers(
     indexed: tuple[Side, Side], server: RunningServer, tmp_path: Path
 ) -> None:
@@ -294,21 +300,23 @@ def test_query_through_the_server_answers_what_the_reference_server_answers(
     assert pa.ipc.open_file(mine.content).read_all().equals(pa.ipc.open_file(theirs.content).read_all())
 
 
+@on_each_store
 def test_multi_vector_is_a_batch_search_with_a_query_index(
-    indexed: tuple[Side, Side], ns: IcebergLanceNamespace
+    indexed: tuple[Side, Side], ns: IcebergLanceNamespace, store: Store
 ) -> None:
     """The spec's batch search (the reference searches with the first vector only): up to k rows
     per query vector, as pylance answers the same 2-D query."""
     ours, _ = indexed
     queries = [VECTORS[3].tolist(), VECTORS[200].tolist()]
     answer = ours.query(k=3, vector={"multi_vector": queries}, vector_column="vec", columns={"column_names": ["id"]})
-    dataset = lance.dataset(ns.describe_table({"id": ours.table_id}).location)
+    dataset = store.dataset(ns.describe_table({"id": ours.table_id}).location)
     expected = dataset.to_table(columns=["id"], nearest={"column": "vec", "q": queries, "k": 3})
     assert answer.equals(expected)
     assert answer.column("query_index").to_pylist() == [0, 0, 0, 1, 1, 1]
     assert answer.column("id").to_pylist()[::3] == [3, 200]
 
 
+@on_each_store
 def test_integer_query_vectors_are_searched_at_their_float32_values_as_the_reference_does(
     indexed: tuple[Side, Side], server: RunningServer
 ) -> None:
@@ -348,6 +356,7 @@ ERRORS: dict[str, tuple[dict[str, Any], type[LanceNamespaceError]]] = {
 }
 
 
+@on_each_store
 @pytest.mark.parametrize("case", sorted(ERRORS))
 def test_a_query_the_table_cannot_answer_is_the_callers_mistake(
     indexed: tuple[Side, Side], server: RunningServer, case: str
@@ -364,6 +373,7 @@ def test_a_query_the_table_cannot_answer_is_the_callers_mistake(
     assert 400 <= answer.status_code < 500 and answer.json()["code"] == expected("").code
 
 
+@on_each_store
 def test_full_text_search_without_an_index_is_invalid_input(ours: Side, reference: Side) -> None:
     write_both(ours, reference)
     fields = {"k": 3, "vector": {}, "full_text_query": {"string_query": {"query": "mango"}}}
@@ -371,10 +381,12 @@ def test_full_text_search_without_an_index_is_invalid_input(ours: Side, referenc
     assert type(reference.failure("query_table", **fields)) is InternalError  # the reference's own word
 
 
+@on_each_store
 def test_query_of_a_missing_table_is_table_not_found(ours: Side) -> None:
     assert type(ours.failure("query_table", k=1, vector={})) is TableNotFoundError
 
 
+@on_each_store
 def test_plans_and_stats_are_the_references(indexed: tuple[Side, Side], server: RunningServer) -> None:
     ours, reference = indexed
     remote = lance.namespace.RestNamespace(uri=server.uri)
@@ -407,6 +419,7 @@ def comparable(listing: Any) -> list[dict[str, Any]]:
     ]
 
 
+@on_each_store
 def test_indices_are_listed_paged_described_and_dropped_as_the_reference_does(
     indexed: tuple[Side, Side], server: RunningServer
 ) -> None:
@@ -467,6 +480,7 @@ INDEX_ERRORS: dict[str, tuple[dict[str, Any], type[LanceNamespaceError]]] = {
 }
 
 
+@on_each_store
 @pytest.mark.parametrize("case", sorted(INDEX_ERRORS))
 def test_an_index_the_table_cannot_have_answers_the_references_code(
     indexed: tuple[Side, Side], server: RunningServer, case: str
@@ -479,6 +493,7 @@ def test_an_index_the_table_cannot_have_answers_the_references_code(
     assert type(reference.failure("create_table_index", **fields)) in (expected, InternalError)
 
 
+@on_each_store
 def test_scalar_index_operation_takes_scalar_types_only(ours: Side, reference: Side) -> None:
     write_both(ours, reference)
     for side in (ours, reference):
@@ -493,6 +508,7 @@ def test_scalar_index_operation_takes_scalar_types_only(ours: Side, reference: S
     )
 
 
+@on_each_store
 @pytest.mark.parametrize(
     ("index", "built"),
     [
@@ -511,15 +527,16 @@ def test_scalar_index_operation_takes_scalar_types_only(ours: Side, reference: S
         ({"index_type": "IVF_HNSW_FLAT", "target_partition_size": 400, "m": 12}, {"num_partitions": 1, "m": 12}),
     ],
 )
+@on_each_store
 def test_vector_indices_are_built_with_the_requested_parameters_and_searched(
-    ours: Side, index: dict[str, Any], built: dict[str, Any]
+    ours: Side, store: Store, index: dict[str, Any], built: dict[str, Any]
 ) -> None:
     lance.write_dataset(rows(0, ROWS), namespace_client=ours.namespace, table_id=ours.table_id)
     ours.namespace.create_table_index(CreateTableIndexRequest(id=ours.table_id, column="vec", **index))
     stats = ours.namespace.describe_table_index_stats({"id": ours.table_id, "index_name": "vec_idx"})
     assert stats.index_type == index["index_type"] and stats.num_indexed_rows == ROWS
     assert stats.distance_type == index.get("distance_type", "l2")
-    dataset = lance.dataset(ours.namespace.describe_table({"id": ours.table_id}).location)
+    dataset = store.dataset(ours.namespace.describe_table({"id": ours.table_id}).location)
     segment = dataset.stats.index_stats("vec_idx")["segments"][0]
     found_parameters = {**segment["sub_index"], **segment["sub_index"].get("params", {}), **segment}
     assert {key: found_parameters[key] for key in built} == built
@@ -530,6 +547,7 @@ def test_vector_indices_are_built_with_the_requested_parameters_and_searched(
     assert "ANNSubIndex" in plan
 
 
+@on_each_store
 def test_full_text_index_takes_the_tokenizer_options(ours: Side, reference: Side) -> None:
     write_both(ours, reference)
     options = {"base_tokenizer": "whitespace", "lower_case": False, "stem": False, "remove_stop_words": False}
@@ -563,10 +581,13 @@ def lancedb_full_text_search(table: Any) -> Any:
     return table.search("mango", query_type="fts").limit(5).select(["id"])
 
 
+@on_each_store
 def test_lancedb_pushes_queries_through_the_server_and_finds_what_it_finds_locally(
-    endpoint: str, lance_root: Path, db: list[str], server: RunningServer, tmp_path: Path
+    endpoint: str, store: Store, db: list[str], server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    local = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": str(lance_root)})
+    for name, value in store.credentials_environment().items():  # a client of the server brings its own
+        monkeypatch.setenv(name, value)
+    local = lancedb.connect_namespace("iceberg", {"endpoint": endpoint, "root": store.root, **store.properties})
     table = local.create_table("t", rows(0, ROWS), namespace_path=db)
     table.create_index("text", config=FTS())
     pushed = lancedb.connect_namespace(
@@ -593,6 +614,7 @@ def test_lancedb_pushes_queries_through_the_server_and_finds_what_it_finds_local
     assert not full_text.equals(lancedb_full_text_search(table).to_arrow())
 
 
+@on_each_store
 def test_lancedb_in_process_pushdown_finds_what_it_finds_locally(
     ns: IcebergLanceNamespace, db: list[str], reference: Side
 ) -> None:
@@ -614,9 +636,12 @@ def test_lancedb_in_process_pushdown_finds_what_it_finds_locally(
         theirs.open_table(reference.table_id[-1], namespace_path=reference.table_id[:-1]).search().limit(3).to_arrow()
 
 
+@on_each_store
 def test_duckdb_attaches_a_namespace_and_scans_and_searches_what_pylance_finds(
-    ours: Side, server: RunningServer, duckdb_with_lance: Any
+    ours: Side, server: RunningServer, duckdb_with_lance: Any, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name, value in store.credentials_environment().items():  # a client of the server brings its own
+        monkeypatch.setenv(name, value)
     lance.write_dataset(rows(0, ROWS), namespace_client=ours.namespace, table_id=ours.table_id)
     ours.namespace.create_table_index(CreateTableIndexRequest(id=ours.table_id, column="text", index_type="INVERTED"))
     duck = duckdb_with_lance
@@ -670,6 +695,7 @@ def test_query_vectors_of_numpy_scalars_or_bools_are_searched_in_process() -> No
             query_vector(request)
 
 
+@on_each_store
 def test_query_vectors_given_as_numpy_arrays_in_process_are_searched_or_refused_by_type(
     indexed: tuple[Side, Side],
 ) -> None:

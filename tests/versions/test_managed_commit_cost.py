@@ -5,7 +5,6 @@ compare-and-swap commit, one look that the version is not already on disk, one r
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import lance
@@ -16,13 +15,17 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.versions import manifests
 
 from ..conftest import RequestCounter
+from ..stores import Store
 
 ROW = pa.table({"id": [1]})
 
 
 @pytest.fixture
-def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> Iterator[IcebergLanceNamespace]:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as ns:
+def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
+    """A namespace managing versions, on a local disk or on S3 (every test using it runs on both)."""
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
+    ) as ns:
         yield ns
 
 
@@ -76,11 +79,11 @@ def test_an_append_costs_one_catalog_commit_two_looks_and_one_rename(
 
 
 def test_a_state_loaded_from_the_catalog_still_looks_for_the_final_manifest(
-    managed_ns: IcebergLanceNamespace, endpoint: str, lance_root: Path, db: list[str], file_operations: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], file_operations: list[str]
 ) -> None:
     table_id = [*db, "loaded"]
     lance.write_dataset(ROW, namespace_client=managed_ns, table_id=table_id)
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management="true") as other:
+    with IcebergLanceNamespace(**managed_ns.properties) as other:
         other.describe_table({"id": table_id})  # keeps the loaded state for the latest-version request
         file_operations.clear()
         listed = other.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions

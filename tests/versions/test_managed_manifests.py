@@ -103,7 +103,7 @@ def test_a_version_names_only_a_staged_manifest_of_the_tables_own_versions_direc
     assert _versions(managed_ns, mine) == [1] and _rows(managed_ns, mine) == ["mine"]
     assert _versions(managed_ns, victim) == [1] and store.exists(victim_staged)
     count = requests.post(f"{server.uri}/v1/table/{'$'.join(mine)}/count_rows", json={}, timeout=30)
-    assert (count.status_code, count.json()) == (200, 1)
+    assert (count.status_code, count.json()) == (200, 1), count.text
 
     # what pylance sends (the table's own staged manifest) is taken, and recorded and answered in
     # the table's own _versions/ as pylance names it; so is any spelling of that directory

@@ -5,9 +5,7 @@ file in ``_versions/``, a commit whose outcome is unknown, a table that recorded
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import lance
 import pyarrow as pa
@@ -20,14 +18,22 @@ from lance_iceberg_ns.versions import manifests, snapshots
 from lance_iceberg_ns.versions.manifests import manifest_name
 from lance_iceberg_ns.versions.snapshots import VERSION_KEY
 
-from ..helpers import other_client, stage_manifest
+from ..helpers import other_client
+from ..stores import Store
+from .stored import final_versions, iceberg_client, stage_manifest
+
+pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
 @pytest.fixture
-def managed_ns(endpoint: str, lance_root: Path, db: list[str]) -> Iterator[IcebergLanceNamespace]:
+def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
     # a long commit_cache_seconds: the writer keeps planning on its own commits, never reloading
     with IcebergLanceNamespace(
-        endpoint=endpoint, root=str(lance_root), table_version_management="true", commit_cache_seconds="300"
+        endpoint=endpoint,
+        root=store.root,
+        table_version_management="true",
+        commit_cache_seconds="300",
+        **store.properties,
     ) as ns:
         yield ns
 
@@ -43,49 +49,44 @@ def _listed(ns: IcebergLanceNamespace, table_id: list[str]) -> list[int]:
 
 def _recorded(endpoint: str, table_id: list[str]) -> list[str | None]:
     """The Lance version of each snapshot the catalog holds, oldest first (None: an engine's)."""
-    table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
+    table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))  # the catalog's answer alone
     ordered = sorted(table.metadata.snapshots, key=lambda s: s.sequence_number or 0)
     return [s.summary.additional_properties.get(VERSION_KEY) if s.summary else None for s in ordered]
 
 
-def _final_versions(location: str) -> list[int]:
-    names = set(os.listdir(os.path.join(location, "_versions")))
-    return [v for v in range(1, 50) if manifest_name(v) in names]
-
-
 def test_a_tag_or_branch_made_on_the_latest_version_by_another_client_is_kept(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     table_id = [*db, "t"]
     for value in (1, 2):
         _append(managed_ns, table_id, value)  # the writer now plans on its own commit of version 2
-    companion = other_client(endpoint, db[0]).load_table((db[1], "t"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "t"))
     held = companion.current_snapshot().snapshot_id
     companion.manage_snapshots().create_tag(held, "audited").create_branch(held, "review").commit()
     for value in (3, 4, 5):
         _append(managed_ns, table_id, value)
-    refs = other_client(endpoint, db[0]).load_table((db[1], "t")).metadata.refs
+    refs = iceberg_client(endpoint, db[0], store).load_table((db[1], "t")).metadata.refs
     assert refs["audited"].snapshot_id == refs["review"].snapshot_id == held
     assert _recorded(endpoint, table_id) == ["2", "4", "5"]  # the held version, and the latest two
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4, 5]
-    assert other_client(endpoint, db[0]).load_table((db[1], "t")).scan().to_arrow().num_rows == 0
+    assert iceberg_client(endpoint, db[0], store).load_table((db[1], "t")).scan().to_arrow().num_rows == 0
 
 
 def test_deleting_a_version_a_tag_holds_is_refused_and_changes_nothing(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store
 ) -> None:
     table_id = [*db, "t"]
     for value in range(1, 5):
         _append(managed_ns, table_id, value)
     location = managed_ns.describe_table({"id": table_id}).location
     managed_ns.create_table_tag({"id": table_id, "tag": "keep", "version": 1})
-    companion = other_client(endpoint, db[0]).load_table((db[1], "t"))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "t"))
     companion.manage_snapshots().create_tag(companion.current_snapshot().snapshot_id, "v4").commit()
     with pytest.raises(InvalidTableStateError, match="1 \\(Lance tag 'keep'\\)"):
         managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [{"start_version": 1, "end_version": 3}]})
     with pytest.raises(InvalidTableStateError, match="4 \\(Iceberg tag 'v4'\\)"):
         managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [{"start_version": 4, "end_version": 5}]})
-    assert _final_versions(location) == [1, 2, 3, 4] and _listed(managed_ns, table_id) == [1, 2, 3, 4]
+    assert final_versions(store, location) == [1, 2, 3, 4] and _listed(managed_ns, table_id) == [1, 2, 3, 4]
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version="keep").count_rows() == 1
     unheld = {"start_version": 2, "end_version": 4}
     deleted = managed_ns.batch_delete_table_versions({"id": table_id, "ranges": [unheld]})
@@ -93,7 +94,7 @@ def test_deleting_a_version_a_tag_holds_is_refused_and_changes_nothing(
 
 
 def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_version_after_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     table_id = [*db, "t"]
     _append(managed_ns, table_id, 1)
@@ -106,34 +107,36 @@ def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_versio
         for version in (3, 4, 5):
             with IcebergLanceNamespace(**managed_ns.properties) as other_writer:
                 other_writer.create_table_version(
-                    {"id": table_id, "version": version, "manifest_path": stage_manifest(location, version)}
+                    {"id": table_id, "version": version, "manifest_path": stage_manifest(store, location, version)}
                 )
         assert _recorded(endpoint, table_id) == ["2", "3", "4", "5"]  # 2 stays on main's history, and all after it
         assert _listed(managed_ns, table_id) == [1, 2, 3, 4, 5]
     # the store recovers: the next commit finalizes version 2 and lets it go
     with IcebergLanceNamespace(**managed_ns.properties) as other_writer:
-        other_writer.create_table_version({"id": table_id, "version": 6, "manifest_path": stage_manifest(location, 6)})
+        other_writer.create_table_version(
+            {"id": table_id, "version": 6, "manifest_path": stage_manifest(store, location, 6)}
+        )
     assert _recorded(endpoint, table_id) == ["5", "6"]
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4, 5, 6]
-    assert _final_versions(location) == [1, 2, 3, 4, 5, 6]
+    assert final_versions(store, location) == [1, 2, 3, 4, 5, 6]
 
 
 def test_a_stray_file_above_the_latest_version_does_not_hide_the_earlier_versions(
-    managed_ns: IcebergLanceNamespace, db: list[str]
+    managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
     for value in range(1, 5):
         _append(managed_ns, table_id, value)
     location = managed_ns.describe_table({"id": table_id}).location
-    with open(os.path.join(location, "_versions", manifest_name(5)), "wb") as stray:
-        stray.write(b"not a manifest")  # planted, or left by a writer by location that died
+    # planted, or left by a writer by location that died
+    store.write(f"{location}/_versions/{manifest_name(5)}", b"not a manifest")
     assert _listed(managed_ns, table_id) == [1, 2, 3, 4]  # keyed by the manifests' names, none read
     assert managed_ns.describe_table_version({"id": table_id, "version": 2}).version.version == 2
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id, version=2).count_rows() == 2
 
 
 def test_a_commit_whose_outcome_is_unknown_keeps_its_manifest_list(
-    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     table_id = [*db, "t"]
     _append(managed_ns, table_id, 1)
@@ -147,10 +150,12 @@ def test_a_commit_whose_outcome_is_unknown_keeps_its_manifest_list(
     location = managed_ns.describe_table({"id": table_id}).location
     monkeypatch.setattr(catalog, "commit_changes", landed_but_lost)
     with pytest.raises(LanceNamespaceError, match="gateway timeout"):
-        managed_ns.create_table_version({"id": table_id, "version": 2, "manifest_path": stage_manifest(location, 2)})
+        managed_ns.create_table_version(
+            {"id": table_id, "version": 2, "manifest_path": stage_manifest(store, location, 2)}
+        )
     monkeypatch.undo()
-    companion = other_client(endpoint, db[0]).load_table((db[1], "t"))
-    assert os.path.exists(companion.current_snapshot().manifest_list)
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "t"))
+    assert store.exists(companion.current_snapshot().manifest_list)
     assert companion.scan().to_arrow().num_rows == 0  # Iceberg readers still read the companion
 
 

@@ -21,6 +21,10 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.versions.manifests import final_manifest_name, is_staged, names_a_manifest, version_of_manifest
 
 from ..helpers import ipc
+from ..stores import Store
+
+# the versions are read from the dataset's own _versions/: on a local disk and on S3
+on_both_stores = pytest.mark.usefixtures("store")
 
 
 def _write_versions(ns: IcebergLanceNamespace, table_id: list[str], count: int) -> None:
@@ -29,6 +33,7 @@ def _write_versions(ns: IcebergLanceNamespace, table_id: list[str], count: int) 
         lance.write_dataset(pa.table({"id": [i]}), namespace_client=ns, table_id=table_id, mode="append")
 
 
+@on_both_stores
 def test_versions_are_listed_in_pages_in_both_orders(ns: IcebergLanceNamespace, db: list[str]) -> None:
     table_id = [*db, "events"]
     started = int(time.time() * 1000) - 1000
@@ -54,6 +59,7 @@ def test_versions_are_listed_in_pages_in_both_orders(ns: IcebergLanceNamespace, 
     assert [v.version for v in ascending.versions] == [3, 4, 5] and ascending.page_token is None
 
 
+@on_both_stores
 def test_describe_and_restore(ns: IcebergLanceNamespace, db: list[str]) -> None:
     table_id = [*db, "events"]
     _write_versions(ns, table_id, 3)
@@ -66,6 +72,7 @@ def test_describe_and_restore(ns: IcebergLanceNamespace, db: list[str]) -> None:
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3, 4]
 
 
+@on_both_stores
 def test_writes_after_a_restore_build_on_the_restored_version(ns: IcebergLanceNamespace, db: list[str]) -> None:
     """The dataset the bridge keeps open predates the restore; pylance rebases an append on the
     versions it missed, but not on a restore, so a write must start from the latest version."""
@@ -78,6 +85,7 @@ def test_writes_after_a_restore_build_on_the_restored_version(ns: IcebergLanceNa
     assert sorted(lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist()) == [1, 3]
 
 
+@on_both_stores
 def test_missing_versions_tables_and_bad_requests_are_typed(ns: IcebergLanceNamespace, db: list[str]) -> None:
     table_id = [*db, "events"]
     _write_versions(ns, table_id, 2)
@@ -116,12 +124,14 @@ def test_a_staged_manifest_is_named_as_pylance_stages_it() -> None:
 
 @pytest.mark.parametrize("managed", ["false", "true"])
 def test_restoring_a_table_declared_but_never_written_is_table_not_found(
-    endpoint: str, lance_root: object, db: list[str], managed: str
+    endpoint: str, store: Store, db: list[str], managed: str
 ) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=str(lance_root), table_version_management=managed) as ns:
+    with IcebergLanceNamespace(
+        endpoint=endpoint, root=store.root, table_version_management=managed, **store.properties
+    ) as ns:
         table_id = [*db, "declared"]
         ns.declare_table({"id": table_id})
         with pytest.raises(TableNotFoundError, match="declared but has no data yet") as caught:
             ns.restore_table({"id": table_id, "version": 1})
-        assert str(lance_root) not in str(caught.value)
+        assert store.root not in str(caught.value)
         assert ns.describe_table({"id": table_id, "check_declared": True}).is_only_declared is True
