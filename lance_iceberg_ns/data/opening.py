@@ -204,6 +204,7 @@ class OpenDatasets:
         self._interval = consistency.read_consistency_interval if consistency else None  # 0 or None: always ask
         self._confirmed: RecentlyUsed[tuple[str, ...], tuple[str, Entry]] = RecentlyUsed(capacity)  # by a read
         self._written: RecentlyUsed[tuple[str, Entry], bool] = RecentlyUsed(capacity)  # places with a version
+        self._keeping = threading.Lock()  # a dataset is kept only over an older one
         # the catalog's answer and the latest version, by table id and the place read from
         self._answers: SharedAnswers[tuple[tuple[str, ...], tuple[str, Entry]], tuple[ResolvedTable, int | None]]
         self._answers = SharedAnswers(capacity)
@@ -280,7 +281,22 @@ class OpenDatasets:
         dataset = self.open(table, version)
         dataset.restore()
         if not table.managed:
-            self._open.keep(table.place, dataset)
+            self._keep_newer(table, dataset)
+
+    @contextmanager
+    def writing(self, table: ResolvedTable) -> Iterator[lance.LanceDataset]:
+        """The table's dataset at its latest version, for one operation that commits to it (as
+        ``open``): an object of its own. pylance swaps an object's state in place when a write
+        through it commits, and refuses ("Already borrowed"), or panics, while another thread is
+        inside a call on that object: a read, another write, the look for the latest version. Once
+        the operation has committed, its dataset is kept for the reads that follow."""
+        dataset = self.open(table)
+        if table.managed:  # opened anew for each operation, never kept
+            yield dataset
+            return
+        own = copy.copy(dataset)  # shares the kept dataset's caches, not its state
+        yield own
+        self._keep_newer(table, own)
 
     def write(self, table: ResolvedTable, data: pa.Table, mode: str) -> lance.LanceDataset:
         """Write ``data`` as the table's next version (``mode`` append, or overwrite); for a table
@@ -332,7 +348,7 @@ class OpenDatasets:
         target = self._latest(table) if self._open.get(table.place) is not None else table.location
         rows = datasets.write_reader(data)
         dataset = lance.write_dataset(rows, target, mode=mode, storage_options=table.storage_options or None)
-        self._open.keep(table.place, dataset)
+        self._keep_newer(table, dataset)
         self._written.keep(table.place, True)
         return dataset
 
@@ -343,14 +359,23 @@ class OpenDatasets:
             dataset = _first_open(table, lambda: datasets.lance_dataset(table.location, table.storage_options))
         else:
             try:
-                if dataset.latest_version == dataset.version:
+                latest = dataset.latest_version  # one listing of _versions/
+                if latest == dataset.version:
                     return dataset
-                dataset = dataset.checkout_version(dataset.latest_version)
+                dataset = dataset.checkout_version(latest)
             except (OSError, ValueError):  # its files went away under it
                 self.forget(table.location)
                 raise _missing(table) from None
         self._open.keep(table.place, dataset)
         return dataset
+
+    def _keep_newer(self, table: ResolvedTable, dataset: lance.LanceDataset) -> None:
+        """Keep ``dataset`` for the table's place unless the one kept is as new: writes that
+        commit together return in any order."""
+        with self._keeping:
+            kept = self._open.get(table.place)
+            if kept is None or kept.version < dataset.version:
+                self._open.keep(table.place, dataset)
 
     def _prove(self, table: ResolvedTable) -> None:
         """Only the entry that owns a place reads or writes through it: an entry made in the

@@ -128,9 +128,12 @@ class DataPlane:
                 raise datasets.missing_dataset_error(table.location, table.storage_options, name) from None
             raise
 
-    def _to_write(self, table_id: Sequence[str], branch: str | None = None) -> lance.LanceDataset:
-        """The dataset of a table an operation commits to (``_writable``)."""
-        return self._datasets.open(self._writable(table_id, branch))
+    @contextmanager
+    def _to_write(self, table_id: Sequence[str], branch: str | None = None) -> Iterator[lance.LanceDataset]:
+        """The dataset of a table an operation commits to (``_writable``), the operation's own
+        (``OpenDatasets.writing``)."""
+        with self._datasets.writing(self._writable(table_id, branch)) as dataset:
+            yield dataset
 
     @contextmanager
     def _committing(self, table_id: Sequence[str]) -> Iterator[None]:
@@ -143,14 +146,16 @@ class DataPlane:
             self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
             raise
 
-    def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> lance.LanceDataset:
-        """The dataset whose tags or branches an operation changes: resolved as for a write (refs
-        live in the dataset's own files); branches are refused on a managed table, whose versions
-        the catalog keeps in one line."""
+    @contextmanager
+    def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> Iterator[lance.LanceDataset]:
+        """The dataset whose tags or branches an operation changes, the operation's own: resolved
+        as for a write (refs live in the dataset's own files); branches are refused on a managed
+        table, whose versions the catalog keeps in one line."""
         table = self._resolve_to_write(table_id)
         if table.managed:
             refuse_branch(branch, what)
-        return self._datasets.open(table)
+        with self._datasets.writing(table) as dataset:
+            yield dataset
 
     # --- writes -------------------------------------------------------------------------------
 
@@ -170,12 +175,12 @@ class DataPlane:
             return writes.merge_insert_into(self._datasets, table, request, data)
 
     def update_table(self, request: UpdateTableRequest) -> UpdateTableResponse:
-        with self._committing(request.id or []):
-            return writes.update(self._to_write(request.id or [], request.branch), request)
+        with self._committing(request.id or []), self._to_write(request.id or [], request.branch) as dataset:
+            return writes.update(dataset, request)
 
     def delete_from_table(self, request: DeleteFromTableRequest) -> DeleteFromTableResponse:
-        with self._committing(request.id or []):
-            return writes.delete(self._to_write(request.id or [], request.branch), request.predicate)
+        with self._committing(request.id or []), self._to_write(request.id or [], request.branch) as dataset:
+            return writes.delete(dataset, request.predicate)
 
     # --- tags and branches --------------------------------------------------------------------
 
@@ -186,17 +191,18 @@ class DataPlane:
         return self._read(request.id or [], lambda dataset: tags.tag_version(dataset, request.tag))
 
     def create_table_tag(self, request: CreateTableTagRequest) -> CreateTableTagResponse:
-        dataset = self._refs_of(request.id or [], request.branch, "create_table_tag")
-        tags.create_tag(dataset, request.tag, request.version, request.branch)
+        with self._refs_of(request.id or [], request.branch, "create_table_tag") as dataset:
+            tags.create_tag(dataset, request.tag, request.version, request.branch)
         return CreateTableTagResponse()
 
     def update_table_tag(self, request: UpdateTableTagRequest) -> UpdateTableTagResponse:
-        dataset = self._refs_of(request.id or [], request.branch, "update_table_tag")
-        tags.update_tag(dataset, request.tag, request.version, request.branch)
+        with self._refs_of(request.id or [], request.branch, "update_table_tag") as dataset:
+            tags.update_tag(dataset, request.tag, request.version, request.branch)
         return UpdateTableTagResponse()
 
     def delete_table_tag(self, request: DeleteTableTagRequest) -> DeleteTableTagResponse:
-        tags.delete_tag(self._refs_of(request.id or [], None, "delete_table_tag"), request.tag)
+        with self._refs_of(request.id or [], None, "delete_table_tag") as dataset:
+            tags.delete_tag(dataset, request.tag)
         return DeleteTableTagResponse()
 
     def list_table_branches(self, request: ListTableBranchesRequest) -> ListTableBranchesResponse:
@@ -204,38 +210,36 @@ class DataPlane:
         return self._read(request.id or [], lambda dataset: tags.list_branches(dataset, page_token, limit))
 
     def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
-        dataset = self._refs_of(request.id or [], request.name or "?", "create_table_branch")
-        tags.create_branch(dataset, request.name, request.from_branch, request.from_version)
+        with self._refs_of(request.id or [], request.name or "?", "create_table_branch") as dataset:
+            tags.create_branch(dataset, request.name, request.from_branch, request.from_version)
         return CreateTableBranchResponse()
 
     def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
-        tags.delete_branch(self._refs_of(request.id or [], request.name or "?", "delete_table_branch"), request.name)
+        with self._refs_of(request.id or [], request.name or "?", "delete_table_branch") as dataset:
+            tags.delete_branch(dataset, request.name)
         return DeleteTableBranchResponse()
 
     # --- schema -------------------------------------------------------------------------------
 
     def alter_table_add_columns(self, request: AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse:
-        dataset = self._to_write(request.id or [], request.branch)
-        with self._committing(request.id or []):
+        with self._to_write(request.id or [], request.branch) as dataset, self._committing(request.id or []):
             return AlterTableAddColumnsResponse(version=schema.add_columns(dataset, request.new_columns))
 
     def alter_table_alter_columns(self, request: AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse:
-        dataset = self._to_write(request.id or [], request.branch)
-        with self._committing(request.id or []):
+        with self._to_write(request.id or [], request.branch) as dataset, self._committing(request.id or []):
             return AlterTableAlterColumnsResponse(version=schema.alter_columns(dataset, request.alterations))
 
     def alter_table_drop_columns(self, request: AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse:
-        dataset = self._to_write(request.id or [], request.branch)
-        with self._committing(request.id or []):
+        with self._to_write(request.id or [], request.branch) as dataset, self._committing(request.id or []):
             return AlterTableDropColumnsResponse(version=schema.drop_columns(dataset, request.columns))
 
     def update_table_schema_metadata(
         self, request: UpdateTableSchemaMetadataRequest
     ) -> UpdateTableSchemaMetadataResponse:
-        dataset = self._to_write(request.id or [], request.branch)
-        return UpdateTableSchemaMetadataResponse(
-            metadata=schema.update_schema_metadata(dataset, request.metadata or {})
-        )
+        with self._to_write(request.id or [], request.branch) as dataset:
+            return UpdateTableSchemaMetadataResponse(
+                metadata=schema.update_schema_metadata(dataset, request.metadata or {})
+            )
 
     # --- reads and search ---------------------------------------------------------------------
 
@@ -263,12 +267,12 @@ class DataPlane:
     # --- indices ------------------------------------------------------------------------------
 
     def create_table_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
-        with self._committing(request.id or []):
-            return indices.create(self._to_write(request.id or []), request)
+        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+            return indices.create(dataset, request)
 
     def create_table_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
-        with self._committing(request.id or []):
-            created = indices.create(self._to_write(request.id or []), request, scalar_only=True)
+        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+            created = indices.create(dataset, request, scalar_only=True)
         return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
 
     def list_table_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
@@ -281,5 +285,5 @@ class DataPlane:
         return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), request.version)
 
     def drop_table_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
-        with self._committing(request.id or []):
-            return indices.drop(self._to_write(request.id or []), request.index_name)
+        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+            return indices.drop(dataset, request.index_name)

@@ -52,7 +52,8 @@ def merge_insert_into(
             return MergeInsertIntoTableResponse(
                 num_updated_rows=0, num_inserted_rows=data.num_rows, num_deleted_rows=0, version=dataset.version
             )
-    return merge_insert(datasets.open(table), request, data)
+    with datasets.writing(table) as dataset:
+        return merge_insert(dataset, request, data)
 
 
 def merge_insert(

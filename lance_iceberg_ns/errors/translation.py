@@ -30,6 +30,8 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
+from lance_iceberg_ns.errors.storage import StoreRefused, StoreRejected, StoreUnavailable
+
 # Most specific first: the first matching entry wins.
 _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...] = (
     (iceberg.NoSuchNamespaceError, NamespaceNotFoundError),
@@ -50,6 +52,9 @@ _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...]
     (requests.Timeout, ServiceUnavailableError),
     (requests.exceptions.ChunkedEncodingError, ServiceUnavailableError),  # the answer broke off
     (NotImplementedError, UnsupportedOperationError),
+    (StoreRefused, PermissionDeniedError),
+    (StoreRejected, InvalidInputError),
+    (StoreUnavailable, ServiceUnavailableError),
 )
 
 

@@ -416,8 +416,8 @@ def _copy_in(
 ) -> ImportedTable:
     """Claim the copy's place for the target table, copy the files into it, and only then make
     the entry (publish last: no reader ever sees a table half copied). A place another entry
-    holds, or that holds anything, is a conflict, with nothing copied. A failed copy takes back
-    what it wrote, and the claim."""
+    holds, or that holds anything, is a conflict, with nothing copied. A failure takes back what
+    the copy wrote (while the place is still its own), and the claim."""
     table = parse_table_id(target)
     written: list[str] = []
     failed: list[BaseException] = []
@@ -431,14 +431,18 @@ def _copy_in(
 
     try:
         with translated_errors(f"import {table}", ns.settings.redact):
-            ns.placement.claim(table, ns.placement.free_location(copy), stored_properties(None), fill=fill)
+            ns.placement.claim(
+                table,
+                ns.placement.free_location(copy),
+                stored_properties(None),
+                fill=fill,
+                unfill=lambda: _take_back(copy, written, ns.settings.storage_options),
+            )
     except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:
-        _take_back(copy, written, ns.settings.storage_options)
         if failed:
             raise failed[0] from None
         return ImportedTable(source, target, location, CONFLICT, str(exc), copy)
     except BaseException:
-        _take_back(copy, written, ns.settings.storage_options)
         if failed:
             raise failed[0] from None
         raise
@@ -446,8 +450,8 @@ def _copy_in(
 
 
 def _take_back(copy: str, written: list[str], storage_options: Mapping[str, str]) -> None:
-    """Undo a copy that failed: the files it wrote, and the directories left empty (the claim is
-    taken back by ``claim``). Anything else at the place stays."""
+    """Undo a copy that failed, its place still claimed for it: the files it wrote, and the
+    directories left empty (the claim is taken back by ``claim``). Anything else at the place stays."""
     if not written:
         return
     try:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import uuid
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
 import obstore
+import obstore.exceptions as obstore_errors
 from obstore.exceptions import (
     AlreadyExistsError,
     BaseError,
@@ -33,6 +35,7 @@ from obstore.exceptions import (
     PreconditionError,
 )
 
+from lance_iceberg_ns.errors.storage import StoreRefused, StoreRejected, StoreUnavailable
 from lance_iceberg_ns.storage.locations import is_local, local_path
 from lance_iceberg_ns.storage.stores import object_store
 
@@ -54,13 +57,29 @@ _MISSING = (FileNotFoundError, NotFoundError)
 
 @contextlib.contextmanager
 def store_failures() -> Iterator[None]:
-    """The store's other failures (unreachable, refused, no credentials) as ``OSError``, as the
-    local calls raise them, so that callers handle one kind."""
+    """The store's other failures as ``OSError``, as the local calls raise them, so that callers
+    handle one kind: refused credentials as ``StoreRefused``, a request the store turned down as
+    ``StoreRejected``, a missing object as ``FileNotFoundError``, anything else (unreachable,
+    misconfigured) as ``StoreUnavailable``. The
+    message is the first line only: the rest is the request in debug form."""
     try:
         yield
-    except BaseError as exc:
-        # the first line only, and not the error itself as the cause: its debug text shows the request
-        raise OSError(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+    except (BaseError, FileNotFoundError) as exc:
+        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        text = str(exc)
+        if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)):
+            raise StoreRefused(first) from None
+        if _REFUSED_STATUS.search(text):
+            raise StoreRefused(first) from None
+        if isinstance(exc, FileNotFoundError):  # obstore's not found: let callers tell it apart
+            raise FileNotFoundError(first) from None
+        if isinstance(exc, obstore_errors.InvalidPathError) or _REJECTED_STATUS.search(text):
+            raise StoreRejected(first) from None
+        raise StoreUnavailable(first) from None
+
+
+_REFUSED_STATUS = re.compile(r"status code: 40[13]\b")
+_REJECTED_STATUS = re.compile(r"status code: 4\d\d\b")
 
 
 class NotOpened(OSError):
@@ -133,6 +152,12 @@ def read_file(location: str, name: str, storage_options: Mapping[str, str]) -> b
     """The bytes of the file ``name`` directly under ``location``; None when there is none.
     Raises ``NotOpened`` for a local file that cannot be opened as one (a symbolic link in its
     place, never followed)."""
+    found = read_tagged(location, name, storage_options)
+    return None if found is None else found[0]
+
+
+def read_tagged(location: str, name: str, storage_options: Mapping[str, str]) -> tuple[bytes, Written] | None:
+    """``read_file``, with the tag of what was read: a replace given it writes only over those bytes."""
     if is_local(location):
         try:
             fd = os.open(_under(local_path(location), name), os.O_RDONLY | os.O_NOFOLLOW)
@@ -141,19 +166,25 @@ def read_file(location: str, name: str, storage_options: Mapping[str, str]) -> b
         except OSError as exc:
             raise NotOpened(exc.errno, exc.strerror) from exc
         with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+            return handle.read(), _local_tag(os.fstat(handle.fileno()))
     with store_failures():
         store, key = object_store(location, storage_options)
         try:
-            return bytes(obstore.get(store, key_under(key, name)).bytes())
+            got = obstore.get(store, key_under(key, name))
         except _MISSING:
             return None
+        return bytes(got.bytes()), _tag(got.meta)
+
+
+def _local_tag(status: os.stat_result) -> Written:
+    """A local file's tag: its inode and last write (a replace puts a new inode in its place)."""
+    return Written(f"{status.st_ino}-{status.st_mtime_ns}")
 
 
 @dataclass(frozen=True)
 class Written:
-    """A file a create just wrote, as the store tags it: its e-tag (S3, Azure) and generation
-    (GCS), empty on a local disk. A replace given it writes on that tag without looking first."""
+    """A file as the store tags it when written or read: its e-tag (S3, Azure) and generation
+    (GCS); on a local disk its inode and last write. A replace given it writes only over that file."""
 
     e_tag: str | None = None
     version: str | None = None
@@ -173,7 +204,8 @@ def create_file(location: str, name: str, data: bytes, storage_options: Mapping[
             return None
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        return Written()
+            handle.flush()
+            return _local_tag(os.fstat(fd))
     with store_failures():
         store, key = object_store(location, storage_options)
         try:
@@ -189,13 +221,17 @@ def replace_file(
     """Write the file ``name`` under ``location`` over the one there, whole or not at all (a reader
     meanwhile sees the old bytes or the new), only while it is there: False, nothing written, once
     it or the location is gone (a purge that deleted the location meanwhile must not see it made
-    again). On an object store the write is a put on the e-tag read just before (or on the tag of
-    ``written``, the create's own, with no look): a file deleted or replaced in between is not
-    written over."""
+    again). With ``written`` (a create's or a read's tag), only over the file so tagged. On an
+    object store the write is a put on that tag (or on the e-tag read just before), which the store
+    decides: a file deleted or replaced in between is not written over."""
     if is_local(location):
         target = _under(local_path(location), name)
-        if not os.path.lexists(target):
+        try:
+            status = os.lstat(target)
+        except FileNotFoundError:
             return False
+        if written is not None and written.e_tag and _local_tag(status) != written:
+            return False  # replaced since it was read
         staged = f"{target}.{uuid.uuid4().hex}"
         try:
             with open(staged, "xb") as handle:

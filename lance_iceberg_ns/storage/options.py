@@ -27,6 +27,10 @@ class StorageOptions:
         """What the bridge reaches files with: the static options, vended values winning."""
         return {**self.static, **(vended or {})}
 
+    def has_secrets(self) -> bool:
+        """Whether the static options hold credentials of their own (anything not safe to show)."""
+        return any(not shown_to_callers(key, value) for key, value in self.static.items())
+
     def for_caller(self, vended: Mapping[str, str] | None = None) -> dict[str, str]:
         """What a caller is answered with: the vended credentials, and the static options that are
         safe to show (all of them with ``share_static``)."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
@@ -62,26 +62,33 @@ class Owner:
     claim: str
     table_uuid: str | None
     entry: EntryName
-    table: str = ""  # the name as text, for people reading the marker; markers before names were kept
+    table: str = field(default="", compare=False)  # the name as text, for people; markers before names were kept
+    releasing: bool = False  # the entry is gone or going, and its files are being deleted
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "claim": self.claim,
-                "table-uuid": self.table_uuid,
-                "entry": list(self.entry),
-                "table": ".".join(self.entry) or self.table,
-            }
-        ).encode()
+        fields = {
+            "claim": self.claim,
+            "table-uuid": self.table_uuid,
+            "entry": list(self.entry),
+            "table": ".".join(self.entry) or self.table,
+        }
+        return json.dumps({**fields, **({"releasing": True} if self.releasing else {})}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Owner:
         try:
             fields = json.loads(data)
             entry = tuple(str(part) for part in fields.get("entry") or ())
-            return cls(str(fields["claim"]), fields.get("table-uuid"), entry, str(fields.get("table", "")))
+            table = str(fields.get("table", ""))
+            return cls(str(fields["claim"]), fields.get("table-uuid"), entry, table, fields.get("releasing") is True)
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls("", None, (), "(unreadable ownership marker)")
+
+    @property
+    def in_flight(self) -> bool:
+        """A claim whose entry is still being made (an import copying), or whose files are being
+        deleted: not a marker left behind, though no entry holds it."""
+        return self.table_uuid is None or self.releasing
 
     def same_table(self, entry: Entry) -> bool:
         """Whether the entry has the table UUID the marker names (or, before the create's answer
@@ -101,11 +108,17 @@ class Owner:
 
 def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | None:
     """The marker at ``location``, or ``None`` when there is none."""
+    found = _read_marker(location, storage_options)
+    return None if found is None else found[0]
+
+
+def _read_marker(location: str, storage_options: Mapping[str, str]) -> tuple[Owner, files.Written | None] | None:
+    """The marker at ``location`` and its tag (a rewrite on it writes over exactly that marker)."""
     try:
-        data = files.read_file(location, MARKER, storage_options)
+        found = files.read_tagged(location, MARKER, storage_options)
     except files.NotOpened:  # a symbolic link where the marker should be: nobody's valid claim
-        return Owner("", None, (), "(a symbolic link in place of the ownership marker)")
-    return None if data is None else Owner.from_json(data)
+        return Owner("", None, (), "(a symbolic link in place of the ownership marker)"), None
+    return None if found is None else (Owner.from_json(found[0]), found[1])
 
 
 def _create_marker(location: str, owner: Owner, storage_options: Mapping[str, str]) -> files.Written | None:
@@ -212,10 +225,27 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     return replace(made, written=written)
 
 
-def stamp(location: str, owner: Owner, storage_options: Mapping[str, str], claimed: Claim | None = None) -> None:
+def stamp(location: str, owner: Owner, storage_options: Mapping[str, str], claimed: Claim | None = None) -> bool:
     """Complete a claim (``claimed``, when made by this process: its marker is then written over
-    on the tag it was created with, without a look) with the table UUID the catalog gave the entry."""
-    _replace_marker(location, owner, storage_options, None if claimed is None else claimed.written)
+    on the tag it was created with, without a look) with the table UUID the catalog gave the entry.
+    False when the marker is no longer the claim's (taken meanwhile): the claim is lost."""
+    return _replace_marker(location, owner, storage_options, None if claimed is None else claimed.written)
+
+
+def still_claimed(claimed: Claim) -> bool:
+    """Whether the marker at a claim's location is still the one the claim wrote."""
+    return read_owner(claimed.location, claimed.storage_options) == claimed.owner
+
+
+def let_go(location: str, entry: Entry, storage_options: Mapping[str, str]) -> bool:
+    """Before the files of an entry that was dropped from the catalog are deleted: the marker,
+    if it still names the entry, marked as releasing (on the tag it was read with), so that no
+    register adopts the location meanwhile. False (delete nothing) when it no longer names the
+    entry: another entry claimed the location since."""
+    found = _read_marker(location, storage_options)
+    if found is None or not found[0].names(entry):
+        return False
+    return found[0].releasing or _replace_marker(location, replace(found[0], releasing=True), storage_options, found[1])
 
 
 def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> None:
@@ -249,12 +279,15 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
     """Replace the marker with ``new`` (or remove it, with None) if it still says what
     ``expected`` says; False otherwise. Carries a marker along a rename of its entry, and lets go
     of a location whose entry is gone from the catalog."""
-    if read_owner(location, storage_options) != expected:
+    found = _read_marker(location, storage_options)
+    if found is None or found[0] != expected:
         return False
-    if new is None:
+    if new is None:  # marked first, on the tag read: a stamp or a let-go racing this one then fails
+        if not _replace_marker(location, replace(expected, releasing=True), storage_options, found[1]):
+            return False
         _remove_marker(location, storage_options)
         return True
-    return _replace_marker(location, new, storage_options)
+    return _replace_marker(location, new, storage_options, found[1])
 
 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ from lance_iceberg_ns.catalog.companions import CREATE_ID, Companions
 from lance_iceberg_ns.catalog.listing import is_lance_table, parallel_map, walk
 from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.data import datasets
+from lance_iceberg_ns.errors.storage import StoreRefused
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
 from lance_iceberg_ns.storage import files, ownership
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
@@ -35,6 +37,10 @@ from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, normali
 from lance_iceberg_ns.storage.options import StorageOptions
 
 logger = logging.getLogger(__name__)
+
+# A claim whose entry is not made yet (an import still copying), or a location whose files are
+# being deleted, older than this is taken to be left behind by a writer that stopped.
+IN_FLIGHT_SECONDS = 24 * 3600
 
 
 def owner_entry(summary: TableSummary) -> ownership.Entry:
@@ -119,16 +125,19 @@ class Placement:
         properties: dict[str, str],
         taking_over: bool = False,
         fill: Callable[[], None] | None = None,
+        unfill: Callable[[], None] | None = None,
     ) -> Any:
         """Create the companion table at ``location``, which it then owns. The location is claimed
         before the entry is made (a conditional create of the marker: a refused claim creates
         nothing, and of several at once exactly one wins), and the claim stamped with the entry's
-        UUID after. An object store that refuses the bridge's own credentials (it may reach it
-        only with those the catalog vends for the new table) is claimed right after the entry
-        instead, and a refused claim drops the entry again. ``fill`` runs between the claim and
-        the entry (an import copies the files then: the table is published only once it is
-        whole); its failure takes the claim back. ``taking_over``: the location is owned by the
-        entry this one replaces, and passes to it at once. Returns pyiceberg's ``Table``."""
+        UUID after, on the tag the create returned (a claim taken meanwhile is lost: the entry is
+        dropped again). An object store that refuses the bridge's credentials where the bridge has
+        none of its own (the catalog vends them for the new table) is claimed right after the
+        entry instead, and a refused claim drops the entry again. ``fill`` runs between the claim
+        and the entry (an import copies the files then: the table is published only once it is
+        whole); on a failure, ``unfill`` takes back what it wrote, only while the claim still
+        stands. ``taking_over``: the location is owned by the entry this one replaces, and passes
+        to it at once. Returns pyiceberg's ``Table``."""
         create_id = uuid.uuid4().hex
         top = self.locations.base_of(location) or location
         claimed = None
@@ -136,7 +145,9 @@ class Placement:
             owner = ownership.Owner(create_id, None, catalog_name(table))
             try:
                 claimed = ownership.claim(location, top, owner, self._options.for_bridge())
-            except OSError:  # an object store the bridge reaches only with the table's credentials
+            except StoreRefused:
+                if self._options.has_secrets():  # refused what it was given: nothing to wait for
+                    raise
                 with contextlib.suppress(OSError):  # look before the catalog writes its metadata there
                     ownership.check_free(location, top, self._options.for_bridge())
         try:
@@ -145,19 +156,21 @@ class Placement:
                     raise PermissionDeniedError(f"The location {location!r} cannot be written before it is registered")
                 fill()
             created = self._companions.create(table, location, properties, create_id)
-        except iceberg.NoSuchNamespaceError:  # refused, and the catalog's files are all there is
+        except BaseException as exc:
             if claimed is not None:
-                claimed.undo_create()
-            raise
-        except BaseException:
-            if claimed is not None:
-                claimed.undo()
+                if unfill is not None and ownership.still_claimed(claimed):
+                    unfill()
+                if isinstance(exc, iceberg.NoSuchNamespaceError):  # the catalog's files are all there is
+                    claimed.undo_create()
+                else:
+                    claimed.undo()
             raise
         owner = ownership.Owner(create_id, str(created.metadata.table_uuid), catalog_name(table))
         options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
         try:
             if claimed is not None or taking_over:
-                ownership.stamp(location, owner, options, claimed)
+                if not ownership.stamp(location, owner, options, claimed):
+                    raise PermissionDeniedError(f"The location {location!r} was taken by another table meanwhile")
             else:
                 ownership.claim(location, top, owner, options)
         except BaseException:
@@ -267,8 +280,18 @@ class Placement:
         catalog copy does) the marker stays and the claim refuses."""
         options = self._options.for_bridge()
         held = ownership.read_owner(location, options)
-        if held is not None and held.entry and not self._holders(held.entry[0], held, location):
-            ownership.rewrite(location, held, None, options)
+        if held is None or not held.entry or self._holders(held.entry[0], held, location):
+            return
+        if held.in_flight and not self._left_behind(location, options):
+            doing = "deleted" if held.releasing else "made"
+            raise PermissionDeniedError(f"A table at {location!r} is being {doing}: nothing was registered")
+        ownership.rewrite(location, held, None, options)
+
+    def _left_behind(self, location: str, options: dict[str, str]) -> bool:
+        """Whether a marker of a claim in flight (an entry being made, files being deleted) was last
+        written long enough ago that its writer must have stopped (``IN_FLIGHT_SECONDS``)."""
+        (found,) = files.stat_files(location, [ownership.MARKER], options)
+        return found is not None and time.time() - found.modified > IN_FLIGHT_SECONDS
 
     def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
         """Locations under the root and the allowed locations whose marker names a table of
@@ -333,7 +356,11 @@ class Placement:
         """Delete the dataset's own files at a location the entry was shown to own (``prove``),
         once the entry is gone from the catalog."""
         self._let_go(location)
-        files.delete_owned_files(location, self.entry_options(entry), ownership.MARKER)
+        options = self.entry_options(entry)
+        if not ownership.let_go(location, owner_entry(entry), options):
+            logger.warning("The files at %s were left: another table claimed the location meanwhile", location)
+            return
+        files.delete_owned_files(location, options, ownership.MARKER)
 
     def remove(self, table: TableId, loaded: TableSummary) -> None:
         """Once the entry has shown that it owns its location, remove it, then its own files."""
