@@ -7,6 +7,7 @@ and request to the module that owns the operation. It never imports pyiceberg.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
@@ -87,8 +88,10 @@ class DataPlane:
     # --- the seam -----------------------------------------------------------------------------
 
     def dataset(self, table_id: Sequence[str], version: int | str | None = None) -> lance.LanceDataset:
-        """The live table's dataset (at ``version``), for reading, through the one opener."""
-        return self._datasets.open(self._resolve(table_id, False), version, reading=True)
+        """The live table's dataset (at ``version``), for reading, through the one opener: an
+        object of its own, since a caller's write through it would swap its state under the
+        bridge's reads (``OpenDatasets.writing``)."""
+        return copy.copy(self._datasets.open(self._resolve(table_id, False), version, reading=True))
 
     def _read(
         self, table_id: Sequence[str], read: Callable[[lance.LanceDataset], T], version: int | str | None = None
