@@ -37,7 +37,6 @@ Targets, for every operation: S3 requests ours <= reference, time at 20 ms <= 1.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
 import re
@@ -84,13 +83,11 @@ ROWS = pa.table({"id": pa.array(range(100), pa.int64()), "name": [f"row {i}" for
 
 
 def load_seaweed() -> ModuleType:
-    """tests/seaweed.py, which starts ``weed mini`` (the tests are not an installed package)."""
-    spec = importlib.util.spec_from_file_location("seaweed", ROOT / "tests" / "seaweed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["seaweed"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """tests/seaweed.py, which starts ``weed mini`` (the tests are a package of the repository)."""
+    sys.path.insert(0, str(ROOT))
+    from tests import seaweed
+
+    return seaweed
 
 
 def arrow_ipc(table: pa.Table) -> bytes:

@@ -215,30 +215,15 @@ def write_batches(text: str) -> list[Row]:
     return rows
 
 
-OBJECT_STORE_OPERATIONS = (
-    "create_namespace",
-    "describe_namespace",
-    "declare_table",
-    "create_table",
-    "describe_table",
-    "table_exists",
-    "open_dataset",
-    "list_tables",
-    "register_table",
-    "deregister_table",
-    "drop_table",
-)
-
-
 def object_store(text: str) -> list[Row]:
     """Per operation on S3, against pylance's DirectoryNamespace: S3 requests (ours at most the
     reference's) and the time with each request a round trip away (at most 1.1x)."""
     (round_trip,) = _number(r"(\S+) ms ours\s+ref\s+ratio", text)
     rows = []
-    for operation in OBJECT_STORE_OPERATIONS:
-        ours, reference, ours_ms, reference_ms, ratio = _number(
-            rf"^{operation}\s+(\d+)\s+(\d+)\s+(?:yes|NO)\s+[\d.\s]*?([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s", text
-        )
+    measured = re.finditer(
+        r"(?m)^([a-z_]+)\s+(\d+)\s+(\d+)\s+(?:yes|NO)\s+[\d.\s]*?([\d.]+)\s+([\d.]+)\s+([\d.]+)x\s", text
+    )
+    for operation, ours, reference, ours_ms, reference_ms, ratio in (found.groups() for found in measured):
         requests = f"{int(ours) / int(reference):.2f}" if int(reference) else ("0" if ours == "0" else "inf")
         rows.append(_at_most(f"S3 requests: {operation} (ratio)", ours, reference, requests, 1))
         figure = f"S3 {round_trip} ms RTT: {operation} (time ratio)"

@@ -8,10 +8,8 @@ carries the mark the tests look for in every log line.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -22,6 +20,8 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 from obstore.store import AzureStore
+
+from .servers import stop_server
 
 ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = "lanceIcebergNsAzuriteSECRETkey00"  # base64, as Azure keys are; "SECRET" for the log check
@@ -96,16 +96,7 @@ class Azurite:
         )
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        shutil.rmtree(self.directory, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
+        stop_server(self.process, self.directory, self.log)
 
 
 def start() -> Azurite:

@@ -12,7 +12,6 @@ import contextlib
 import glob
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import obstore
 from obstore.store import S3Store
+
+from .servers import stop_server
 
 ACCESS_KEY = "seaweed-test-key"
 SECRET_KEY = "seaweed-test-SECRET"  # the tests look for "SECRET" in every log line
@@ -93,13 +94,7 @@ class SeaweedFS:
         )
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        stop_server(self.process, self.directory, self.log)
         # weed leaves its gRPC sockets in /tmp, named by port
         for port in range(self.base_port, self.base_port + 6):
             for leftover in glob.glob(f"/tmp/seaweedfs-*-{port}.sock") + glob.glob(
@@ -107,9 +102,6 @@ class SeaweedFS:
             ):
                 with contextlib.suppress(OSError):
                     os.remove(leftover)
-        shutil.rmtree(self.directory, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
 
 
 def start() -> SeaweedFS:
