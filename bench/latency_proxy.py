@@ -261,22 +261,8 @@ class _RequestReader:
 def proxy_process(upstream: str, round_trip_ms: float) -> Iterator[str]:
     """Run the proxy in a child process for the duration; yields its endpoint. The child exits
     when this block ends, and by itself if this process dies (its standard input closes)."""
-    command = [sys.executable, __file__, "--upstream", upstream, "--round-trip-ms", str(round_trip_ms)]
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        endpoint = process.stdout.readline().strip()
-        if not endpoint.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"the latency proxy did not start: {endpoint!r}")
+    with _child(upstream, round_trip_ms, count_requests=False) as (endpoint, _process):
         yield endpoint
-    finally:
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @dataclass
@@ -303,15 +289,22 @@ class ProxiedRequests:
 @contextlib.contextmanager
 def counting_proxy_process(upstream: str, round_trip_ms: float) -> Iterator[ProxiedRequests]:
     """``proxy_process`` that also logs every HTTP request; ``take`` asks the child for them."""
+    with _child(upstream, round_trip_ms, count_requests=True) as (endpoint, process):
+        yield ProxiedRequests(endpoint, process)
+
+
+@contextlib.contextmanager
+def _child(upstream: str, round_trip_ms: float, count_requests: bool) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     command = [sys.executable, __file__, "--upstream", upstream, "--round-trip-ms", str(round_trip_ms)]
-    command.append("--count-requests")
+    if count_requests:
+        command.append("--count-requests")
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         endpoint = process.stdout.readline().strip()
         if not endpoint.startswith("http://127.0.0.1:"):
             raise RuntimeError(f"the latency proxy did not start: {endpoint!r}")
-        yield ProxiedRequests(endpoint, process)
+        yield endpoint, process
     finally:
         if process.stdin is not None:
             process.stdin.close()

@@ -222,3 +222,27 @@ def all_succeed(count: int, action: Callable[[int], object], timeout: float = 30
     failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
     assert not failures, failures
     return outcomes
+
+
+def declares_at_one_location(
+    ns: Any, db: list[str], location: str, racers: int, keys_under: Callable[[str], list[str]]
+) -> None:
+    """``racers`` tables declared at ``location`` at once: exactly one wins, the others fail with a
+    namespace error and leave no catalog entry, and the location holds only the winner's marker
+    (``keys_under``: the keys under a location, relative to it, listed by a client of the test's own)."""
+    from lance_namespace import DeclareTableRequest
+    from lance_namespace.errors import LanceNamespaceError
+
+    from lance_iceberg_ns.storage import files
+    from lance_iceberg_ns.storage.ownership import MARKER
+
+    names = [f"t_{i}_{uuid.uuid4().hex[:6]}" for i in range(racers)]
+    results = together(racers, lambda i: ns.declare_table(DeclareTableRequest(id=[*db, names[i]], location=location)))
+    winners = [names[i] for i, result in enumerate(results) if not isinstance(result, Exception)]
+    assert len(winners) == 1, results
+    assert all(isinstance(result, LanceNamespaceError) for result in results if isinstance(result, Exception))
+    listed = set(ns.list_tables({"id": db}).tables or [])
+    assert listed & set(names) == set(winners), "a losing declare left its catalog entry"
+    assert keys_under(location) == [MARKER]
+    owner = files.read_file(location, MARKER, ns.settings.storage_options)
+    assert owner is not None and winners[0].encode() in owner

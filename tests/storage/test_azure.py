@@ -21,7 +21,7 @@ from lance_namespace import (
     DropTableRequest,
     ListTablesRequest,
 )
-from lance_namespace.errors import LanceNamespaceError, UnsupportedOperationError
+from lance_namespace.errors import UnsupportedOperationError
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -31,7 +31,7 @@ from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.versions.refusals import refuse_unwritable_manifest_lists
 
 from ..azurite import ACCOUNT_KEY, CONTAINER, Azurite
-from ..helpers import ipc, together
+from ..helpers import declares_at_one_location, ipc, together
 
 ROUNDS = 20
 DECLARE_ROUNDS = 5  # each round is eight catalog round trips: a few show the race well enough
@@ -43,6 +43,11 @@ def _keys_under(azurite: Azurite, location: str) -> list[str]:
     """Every blob under ``location``, listed by a client of its own (not the bridge's)."""
     prefix = location.split("://", 1)[1].removeprefix(f"{CONTAINER}/").rstrip("/") + "/"
     return sorted(item["path"] for batch in obstore.list(azurite.store(), prefix=prefix) for item in batch)
+
+
+def _relative_keys(azurite: Azurite, location: str) -> list[str]:
+    prefix = location.split("://", 1)[1].removeprefix(f"{CONTAINER}/").rstrip("/")
+    return [key[len(prefix) + 1 :] for key in _keys_under(azurite, location)]
 
 
 def test_pylance_and_obstore_reach_azure_with_the_same_options(azurite: Azurite) -> None:
@@ -139,21 +144,14 @@ def test_tables_declared_at_one_azure_location_at_once_have_exactly_one_owner(
     (shared,) = azure_ns.settings.allowed_locations
     for round_number in range(DECLARE_ROUNDS):
         location = f"{shared}/shared-{round_number}.lance"
-        names = [f"t{round_number}_{i}_{uuid.uuid4().hex[:4]}" for i in range(RACERS)]
-
-        def declare(i: int, names: list[str] = names, location: str = location) -> object:
-            return azure_ns.declare_table(DeclareTableRequest(id=[*db, names[i]], location=location))
-
-        results = together(RACERS, declare)
-        winners = [names[i] for i, result in enumerate(results) if not isinstance(result, Exception)]
-        assert len(winners) == 1, results
-        assert all(isinstance(result, LanceNamespaceError) for result in results if isinstance(result, Exception))
-        listed = set(azure_ns.list_tables(ListTablesRequest(id=db)).tables or [])
-        assert listed & set(names) == set(winners), "a losing declare left its catalog entry"
         prefix = location.removeprefix(f"az://{CONTAINER}/")
-        assert _keys_under(azurite, location) == [f"{prefix}/{MARKER}"]
-        owner = files.read_file(location, MARKER, azurite.storage_options())
-        assert owner is not None and winners[0].encode() in owner
+        declares_at_one_location(
+            azure_ns,
+            db,
+            location,
+            RACERS,
+            lambda at, prefix=prefix: [k[len(prefix) + 1 :] for k in _keys_under(azurite, at)],
+        )
 
 
 def test_a_managed_table_configured_with_storage_options_only_works_on_azure(

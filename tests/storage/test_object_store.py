@@ -12,12 +12,11 @@ from typing import Any
 import obstore
 import pytest
 from lance_namespace import DeclareTableRequest
-from lance_namespace.errors import LanceNamespaceError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.storage import files
 
-from ..helpers import together
+from ..helpers import declares_at_one_location, together
 from ..seaweed import SeaweedFS
 
 ROUNDS = 20
@@ -76,25 +75,9 @@ def test_tables_declared_at_one_s3_location_at_once_have_exactly_one_owner(
     s3_ns: IcebergLanceNamespace, db: list[str], seaweedfs: SeaweedFS
 ) -> None:
     (shared,) = s3_ns.settings.allowed_locations
-    store = seaweedfs.store()
     for round_number in range(ROUNDS):
         location = f"{shared}/shared-{round_number}.lance"
-        names = [f"t{round_number}_{i}_{uuid.uuid4().hex[:4]}" for i in range(RACERS)]
-
-        def declare(i: int, names: list[str] = names, location: str = location) -> object:
-            return s3_ns.declare_table(DeclareTableRequest(id=[*db, names[i]], location=location))
-
-        results = together(RACERS, declare)
-        winners = [names[i] for i, result in enumerate(results) if not isinstance(result, Exception)]
-        assert len(winners) == 1, results
-        assert all(isinstance(result, LanceNamespaceError) for result in results if isinstance(result, Exception))
-        listed = set(s3_ns.list_tables({"id": db}).tables or [])
-        assert listed & set(names) == set(winners), "a losing declare left its catalog entry"
-        prefix = location.removeprefix(f"s3://{store.config['bucket']}/")  # type: ignore[index]
-        keys = [item["path"] for batch in obstore.list(store, prefix=prefix + "/") for item in batch]
-        assert keys == [f"{prefix}/.lance-iceberg-ns-owner.json"], keys
-        owner = files.read_file(location, ".lance-iceberg-ns-owner.json", seaweedfs.storage_options())
-        assert owner is not None and winners[0].encode() in owner
+        declares_at_one_location(s3_ns, db, location, RACERS, lambda at: _keys_under(seaweedfs, at, relative=True))
 
 
 def test_a_move_onto_a_name_taken_meanwhile_on_s3_is_refused_and_keeps_the_takers_bytes(
@@ -201,10 +184,12 @@ def test_a_declare_asking_for_vended_credentials_never_hands_on_the_bridges_stat
             assert "aws_secret_access_key" not in (described.storage_options or {})
 
 
-def _keys_under(seaweedfs: SeaweedFS, location: str) -> list[str]:
+def _keys_under(seaweedfs: SeaweedFS, location: str, relative: bool = False) -> list[str]:
+    """Every object under ``location`` (relative to it, or to the bucket), listed by a client of its own."""
     store = seaweedfs.store()
     prefix = location.removeprefix(f"s3://{store.config['bucket']}/")  # type: ignore[index]
-    return [item["path"] for batch in obstore.list(store, prefix=prefix + "/") for item in batch]
+    keys = [item["path"] for batch in obstore.list(store, prefix=prefix + "/") for item in batch]
+    return sorted(key[len(prefix) + 1 :] if relative else key for key in keys)
 
 
 def test_a_purge_on_s3_deletes_the_tables_own_objects_and_leaves_nothing_behind(
