@@ -75,6 +75,8 @@ def store_failures() -> Iterator[None]:
             raise FileNotFoundError(first) from None
         if isinstance(exc, obstore_errors.InvalidPathError) or _REJECTED_STATUS.search(text):
             raise StoreRejected(first) from None
+        if "builder error" in text:  # what reqwest says of an http:// URL it was not allowed
+            first += " (an http:// endpoint needs the storage option allow_http=true)"
         raise StoreUnavailable(first) from None
 
 
@@ -212,6 +214,8 @@ def create_file(location: str, name: str, data: bytes, storage_options: Mapping[
             put = obstore.put(store, key_under(key, name), data, mode="create")
         except AlreadyExistsError:
             return None
+        except _MISSING as exc:  # not found, answering a write: the bucket (or container)
+            raise StoreUnavailable(f"No bucket or container for {location}: {str(exc).splitlines()[0]}") from None
     return Written(put["e_tag"], put["version"])
 
 

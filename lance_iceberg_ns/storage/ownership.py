@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -63,7 +64,7 @@ class Owner:
     table_uuid: str | None
     entry: EntryName
     table: str = field(default="", compare=False)  # the name as text, for people; markers before names were kept
-    releasing: bool = False  # the entry is gone or going, and its files are being deleted
+    releasing: str = ""  # who is letting the location go (its entry gone), and deleting its files
 
     def to_json(self) -> bytes:
         fields = {
@@ -72,7 +73,7 @@ class Owner:
             "entry": list(self.entry),
             "table": ".".join(self.entry) or self.table,
         }
-        return json.dumps({**fields, **({"releasing": True} if self.releasing else {})}).encode()
+        return json.dumps({**fields, **({"releasing": self.releasing} if self.releasing else {})}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Owner:
@@ -80,7 +81,7 @@ class Owner:
             fields = json.loads(data)
             entry = tuple(str(part) for part in fields.get("entry") or ())
             table = str(fields.get("table", ""))
-            return cls(str(fields["claim"]), fields.get("table-uuid"), entry, table, fields.get("releasing") is True)
+            return cls(str(fields["claim"]), fields.get("table-uuid"), entry, table, str(fields.get("releasing") or ""))
         except (ValueError, KeyError, TypeError, AttributeError):
             return cls("", None, (), "(unreadable ownership marker)")
 
@@ -88,7 +89,7 @@ class Owner:
     def in_flight(self) -> bool:
         """A claim whose entry is still being made (an import copying), or whose files are being
         deleted: not a marker left behind, though no entry holds it."""
-        return self.table_uuid is None or self.releasing
+        return self.table_uuid is None or bool(self.releasing)
 
     def same_table(self, entry: Entry) -> bool:
         """Whether the entry has the table UUID the marker names (or, before the create's answer
@@ -243,16 +244,33 @@ def let_go(location: str, entry: Entry, storage_options: Mapping[str, str]) -> b
     register adopts the location meanwhile. False (delete nothing) when it no longer names the
     entry: another entry claimed the location since."""
     found = _read_marker(location, storage_options)
-    if found is None or not found[0].names(entry):
-        return False
-    return found[0].releasing or _replace_marker(location, replace(found[0], releasing=True), storage_options, found[1])
+    if found is None or not found[0].names(entry) or found[0].releasing:
+        return False  # another's now, or another removal has it
+    marked = replace(found[0], releasing=uuid.uuid4().hex)
+    return _replace_marker(location, marked, storage_options, found[1])
 
 
 def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> None:
-    """Remove the marker if it names this entry (a deregistered table's data belongs to nobody)."""
-    held = read_owner(location, storage_options)
-    if held is not None and held.names(entry):
-        _remove_marker(location, storage_options)
+    """Remove the marker if it names this entry (a deregistered table's data belongs to nobody):
+    marked as being let go first, on the marker read, so that a register that adopted the
+    location meanwhile keeps its own marker."""
+    found = _read_marker(location, storage_options)
+    if found is not None and found[0].names(entry):
+        _remove_over(location, found, storage_options)
+
+
+def _remove_over(location: str, found: tuple[Owner, files.Written | None], storage_options: Mapping[str, str]) -> bool:
+    """Remove the marker ``found`` (and its tag) if it is still there and nobody else is letting
+    it go: marked with a token of this removal first, on the tag, then deleted. A stamp, a
+    let-go or another removal racing this one then fails, and no marker is removed that another
+    claim wrote since."""
+    held, tag = found
+    if held.releasing:
+        return False  # another removal or deletion has it
+    if not _replace_marker(location, replace(held, releasing=uuid.uuid4().hex), storage_options, tag):
+        return False
+    _remove_marker(location, storage_options)
+    return True
 
 
 def prove(location: str, entry: Entry, storage_options: Mapping[str, str]) -> Owner:
@@ -282,11 +300,8 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
     found = _read_marker(location, storage_options)
     if found is None or found[0] != expected:
         return False
-    if new is None:  # marked first, on the tag read: a stamp or a let-go racing this one then fails
-        if not _replace_marker(location, replace(expected, releasing=True), storage_options, found[1]):
-            return False
-        _remove_marker(location, storage_options)
-        return True
+    if new is None:
+        return _remove_over(location, (replace(found[0], releasing=""), found[1]), storage_options)
     return _replace_marker(location, new, storage_options, found[1])
 
 

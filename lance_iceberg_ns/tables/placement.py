@@ -330,7 +330,9 @@ class Placement:
         identifiers: list[tuple[str, ...]] = []
         for namespace, children in walk(catalog, NamespaceId(warehouse, ())):
             paths = [namespace.path, trash_path(namespace.path)] if TRASH_NAMESPACE in children else [namespace.path]
-            identifiers += [tuple(ident) for path in paths if path for ident in catalog.list_tables(path)]
+            for path in paths:
+                with contextlib.suppress(iceberg.NoSuchNamespaceError):  # a trash emptied and dropped meanwhile
+                    identifiers += [tuple(ident) for ident in catalog.list_tables(path)] if path else []
 
         def load(identifier: tuple[str, ...]) -> TableSummary | None:
             with contextlib.suppress(iceberg.NoSuchTableError):

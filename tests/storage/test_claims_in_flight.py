@@ -170,3 +170,49 @@ def test_a_store_refusing_the_bridges_configuration_is_a_typed_error_that_leaves
             assert len(str(raised.value)) < 600, str(raised.value)
             assert ns.list_tables({"id": db, "include_declared": True}).tables == []
     assert store.keys() == []
+
+
+def test_a_drop_never_deletes_files_a_register_is_adopting(
+    ns_dropping_at_once: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The register's adoption has marked the marker (to remove it) when the drop comes to let go:
+    the mark is the register's, not the drop's, so the drop deletes nothing."""
+    ns = ns_dropping_at_once
+    import lance
+
+    lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=[*db, "t"])
+    location = ns.describe_table({"id": [*db, "t"]}).location
+    assert location is not None
+    letting_go = Held(monkeypatch, ownership, "let_go")
+    dropping, dropped = _in_thread(lambda: ns.drop_table({"id": [*db, "t"]}))
+    assert letting_go.inside.wait(60)  # the entry is gone
+    removing = Held(monkeypatch, ownership, "_remove_marker")
+    registering, registered = _in_thread(
+        lambda: ns.register_table(RegisterTableRequest(id=[*db, "copy"], location=location))
+    )
+    assert removing.inside.wait(60)  # the register has marked the marker, to remove it
+    letting_go.release.set()
+    dropping.join(60)
+    removing.release.set()
+    registering.join(60)
+    assert not isinstance(dropped[0], Exception) and not isinstance(registered[0], Exception), (dropped, registered)
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "copy"]).count_rows() == 2
+
+
+def test_a_deregister_never_removes_the_marker_of_a_register_that_adopted_meanwhile(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lance
+
+    lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=[*db, "t"])
+    location = ns.describe_table({"id": [*db, "t"]}).location
+    assert location is not None
+    removing = Held(monkeypatch, ownership, "_remove_over")  # the deregister has read the marker
+    deregistering, deregistered = _in_thread(lambda: ns.deregister_table({"id": [*db, "t"]}))
+    assert removing.inside.wait(60)
+    ns.register_table(RegisterTableRequest(id=[*db, "copy"], location=location))
+    removing.release.set()
+    deregistering.join(60)
+    assert not isinstance(deregistered[0], Exception), deregistered
+    assert _owners(ns, db, ["t", "copy"]) == ["copy"]
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "copy"]).count_rows() == 2
