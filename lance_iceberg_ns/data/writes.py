@@ -1,8 +1,9 @@
 """Writes: insert, merge-insert, update and delete, each one new version of the dataset.
 
-Each function takes the dataset at its latest version (``data.opening``) and commits through it:
-a dataset of a managed table was opened through the namespace, so its commit is the catalog's
-compare-and-swap; pylance retries a commit that lost a race on top of the winner.
+Each function takes the dataset at its latest version, an object of its own
+(``OpenDatasets.writing``), and commits through it: a dataset of a managed table was opened through
+the namespace, so its commit is the catalog's compare-and-swap; pylance retries a commit that lost
+a race on top of the winner.
 """
 
 from __future__ import annotations
