@@ -11,10 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from lance_namespace import DeclareTableRequest, RegisterTableRequest
+from lance_namespace import RegisterTableRequest
 from lance_namespace.errors import (
     PermissionDeniedError,
-    ServiceUnavailableError,
     TableNotFoundError,
 )
 
@@ -153,23 +152,6 @@ def test_files_whose_location_another_table_claimed_meanwhile_are_not_deleted(
     dropping.join(60)
     assert not isinstance(outcome[0], Exception), outcome
     assert lance.dataset(namespace_client=ns, table_id=[*db, "copy"]).count_rows() == 2
-
-
-def test_a_store_refusing_the_bridges_configuration_is_a_typed_error_that_leaves_nothing(
-    endpoint: str, db: list[str], store: Store
-) -> None:
-    if store.kind != "s3":
-        pytest.skip("about an object store's credentials and endpoint")
-    wrong_key = {**store.properties, "storage.aws_secret_access_key": "not-the-SECRET"}
-    no_http = {key: value for key, value in store.properties.items() if key != "storage.allow_http"}
-    for properties, error in ((wrong_key, PermissionDeniedError), (no_http, ServiceUnavailableError)):
-        with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **properties) as ns:
-            with pytest.raises(error) as raised:
-                ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
-            assert "SECRET" not in str(raised.value) and "Debug" not in str(raised.value)
-            assert len(str(raised.value)) < 600, str(raised.value)
-            assert ns.list_tables({"id": db, "include_declared": True}).tables == []
-    assert store.keys() == []
 
 
 def test_a_drop_never_deletes_files_a_register_is_adopting(

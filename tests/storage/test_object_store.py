@@ -12,6 +12,7 @@ from typing import Any
 import obstore
 import pytest
 from lance_namespace import DeclareTableRequest
+from lance_namespace.errors import PermissionDeniedError, ServiceUnavailableError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.storage import files
@@ -267,3 +268,20 @@ def test_an_import_into_s3_publishes_the_table_only_once_every_file_is_copied(
     assert all(path.startswith("_versions/") for path in seen[first_manifest:]), seen  # the manifests last
     dataset = lance.dataset(namespace_client=s3_ns, table_id=[*db, "t"])
     assert sorted(dataset.to_table().column("v").to_pylist()) == [1, 2, 3]
+
+
+def test_a_store_refusing_the_bridges_configuration_is_a_typed_error_that_leaves_nothing(
+    endpoint: str, db: list[str], seaweedfs: SeaweedFS
+) -> None:
+    root = seaweedfs.fresh_root()
+    given = {f"storage.{key}": value for key, value in seaweedfs.storage_options().items()}
+    wrong_key = {**given, "storage.aws_secret_access_key": "not-the-SECRET"}
+    no_http = {key: value for key, value in given.items() if key != "storage.allow_http"}
+    for properties, error in ((wrong_key, PermissionDeniedError), (no_http, ServiceUnavailableError)):
+        with IcebergLanceNamespace(endpoint=endpoint, root=root, **properties) as ns:
+            with pytest.raises(error) as raised:
+                ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+            assert "SECRET" not in str(raised.value) and "Debug" not in str(raised.value)
+            assert len(str(raised.value)) < 600, str(raised.value)
+            assert ns.list_tables({"id": db, "include_declared": True}).tables == []
+    assert _keys_under(seaweedfs, root) == []
