@@ -34,6 +34,10 @@ MAX_PAGE_LIMIT = 10_000  # names or versions in one page; more pages are a page_
 MAX_PROPERTIES = 100  # entries in one request's properties
 MAX_PROPERTY_KEY_BYTES = 255  # UTF-8 bytes of a property key
 MAX_PROPERTY_VALUE_BYTES = 8 * 1024  # UTF-8 bytes of a property value
+# Arrays and objects one within another in any JSON a client sends (a body, a map in the query
+# string): Python's own parser recursed 5,000 levels into a RecursionError. A search nested the
+# most it may be (MAX_QUERY_NESTING, three levels each) takes 53.
+MAX_JSON_DEPTH = 64
 
 # --- queries and vector search -----------------------------------------------------------------
 MAX_QUERY_ROWS = 2**31 - 1  # a scan's k (its limit) or offset: a 32-bit count, as the reference reads them
@@ -203,6 +207,25 @@ _ANY_NUMBER = (-MAX_COUNT - 1, MAX_COUNT)  # a number the table does not name (a
 SEARCH_TEXTS = frozenset({("StringFtsQuery", "query"), ("MatchQuery", "terms"), ("PhraseQuery", "terms")})
 SEARCH_CLAUSES = frozenset({"FtsQuery", "MatchQuery", "PhraseQuery"})  # models that are one clause of a search
 _WORD = re.compile(r"\w+")
+
+
+def check_json_depth(value: Any, what: str) -> Any:
+    """``value`` (parsed JSON) if its arrays and objects lie at most ``MAX_JSON_DEPTH`` levels one
+    within another (``{}`` is one level, ``[[1]]`` two); ``InvalidInputError`` naming ``what``
+    otherwise. Measured level by level, never recursively, so a value of any depth is measured."""
+    containers = [value] if isinstance(value, dict | list) else []
+    depth = 0
+    while containers:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidInputError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+        containers = [
+            inner
+            for outer in containers
+            for inner in (outer.values() if isinstance(outer, dict) else outer)
+            if isinstance(inner, dict | list)
+        ]
+    return value
 
 
 def check_page_limit(limit: int | None) -> int | None:

@@ -9,7 +9,8 @@ answer's ``defaults``, our properties and its ``overrides`` in that order, so a 
 2. otherwise (``400 No route``, ``404``) it uses unprefixed paths ``/v1/namespaces/...``, which is
    how the apache/iceberg-rest-fixture style of server routes everything.
 
-The decision is kept with the catalog for the life of the namespace object.
+The decision is kept with the catalog, as long as the catalog is kept: for good for the warehouses
+of the ``warehouses`` setting, and for the most recently used others (``KEPT_UNLISTED_WAREHOUSES``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
@@ -70,14 +72,27 @@ class _TransportAdapter(HTTPAdapter):
         catalog's own session goes on with the same pool (see ``BridgeRestCatalog``)."""
 
     def release(self) -> None:
-        """Close the pooled connections."""
-        super().close()
+        """Close the pooled connections. urllib3's pool manager only lets go of its pools, whose
+        sockets stay open until the pools are garbage collected; a request still running on one
+        finishes, and its connection closes when it is given back."""
+        managers = [self.poolmanager, *self.proxy_manager.values()]
+        # keys(): urllib3 refuses to iterate its container itself (not thread-safe)
+        pools = [pool for manager in managers for key in manager.pools.keys() if (pool := manager.pools.get(key))]  # noqa: SIM118
+        super().close()  # first, so that no new request is handed a pool closed below
+        for pool in pools:
+            pool.close()
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self._timeout
         with round_trips.round_trip(request.method or "GET") as trip:
-            response = super().send(request, **kwargs)
+            try:
+                response = super().send(request, **kwargs)
+            except requests.ConnectionError as exc:
+                if not (exc.args and isinstance(exc.args[0], urllib3.exceptions.ClosedPoolError)):
+                    raise
+                # the pool was closed (released) before the request went out: the manager makes a new one
+                response = super().send(request, **kwargs)
             trip.status = response.status_code
         return response
 
@@ -128,10 +143,18 @@ class BridgeRestCatalog(RestCatalog):
         # what a request to a URL is sent with, worked out once: (adapter, pool, path); see _route
         self._routes: RecentlyUsed[tuple[str, Any, Any], tuple[Any, Any, str]] = RecentlyUsed(1024)
         self._table_urls: RecentlyUsed[tuple[str, ...], str] = RecentlyUsed(1024)  # loadTable's, by identifier
-        super().__init__(name, **properties)
+        try:
+            super().__init__(name, **properties)
+        except BaseException:
+            # a refused /v1/config leaves its answer's connection in our pool: nobody else will close it
+            self._transport.release()
+            raise
 
     def close(self) -> None:
+        """Close the session and its pooled connections; a request still running finishes, and
+        later ones open new connections."""
         super().close()
+        self._routes.forget_where(lambda _key, _route: True)  # they hold the pools being closed
         self._transport.release()
 
     def _create_session(self) -> requests.Session:  # pyiceberg's hook (see pyiceberg_internals)
@@ -203,6 +226,10 @@ class BridgeRestCatalog(RestCatalog):
                     assert_same_host=False,
                 )
                 trip.status = response.status
+        except urllib3.exceptions.ClosedPoolError:
+            # the pool was closed under this request (the catalog was let go, see WarehouseCatalogs):
+            # the session's adapter opens a new one
+            return None
         except urllib3.exceptions.HTTPError as exc:  # connection failures, after the retries
             raise requests.ConnectionError(str(exc)) from exc
         if 200 <= response.status < 300 or response.status == NOT_MODIFIED:
@@ -496,47 +523,124 @@ def resolve_prefix(catalog: RestCatalog, warehouse: str) -> str:
     return ""
 
 
-class WarehouseCatalogs:
-    """Warehouse name → its pyiceberg catalog, created lazily, shared safely between threads."""
+# Catalogs kept for warehouses the settings do not name. Clients name warehouses, and each catalog
+# holds open connections: beyond this many the least recently used is closed and let go.
+KEPT_UNLISTED_WAREHOUSES = 64
 
-    def __init__(self, settings: Settings) -> None:
+
+@dataclass(frozen=True)
+class _Warehouse:
+    """A warehouse's catalog and the API prefix decided for it, kept and let go together."""
+
+    catalog: BridgeRestCatalog
+    prefix: str
+
+
+class WarehouseCatalogs:
+    """Warehouse name → its pyiceberg catalog, created lazily, shared safely between threads.
+
+    The warehouses of the ``warehouses`` setting are kept for good; of the others, the
+    ``KEPT_UNLISTED_WAREHOUSES`` most recently used, so that clients naming ever new warehouses
+    cannot exhaust the process's connections and files. A warehouse the catalog refuses is not
+    kept at all. A catalog let go is closed; a request still using it finishes on fresh
+    connections, which close when it is dropped.
+    """
+
+    def __init__(self, settings: Settings, kept_unlisted: int = KEPT_UNLISTED_WAREHOUSES) -> None:
         self._settings = settings
-        self._catalogs: dict[str, BridgeRestCatalog] = {}
-        self._prefixes: dict[str, str] = {}
+        self._listed: frozenset[str] = frozenset()
+        self._pinned: dict[str, _Warehouse] = {}  # the listed warehouses
+        self._recent: RecentlyUsed[str, _Warehouse] = RecentlyUsed(kept_unlisted, on_evict=_close_warehouse)
         self._lock = threading.Lock()
-        self._warehouse_locks: dict[str, threading.Lock] = {}
+        # one lock per warehouse being connected, held by its builder and waiters only
+        self._connecting: dict[str, tuple[threading.Lock, list[int]]] = {}
+        self.keep_for_good(settings.warehouses)
+
+    def keep_for_good(self, warehouses: Iterable[str]) -> None:
+        """Keep these warehouses' catalogs however many others clients name (the ``warehouses``
+        of every namespace object that shares these catalogs)."""
+        with self._lock:
+            self._listed |= frozenset(warehouses)
+            for name in self._listed - self._pinned.keys():
+                if (recent := self._recent.forget(name)) is not None:
+                    self._pinned[name] = recent
 
     def get(self, warehouse: str) -> BridgeRestCatalog:
         """The catalog for ``warehouse``; raises ``NamespaceNotFoundError`` for a warehouse the
         server does not know."""
-        catalog = self._catalogs.get(warehouse)
-        if catalog is not None:
-            return catalog
-        with self._lock:
-            warehouse_lock = self._warehouse_locks.setdefault(warehouse, threading.Lock())
-        with warehouse_lock:  # one connection attempt per warehouse, others wait for it
-            if warehouse not in self._catalogs:
-                with translated_errors(f"Warehouse '{warehouse}'", self._settings.redact):
-                    catalog = BridgeRestCatalog(
-                        warehouse, self._settings, **catalog_properties(self._settings, warehouse)
-                    )
-                    self._prefixes[warehouse] = resolve_prefix(catalog, warehouse)
-                logger.debug("warehouse %r uses API prefix %r", warehouse, self._prefixes[warehouse])
-                self._catalogs[warehouse] = catalog
-        return self._catalogs[warehouse]
+        return self._warehouse(warehouse).catalog
 
     def prefix(self, warehouse: str) -> str:
         """The API prefix decided for a warehouse ('' for unprefixed paths)."""
-        self.get(warehouse)
-        return self._prefixes[warehouse]
+        return self._warehouse(warehouse).prefix
+
+    def kept(self) -> int:
+        """How many warehouse catalogs are open."""
+        return len(self._pinned) + len(self._recent)
+
+    def _known(self, warehouse: str) -> _Warehouse | None:
+        if warehouse in self._listed:
+            return self._pinned.get(warehouse)
+        return self._recent.get(warehouse)
+
+    def _warehouse(self, warehouse: str) -> _Warehouse:
+        known = self._known(warehouse)
+        if known is not None:
+            return known
+        with self._lock:
+            lock, waiters = self._connecting.setdefault(warehouse, (threading.Lock(), [0]))
+            waiters[0] += 1
+        try:
+            with lock:  # one connection attempt per warehouse, others wait for it
+                known = self._known(warehouse)
+                if known is None:
+                    known = self._connect(warehouse)
+                    self._keep(warehouse, known)
+                return known
+        finally:
+            with self._lock:
+                waiters[0] -= 1
+                if not waiters[0]:
+                    del self._connecting[warehouse]
+
+    def _connect(self, warehouse: str) -> _Warehouse:
+        with translated_errors(f"Warehouse '{warehouse}'", self._settings.redact):
+            catalog = BridgeRestCatalog(warehouse, self._settings, **catalog_properties(self._settings, warehouse))
+            try:
+                prefix = resolve_prefix(catalog, warehouse)
+            except BaseException:
+                catalog.close()
+                raise
+        logger.debug("warehouse %r uses API prefix %r", warehouse, prefix)
+        return _Warehouse(catalog, prefix)
+
+    def _keep(self, warehouse: str, connected: _Warehouse) -> None:
+        if warehouse in self._listed:
+            with self._lock:
+                self._pinned[warehouse] = connected
+        else:
+            self._recent.keep(warehouse, connected)
 
     def close(self) -> None:
         """Close every catalog's pooled connections."""
         with self._lock:
-            catalogs, self._catalogs = list(self._catalogs.values()), {}
-            self._prefixes = {}
-        for catalog in catalogs:
-            catalog.close()
+            kept, self._pinned = [*self._pinned.values()], {}
+
+        def taken(_name: str, recent: _Warehouse) -> bool:
+            kept.append(recent)
+            return True
+
+        self._recent.forget_where(taken)  # every entry, in one step under the cache's lock
+        for warehouse in kept:
+            _close_warehouse(warehouse)
+
+
+def _close_warehouse(warehouse: _Warehouse) -> None:
+    """Close a catalog that is let go (its session and pooled connections)."""
+    try:
+        warehouse.catalog.close()
+    except Exception:  # closing sockets must not fail the request whose warehouse pushed this one out
+        logger.warning("closing the catalog of warehouse %r failed", warehouse.catalog.name, exc_info=True)
 
 
 _shared: dict[str, tuple[WarehouseCatalogs, int]] = {}
@@ -552,6 +656,8 @@ def acquire_warehouse_catalogs(settings: Settings) -> WarehouseCatalogs:
         catalogs, users = _shared.get(key, (None, 0))
         if catalogs is None:
             catalogs = WarehouseCatalogs(settings)
+        else:
+            catalogs.keep_for_good(settings.warehouses)
         _shared[key] = (catalogs, users + 1)
         return catalogs
 

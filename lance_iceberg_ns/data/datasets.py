@@ -13,6 +13,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
+    TableBranchNotFoundError,
     TableNotFoundError,
     TableVersionNotFoundError,
 )
@@ -26,6 +27,15 @@ from lance_iceberg_ns.storage import files
 # joined (bench/write_batches.py). Batches of their own (Spark's, an IPC body's) cost it as much or
 # up to a fifth more unjoined; every write joins what it hands over, so no caller's slices reach Lance.
 WRITE_BATCH_BYTES = 4 * 1024 * 1024
+
+# What a read names: a version number or a tag of main, or (branch, a version number of it, or
+# None for its latest); None is main's latest.
+Version = int | str | tuple[str, int | None] | None
+
+
+def version_on(branch: str | None, version: int | None) -> Version:
+    """The version a request names: ``version`` of ``branch`` (main when none is named, or ``main``)."""
+    return (branch, version) if branch and branch != "main" else version
 
 
 def lance_dataset(
@@ -74,9 +84,7 @@ def _joined(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
         return batches
 
 
-def open_dataset(
-    location: str, storage_options: Mapping[str, str], version: int | str | None = None
-) -> lance.LanceDataset:
+def open_dataset(location: str, storage_options: Mapping[str, str], version: Version = None) -> lance.LanceDataset:
     """Open the dataset at ``location`` (at ``version``: a number or a tag).
 
     Raises ``TableVersionNotFoundError`` for a version or tag the dataset does not have, and
@@ -90,7 +98,7 @@ def open_dataset(
 
 
 def open_through_namespace(
-    namespace: LanceNamespace, table_id: Sequence[str], version: int | str | None = None
+    namespace: LanceNamespace, table_id: Sequence[str], version: Version = None
 ) -> lance.LanceDataset:
     """A table's dataset opened through ``namespace``, so that for a table whose versions the
     catalog manages, the catalog names the latest version and takes every commit."""
@@ -98,14 +106,19 @@ def open_through_namespace(
     return checkout(dataset, version, f"table {'.'.join(table_id)}")
 
 
-def checkout(dataset: lance.LanceDataset, version: int | str | None, what: str) -> lance.LanceDataset:
-    """``dataset`` at ``version`` (a number or a tag; ``None`` is as it is). Raises
-    ``TableVersionNotFoundError`` naming ``what`` for a version or tag it does not have."""
+def checkout(dataset: lance.LanceDataset, version: Version, what: str) -> lance.LanceDataset:
+    """``dataset`` at ``version`` (a number or a tag, or a branch's; ``None`` is as it is). Raises
+    ``TableBranchNotFoundError`` or ``TableVersionNotFoundError`` naming ``what`` for a branch,
+    version or tag it does not have."""
     if version is None:
         return dataset
-    if isinstance(version, int) and not 0 <= version <= MAX_VERSION:
-        raise InvalidInputError(f"A version is a number between 0 and {MAX_VERSION}, got {version}")
+    number = version[1] if isinstance(version, tuple) else version
+    if isinstance(number, int) and not 0 <= number <= MAX_VERSION:
+        raise InvalidInputError(f"A version is a number between 0 and {MAX_VERSION}, got {number}")
     try:
+        # pylance reads a branch it does not have as an internal "Not found" of its folder
+        if isinstance(version, tuple) and version[0] not in dataset.branches.list():
+            raise TableBranchNotFoundError(f"Branch {version[0][:40]!r} not found for {what}")
         return dataset.checkout_version(version)
     except (ValueError, OSError, KeyError, OverflowError) as exc:
         raise TableVersionNotFoundError(f"Version {version!r} not found for {what}") from exc

@@ -214,7 +214,7 @@ class OpenDatasets:
         table_id: tuple[str, ...],
         resolve: Callable[[], ResolvedTable],
         start: Callable[[lance.LanceDataset], Callable[[], T]],
-        version: int | str | None,
+        version: datasets.Version,
         executor: Executor | None,
     ) -> T:
         """A read on the table's dataset (at ``version``): ``start`` begins it and returns the call
@@ -260,7 +260,7 @@ class OpenDatasets:
             raise failure
         return answer  # type: ignore[return-value]  # set whenever failure is not
 
-    def open(self, table: ResolvedTable, version: int | str | None = None, reading: bool = False) -> lance.LanceDataset:
+    def open(self, table: ResolvedTable, version: datasets.Version = None, reading: bool = False) -> lance.LanceDataset:
         """The table's dataset at its latest version, or at ``version`` (a number or a tag);
         ``reading`` when it will only be read, never committed to. Raises TableVersionNotFoundError
         for a version or tag it does not have, TableNotFoundError for a table declared but not
@@ -420,7 +420,7 @@ def _outcome(finish: Callable[[], T]) -> tuple[T | None, Exception | None]:
         return None, exc
 
 
-def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: int | str | None) -> lance.LanceDataset:
+def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: datasets.Version) -> lance.LanceDataset:
     return datasets.checkout(dataset, version, f"table {'.'.join(table_id)}")
 
 

@@ -65,7 +65,7 @@ from lance_namespace import (
     UpdateTableTagRequest,
     UpdateTableTagResponse,
 )
-from lance_namespace.errors import ConcurrentModificationError, PermissionDeniedError
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError, PermissionDeniedError
 
 from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
@@ -74,6 +74,7 @@ from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.storage import files
 
 T = TypeVar("T")
+INDICES = "Index changes"  # refused on a branch until they are written there
 Resolve = Callable[[Sequence[str], bool], ResolvedTable]  # (table id, writing) → the live table
 
 
@@ -87,14 +88,14 @@ class DataPlane:
 
     # --- the seam -----------------------------------------------------------------------------
 
-    def dataset(self, table_id: Sequence[str], version: int | str | None = None) -> lance.LanceDataset:
+    def dataset(self, table_id: Sequence[str], version: datasets.Version = None) -> lance.LanceDataset:
         """The live table's dataset (at ``version``), for reading, through the one opener: an
         object of its own, since a caller's write through it would swap its state under the
         bridge's reads (``OpenDatasets.writing``)."""
         return copy.copy(self._datasets.open(self._resolve(table_id, False), version, reading=True))
 
     def _read(
-        self, table_id: Sequence[str], read: Callable[[lance.LanceDataset], T], version: int | str | None = None
+        self, table_id: Sequence[str], read: Callable[[lance.LanceDataset], T], version: datasets.Version = None
     ) -> T:
         """``read`` on a live table's dataset (at ``version``), while the catalog confirms where
         the table is (``OpenDatasets.read``)."""
@@ -106,17 +107,17 @@ class DataPlane:
         self,
         table_id: Sequence[str],
         start: Callable[[lance.LanceDataset], Callable[[], T]],
-        version: int | str | None = None,
+        version: datasets.Version = None,
     ) -> T:
         """A read that pylance runs on its own threads once ``start`` has begun it: the catalog
         confirms where the table is on this thread meanwhile, with no other thread to wake."""
         key = tuple(table_id)
         return self._datasets.read(key, lambda: self._resolve(key, False), start, version, None)
 
-    def _writable(self, table_id: Sequence[str], branch: str | None = None) -> ResolvedTable:
+    def _writable(self, table_id: Sequence[str], branch: str | None = None, what: str = "Writes") -> ResolvedTable:
         """A table for an operation that commits a version: resolved and shown to own its
-        location; writes go to the main branch."""
-        refuse_branch(branch, "Writes")
+        location; writes go to the main branch (another is UnsupportedOperationError, naming ``what``)."""
+        refuse_branch(branch, what)
         return self._resolve_to_write(table_id)
 
     def _resolve_to_write(self, table_id: Sequence[str]) -> ResolvedTable:
@@ -132,10 +133,12 @@ class DataPlane:
             raise
 
     @contextmanager
-    def _to_write(self, table_id: Sequence[str], branch: str | None = None) -> Iterator[lance.LanceDataset]:
+    def _to_write(
+        self, table_id: Sequence[str], branch: str | None = None, what: str = "Writes"
+    ) -> Iterator[lance.LanceDataset]:
         """The dataset of a table an operation commits to (``_writable``), the operation's own
         (``OpenDatasets.writing``)."""
-        with self._datasets.writing(self._writable(table_id, branch)) as dataset:
+        with self._datasets.writing(self._writable(table_id, branch, what)) as dataset:
             yield dataset
 
     @contextmanager
@@ -247,46 +250,54 @@ class DataPlane:
     # --- reads and search ---------------------------------------------------------------------
 
     def count_table_rows(self, request: CountTableRowsRequest) -> CountTableRowsResponse:
-        count = self._read(
-            request.id or [], lambda dataset: reads.count_rows(dataset, request.predicate), request.version
-        )
+        version = datasets.version_on(request.branch, request.version)
+        count = self._read(request.id or [], lambda dataset: reads.count_rows(dataset, request.predicate), version)
         return CountTableRowsResponse(count=count)
 
     def query_table(self, request: QueryTableRequest) -> QueryAnswer:
         start = lambda dataset: reads.start_query(dataset, request)  # noqa: E731
-        return self._read_started(request.id or [], start, request.version)
+        return self._read_started(request.id or [], start, datasets.version_on(request.branch, request.version))
 
     def explain_table_query_plan(self, request: ExplainTableQueryPlanRequest) -> str:
         query, verbose = request.query, bool(request.verbose)
-        return self._read(request.id or [], lambda dataset: reads.explain(dataset, query, verbose), query.version)
+        version = datasets.version_on(_one_branch(request.branch, query.branch), query.version)
+        return self._read(request.id or [], lambda dataset: reads.explain(dataset, query, verbose), version)
 
     def analyze_table_query_plan(self, request: AnalyzeTableQueryPlanRequest) -> str:
         query = QueryTableRequest.model_validate(request.model_dump(exclude={"id"}))
-        return self._read(request.id or [], lambda dataset: reads.analyze(dataset, query), request.version)
+        version = datasets.version_on(request.branch, request.version)
+        return self._read(request.id or [], lambda dataset: reads.analyze(dataset, query), version)
 
     def get_table_stats(self, request: GetTableStatsRequest) -> GetTableStatsResponse:
-        return self._read(request.id or [], reads.table_stats)
+        return self._read(request.id or [], reads.table_stats, datasets.version_on(request.branch, None))
 
     # --- indices ------------------------------------------------------------------------------
 
     def create_table_index(self, request: CreateTableIndexRequest) -> CreateTableIndexResponse:
-        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+        with self._committing(request.id or []), self._to_write(request.id or [], request.branch, INDICES) as dataset:
             return indices.create(dataset, request)
 
     def create_table_scalar_index(self, request: CreateTableIndexRequest) -> CreateTableScalarIndexResponse:
-        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+        with self._committing(request.id or []), self._to_write(request.id or [], request.branch, INDICES) as dataset:
             created = indices.create(dataset, request, scalar_only=True)
         return CreateTableScalarIndexResponse(transaction_id=created.transaction_id)
 
     def list_table_indices(self, request: ListTableIndicesRequest) -> ListTableIndicesResponse:
         page_token, limit = request.page_token, request.limit
-        return self._read(
-            request.id or [], lambda dataset: indices.list_indices(dataset, page_token, limit), request.version
-        )
+        version = datasets.version_on(request.branch, request.version)
+        return self._read(request.id or [], lambda dataset: indices.list_indices(dataset, page_token, limit), version)
 
     def describe_table_index_stats(self, request: DescribeTableIndexStatsRequest) -> DescribeTableIndexStatsResponse:
-        return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), request.version)
+        version = datasets.version_on(request.branch, request.version)
+        return self._read(request.id or [], lambda dataset: indices.stats(dataset, request.index_name), version)
 
     def drop_table_index(self, request: DropTableIndexRequest) -> DropTableIndexResponse:
-        with self._committing(request.id or []), self._to_write(request.id or []) as dataset:
+        with self._committing(request.id or []), self._to_write(request.id or [], request.branch, INDICES) as dataset:
             return indices.drop(dataset, request.index_name)
+
+
+def _one_branch(request_branch: str | None, query_branch: str | None) -> str | None:
+    """The branch a query plan is asked for: the request's and its query's must not differ."""
+    if request_branch and query_branch and request_branch != query_branch:
+        raise InvalidInputError(f"The request names branch {request_branch[:40]!r}, its query {query_branch[:40]!r}")
+    return request_branch or query_branch

@@ -7,6 +7,7 @@ managed table, so branches are refused there (the namespace says so before calli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -33,21 +34,44 @@ DEFAULT_PAGE_SIZE = 1000
 # "%25C3%25A9") and written first under a longer temporary name: past about 210 characters the
 # file system refuses it, after Lance has made the branch's folders
 MAX_REF_FILE_NAME = 200
+_REF_PART = re.compile(r"[A-Za-z0-9._-]+")
 M = TypeVar("M")
 
 
 def _new_ref(name: str, kind: RefKind) -> str:
     """``name`` when a new tag or branch can be called so; InvalidInputError, before pylance makes
-    anything, for one too long for a file name or a branch path with a ``.`` step. (Refs that
-    exist are looked up by name, whatever it is.)"""
+    anything, otherwise. (Refs that exist are looked up by name, whatever it is.)"""
     length = len(quote(quote(name, safe="-_."), safe="-_."))
     if length > MAX_REF_FILE_NAME:
         raise InvalidInputError(
             f"A {kind} name takes at most {MAX_REF_FILE_NAME} characters once percent-encoded, not {length}"
         )
-    if kind == "branch" and "." in name.split("/"):
-        raise InvalidInputError(f"Branch name {name[:40]!r}: no part of it may be '.'")
+    why = _ref_name_refused(name, kind)
+    if why:
+        raise InvalidInputError(f"{kind.capitalize()} name {name[:40]!r}: {why}")
     return name
+
+
+def _ref_name_refused(name: str, kind: RefKind) -> str | None:
+    """Why Lance's rules for ref names refuse ``name``, or None. Its "alphanumeric" is Unicode's,
+    but a tag named with a letter outside ASCII is written under a file name it cannot read back,
+    and every tag operation fails after it: letters and digits here are ASCII's."""
+    if not name:
+        return "it is empty"
+    if name.endswith(".lock"):
+        return "it may not end with '.lock'"
+    if ".." in name:
+        return "it may not hold '..'"
+    parts = name.split("/") if kind == "branch" else [name]
+    if "" in parts:
+        return "its parts, between single '/', may not be empty"
+    if not all(_REF_PART.fullmatch(part) for part in parts):
+        return "it may hold only ASCII letters, digits, '.', '-', '_' (and '/' between the parts of a branch's)"
+    if kind == "tag" and (name.startswith(".") or name.endswith(".")):
+        return "it may not begin or end with '.'"
+    if kind == "branch" and "." in parts:  # Lance allows it, and resolves the branch's path through it
+        return "no part of it may be '.'"
+    return None
 
 
 def _existing(dataset: lance.LanceDataset, name: str, kind: RefKind) -> str:

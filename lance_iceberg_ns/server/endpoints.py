@@ -10,7 +10,6 @@ model (``documented_endpoint``), so that the documentation and the fields read a
 from __future__ import annotations
 
 import inspect
-import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,11 +22,11 @@ from fastapi import Body, Path, Query, Request
 from fastapi.responses import Response
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import InvalidInputError, UnauthenticatedError
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, StrictStr, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import request_arrived
-from lance_iceberg_ns.limits import check_request_bounds
+from lance_iceberg_ns.limits import check_json_depth, check_request_bounds
 from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
@@ -36,6 +35,7 @@ from lance_iceberg_ns.server.responses import ARROW_STREAM, render_result, valid
 from lance_iceberg_ns.server.routes import Route
 
 DEFAULT_DELIMITER = "$"
+_BODY_IDENTIFIER = TypeAdapter(list[StrictStr] | None)  # an identifier a JSON body names: strings only
 
 Resolve = Callable[[Request], LanceNamespace]  # the namespace that answers a request's caller
 
@@ -79,6 +79,16 @@ def _identifier(arguments: dict[str, Any], body_id: Any) -> list[str]:
     if body_id == as_sent or "+" in delimiter:
         return as_sent
     return parse_path_id(arguments["id"], delimiter)
+
+
+def _body_identifier(body_id: Any) -> list[str] | None:
+    """The identifier a JSON body names, if any: a list of strings, whichever identifier the
+    request then acts on (the path's may win, see ``_identifier``); InvalidInputError otherwise."""
+    try:
+        return _BODY_IDENTIFIER.validate_python(body_id)
+    except ValidationError as exc:
+        located = [{**error, "loc": ("id", *error.get("loc", ()))} for error in exc.errors()]
+        raise InvalidInputError(validation_summary(located)) from None
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -286,16 +296,23 @@ class _QueryString:
 
 def json_body(raw: bytes) -> Any:
     """A request's JSON body (None when empty), read by pydantic's Rust parser, which refuses
-    nesting deeper than about 200 levels as it reads: no deep body reaches a recursion in Python
-    (``json``, pydantic) or in pylance."""
+    nesting deeper than about 200 levels as it reads, then held to ``MAX_JSON_DEPTH``: no deep
+    body reaches a recursion in Python (``json``, pydantic) or in pylance."""
     if not raw or raw.isspace():
         return None
+    return _parsed_json(raw, "The request body")
+
+
+def _parsed_json(raw: bytes | str, what: str) -> Any:
+    """JSON a client sent (``what`` names it in the error), nested at most ``MAX_JSON_DEPTH``
+    levels deep; InvalidInputError otherwise."""
     try:
-        return pydantic_core.from_json(raw)
+        value = pydantic_core.from_json(raw)
     except ValueError as exc:
         if "recursion limit" in str(exc):
-            raise InvalidInputError("The request body is nested too deeply") from None
-        raise InvalidInputError(f"The request body is not valid JSON: {exc}") from None
+            raise InvalidInputError(f"{what} is nested too deeply") from None
+        raise InvalidInputError(f"{what} is not valid JSON: {exc}") from None
+    return check_json_depth(value, what)
 
 
 def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
@@ -310,16 +327,13 @@ def _build_request(route: Route, model: type[BaseModel], arguments: dict[str, An
     else:
         raise InvalidInputError("The request body must be a JSON object")
     if "id" in arguments:
-        data["id"] = _identifier(arguments, data.get("id"))
+        data["id"] = _identifier(arguments, _body_identifier(data.get("id")))
     if "index_name" in arguments:
         data["index_name"] = arguments["index_name"]
     for field in route.query:
         value = arguments.get(field)
         if value is not None and _is_map(model.model_fields[field].annotation):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise InvalidInputError(f"Query parameter {field!r} must be a JSON object") from exc
+            value = _parsed_json(value, f"Query parameter {field!r}")
         if value is not None:
             data[field] = value
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
@@ -28,6 +29,9 @@ AUDITED_IDS = "lance_iceberg_ns.audited_ids"  # ASGI scope key: the identifiers 
 request_id: ContextVar[str] = ContextVar("lance_iceberg_ns_request_id", default="-")
 
 _secrets: set[str] = set()
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators some viewers break on
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTINUATION = "  | "  # what begins each line of a traceback beneath its record
 
 
 def forget_secrets_in_logs(secrets: Iterable[str]) -> None:
@@ -80,9 +84,36 @@ class AccessLogWithoutQuery(logging.Filter):
         return True
 
 
+def escape_controls(text: str) -> str:
+    """``text`` with its control characters (line breaks, carriage returns, terminal escapes)
+    written as escapes (``\\n``, ``\\x1b``): a path a client decoded into a newline cannot
+    start a log line of its own."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
 class TextFormatter(logging.Formatter):
+    """One record, one line: the message's control characters escaped, and any traceback's lines
+    indented beneath it (an exception's message may hold a client's text), so that no line a
+    client sends can pass for a record (every record begins with its time)."""
+
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802  (logging's name)
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802
+        return _beneath(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return _beneath(super().formatStack(stack_info))
+
+
+def _beneath(text: str) -> str:
+    return "\n".join(_CONTINUATION + escape_controls(line) for line in text.split("\n"))
 
 
 class JsonLineFormatter(JsonFormatter):

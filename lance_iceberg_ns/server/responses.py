@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lance_iceberg_ns.data.ipc import QueryAnswer
@@ -105,8 +106,21 @@ async def _namespace_error(request: Request, exc: LanceNamespaceError) -> JSONRe
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if exc.status_code in (404, 405):  # no such operation at this path or with this method
         message = f"No route for {request.method} {request.url.path}"
-        return await answer_error(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+        answer = await answer_error(message, ErrorCode.UNSUPPORTED, request.url.path, status=exc.status_code)
+        if exc.status_code == 405:
+            answer.headers["Allow"] = ", ".join(allowed_methods(request))
+        return answer
     return await answer_error(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the app's routes accept at the request's path (RFC 9110's ``Allow``): those of
+    every route at the path, where Starlette names only the first one's."""
+    methods: set[str] = set()
+    for route in getattr(request.app.router, "routes", ()):
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods.update(route.methods)
+    return sorted(methods)
 
 
 async def _gone(request: Request, exc: ClientDisconnect) -> Response:

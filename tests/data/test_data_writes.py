@@ -23,6 +23,7 @@ from lance_namespace.errors import (
     TableNotFoundError,
     TableSchemaValidationError,
     TableTagNotFoundError,
+    TableVersionNotFoundError,
     UnsupportedOperationError,
 )
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
@@ -569,3 +570,94 @@ def test_lancedb_writes_through_the_namespace_in_process_and_through_the_server(
         assert (table.count_rows(), table.version) == (3, 3)
         with IcebergLanceNamespace(**properties) as ns:
             assert rows(ns, [*db, table_name]) == [(2,), (3,), (4,)]
+
+
+def test_reads_that_name_a_branch_read_that_branch_and_a_missing_branch_is_not_found(
+    ns: IcebergLanceNamespace, db: list[str], rest: lance.namespace.RestNamespace
+) -> None:
+    table_id = [*db, "t"]
+    ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS))
+    ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(ROWS))
+    ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(ROWS))
+    ns.create_table_branch(ln.CreateTableBranchRequest(id=table_id, name="dev", from_version=1))
+    assert ns.count_table_rows({"id": table_id}).count == 9
+    assert ns.count_table_rows({"id": table_id, "branch": "main"}).count == 9
+    assert ns.count_table_rows({"id": table_id, "branch": "dev"}).count == 3
+    assert ns.count_table_rows({"id": table_id, "branch": "dev", "predicate": "id > 1"}).count == 2
+    assert ns.get_table_stats({"id": table_id, "branch": "dev"}).num_rows == 3
+    assert ns.get_table_stats({"id": table_id}).num_rows == 9
+    query = {"id": table_id, "k": 100, "vector": {}, "columns": {"column_names": ["id"]}}
+    answer = pa.ipc.open_file(ns.query_table({**query, "branch": "dev"}).data).read_all()
+    assert sorted(answer["id"].to_pylist()) == [1, 2, 3]
+    for read in (
+        lambda: ns.count_table_rows({"id": table_id, "branch": "nope"}),
+        lambda: ns.get_table_stats({"id": table_id, "branch": "nope"}),
+        lambda: ns.query_table({**query, "branch": "nope"}),
+        lambda: ns.list_table_indices({"id": table_id, "branch": "nope"}),
+    ):
+        with pytest.raises(TableBranchNotFoundError):
+            read()
+    with pytest.raises(TableVersionNotFoundError):
+        ns.count_table_rows({"id": table_id, "branch": "dev", "version": 99})
+    assert rest.count_table_rows(ln.CountTableRowsRequest(id=table_id, branch="dev")).count == 3
+    with pytest.raises(TableBranchNotFoundError):
+        rest.count_table_rows(ln.CountTableRowsRequest(id=table_id, branch="nope"))
+
+
+def test_index_changes_that_name_a_branch_are_refused_and_leave_main_alone(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    table_id = [*db, "t"]
+    ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS))
+    ns.create_table_branch(ln.CreateTableBranchRequest(id=table_id, name="dev"))
+    index = {"id": table_id, "column": "id", "index_type": "BTREE", "name": "id_idx"}
+    for create in (ns.create_table_index, ns.create_table_scalar_index):
+        with pytest.raises(UnsupportedOperationError):
+            create({**index, "branch": "dev"})
+    assert ns.list_table_indices({"id": table_id}).indexes == []
+    ns.create_table_index(index)
+    with pytest.raises(UnsupportedOperationError):
+        ns.drop_table_index({"id": table_id, "index_name": "id_idx", "branch": "dev"})
+    assert [found.index_name for found in ns.list_table_indices({"id": table_id}).indexes] == ["id_idx"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "fields"),
+    [
+        ("create_table_tag", {"tag": "é", "version": 1}),
+        ("create_table_tag", {"tag": "v1 final", "version": 1}),
+        ("create_table_tag", {"tag": "", "version": 1}),
+        ("create_table_tag", {"tag": "a..b", "version": 1}),
+        ("create_table_tag", {"tag": ".a", "version": 1}),
+        ("create_table_tag", {"tag": "a.lock", "version": 1}),
+        ("create_table_tag", {"tag": "a/b", "version": 1}),
+        ("create_table_branch", {"name": "é"}),
+        ("create_table_branch", {"name": "dev//x"}),
+        ("create_table_branch", {"name": "/dev"}),
+        ("create_table_branch", {"name": "dev x"}),
+        ("create_table_branch", {"name": "dev.lock"}),
+    ],
+)
+def test_a_tag_or_branch_name_outside_lances_rules_is_refused_before_anything_is_written(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, operation: str, fields: dict[str, Any]
+) -> None:
+    """A tag named with a letter outside ASCII was written, and then every tag operation failed:
+    Lance writes it under a file name it cannot read back."""
+    table_id = [*db, "t"]
+    location = ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS)).location
+    assert location is not None
+    before = store.entries(location)
+    with pytest.raises(InvalidInputError):
+        getattr(ns, operation)({"id": table_id, **fields})
+    assert store.entries(location) == before
+    ns.create_table_tag({"id": table_id, "tag": "v1.0-rc_1", "version": 1})
+    assert list(ns.list_table_tags({"id": table_id}).tags) == ["v1.0-rc_1"]
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1]
+
+
+def test_a_read_of_a_branch_of_a_managed_table_is_not_found(managed_ns: IcebergLanceNamespace, db: list[str]) -> None:
+    table_id = [*db, "m"]
+    managed_ns.create_table(ln.CreateTableRequest(id=table_id), ipc(ROWS))
+    assert managed_ns.count_table_rows({"id": table_id, "branch": "main"}).count == 3
+    with pytest.raises(TableBranchNotFoundError):
+        managed_ns.count_table_rows({"id": table_id, "branch": "dev"})
