@@ -34,13 +34,12 @@ from lance_iceberg_ns.catalog.listing import (
 )
 from lance_iceberg_ns.catalog.managed_state import ManagedState
 from lance_iceberg_ns.catalog.property_rules import check_requested_properties, plain_property_key
-from lance_iceberg_ns.catalog.warehouses import (
-    BridgeRestCatalog,
-    TableSummary,
+from lance_iceberg_ns.catalog.warehouse_cache import (
     WarehouseCatalogs,
     acquire_warehouse_catalogs,
     release_warehouse_catalogs,
 )
+from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
 from lance_iceberg_ns.config.settings import Settings, looks_secret
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
 
