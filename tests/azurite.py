@@ -15,13 +15,13 @@ import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.fs as pafs
 from obstore.store import AzureStore
 
-from .servers import stop_server
+from .servers import LoopbackServer
 
 ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = "lanceIcebergNsAzuriteSECRETkey00"  # base64, as Azure keys are; "SECRET" for the log check
@@ -49,13 +49,8 @@ def _accepts(port: int) -> bool:
 
 
 @dataclass
-class Azurite:
+class Azurite(LoopbackServer):
     """One running ``azurite-blob``: its endpoint, the test container and the account."""
-
-    process: subprocess.Popen[bytes]
-    directory: Path
-    port: int
-    log: Path = field(repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -94,9 +89,6 @@ class Azurite:
             blob_storage_authority=f"127.0.0.1:{self.port}",
             blob_storage_scheme="http",
         )
-
-    def stop(self) -> None:
-        stop_server(self.process, self.directory, self.log)
 
 
 def start() -> Azurite:

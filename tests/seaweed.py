@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import obstore
 from obstore.store import S3Store
 
-from .servers import stop_server
+from .servers import LoopbackServer
 
 ACCESS_KEY = "seaweed-test-key"
 SECRET_KEY = "seaweed-test-SECRET"  # the tests look for "SECRET" in every log line
@@ -57,17 +57,12 @@ def _is_free(port: int) -> bool:
 
 
 @dataclass
-class SeaweedFS:
+class SeaweedFS(LoopbackServer):
     """One running ``weed mini``: its S3 endpoint, the test bucket and the keys."""
-
-    process: subprocess.Popen[bytes]
-    directory: Path
-    base_port: int
-    log: Path = field(repr=False)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.base_port + 3}"
+        return f"http://127.0.0.1:{self.port + 3}"
 
     def storage_options(self) -> dict[str, str]:
         """Lance storage options for the bucket (the same names object_store reads)."""
@@ -94,9 +89,9 @@ class SeaweedFS:
         )
 
     def stop(self) -> None:
-        stop_server(self.process, self.directory, self.log)
+        super().stop()
         # weed leaves its gRPC sockets in /tmp, named by port
-        for port in range(self.base_port, self.base_port + 6):
+        for port in range(self.port, self.port + 6):
             for leftover in glob.glob(f"/tmp/seaweedfs-*-{port}.sock") + glob.glob(
                 f"/tmp/seaweedfs-*-{port + 10000}.sock"
             ):

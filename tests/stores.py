@@ -20,6 +20,7 @@ import obstore
 import pyarrow as pa
 from obstore.exceptions import NotFoundError
 
+from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.config.storage_keys import file_io_properties
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import is_local, local_path
@@ -46,6 +47,10 @@ class Store:
     def file_io_properties(self) -> dict[str, str]:
         """pyiceberg FileIO properties that reach the store (empty on a disk), as the bridge makes them."""
         return file_io_properties(self.storage_options)
+
+    def namespace(self, endpoint: str, **properties: str) -> IcebergLanceNamespace:
+        """The bridge on the catalog at ``endpoint`` with its tables on this store (a context manager)."""
+        return IcebergLanceNamespace(endpoint=endpoint, root=self.root, **self.properties, **properties)
 
     def at(self, *parts: str) -> str:
         """A location under the root (``at()`` is the root itself)."""

@@ -62,7 +62,7 @@ def test_reads_answer_for_the_table_the_catalog_names_now(
     write_values(ns, table_id, [1, 2, 3])
     assert ns.count_table_rows({"id": table_id}).count == 3  # the place is now known
     for soft_delete in ("true", "false"):
-        other = IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete=soft_delete)
+        other = store.namespace(endpoint, soft_delete=soft_delete)
         other.rename_table({"id": table_id, "new_table_name": archived[-1]})
         write_values(other, table_id, [7] * 5)  # a new table under the name, at a new location
         assert ns.count_table_rows({"id": table_id}).count == 5
@@ -83,7 +83,7 @@ def test_a_location_used_again_after_a_hard_drop_answers_for_the_new_table(
     """An explicit location is free again once its table is dropped for good; the dataset kept
     for the old table, at the same version number, must not answer for the new one."""
     table_id, location = [*db, "t"], store.at(*db, "t.lance")
-    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as other:
+    with store.namespace(endpoint, soft_delete="false") as other:
         versions = []
         for values in ([1, 2, 3], [7, 7]):
             other.declare_table({"id": table_id, "location": location})

@@ -108,7 +108,7 @@ def test_a_claim_taken_while_its_entry_was_made_is_lost_and_leaves_no_entry(
 
 @pytest.fixture
 def ns_dropping_at_once(endpoint: str, store: Store) -> Iterator[IcebergLanceNamespace]:
-    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as ns:
+    with store.namespace(endpoint, soft_delete="false") as ns:
         yield ns
 
 

@@ -162,8 +162,8 @@ def test_a_drop_racing_a_rename_and_a_new_table_of_the_name_changes_nothing(
     endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with (
-        IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as dropper,
-        IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as other,
+        store.namespace(endpoint, soft_delete="false") as dropper,
+        store.namespace(endpoint) as other,
     ):
         kept = _write(other, [*db, "t"], [1, 2])
         prove = dropper.placement.prove
@@ -348,7 +348,7 @@ def test_an_entry_without_an_ownership_marker_is_not_dropped(endpoint: str, stor
     )
     files = store.contents(location)
     before = catalog_state(endpoint, db[0])
-    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties, soft_delete="false") as ns:
+    with store.namespace(endpoint, soft_delete="false") as ns:
         with pytest.raises(PermissionDeniedError, match="no ownership marker"):
             ns.drop_table({"id": [*db, "legacy"]})
         assert catalog_state(endpoint, db[0]) == before and store.contents(location) == files
@@ -403,7 +403,7 @@ def test_import_directory_copies_nothing_into_a_place_another_client_declared_fi
     source = store.beside("directory")
     lance.write_dataset(pa.table({"v": [1, 2]}), f"{source}/secret.lance", storage_options=store.storage_options)
     predicted = copy_location(ns, [*db, "secret"], f"{source}/secret.lance")
-    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as other:
+    with store.namespace(endpoint) as other:
         other.declare_table({"id": [*db, "mine"], "location": predicted})
         summary = import_directory(ns, source, db, storage_options=store.storage_options)
         assert [(t.outcome, t.copied_to) for t in summary.tables] == [(CONFLICT, predicted)]

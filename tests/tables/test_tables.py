@@ -172,9 +172,7 @@ def test_a_table_in_a_missing_namespace_leaves_no_file(ns: IcebergLanceNamespace
 @pytest.fixture
 def ns_dropping_at_once(endpoint: str, store: Store) -> Iterator[IcebergLanceNamespace]:
     """The bridge with soft_delete=false: drop_table deletes the data at once."""
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=store.root, **store.properties, soft_delete="false"
-    ) as namespace:
+    with store.namespace(endpoint, soft_delete="false") as namespace:
         yield namespace
 
 

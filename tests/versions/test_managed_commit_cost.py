@@ -4,7 +4,6 @@ compare-and-swap commit, one look that the version is not already on disk, one r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -15,18 +14,8 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.versions import manifests
 
 from ..conftest import RequestCounter
-from ..stores import Store
 
 ROW = pa.table({"id": [1]})
-
-
-@pytest.fixture
-def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
-    """A namespace managing versions, on a local disk or on S3 (every test using it runs on both)."""
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
-    ) as ns:
-        yield ns
 
 
 class _CountedFiles:

@@ -6,7 +6,6 @@ refused because a writer by location raced it is a 409."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -32,15 +31,6 @@ from ..stores import Store
 from .stored import as_pylance_spells, iceberg_client, stage_manifest, staged_manifests
 
 WRITTEN_BY_LOCATION = "written by a writer that went by its location"
-
-
-@pytest.fixture
-def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
-    """A namespace managing versions, on a local disk or on S3 (every test using it runs on both)."""
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
-    ) as ns:
-        yield ns
 
 
 def _create(ns: IcebergLanceNamespace, table_id: list[str], values: list[Any]) -> str:

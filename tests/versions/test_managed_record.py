@@ -28,13 +28,7 @@ pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and 
 @pytest.fixture
 def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
     # a long commit_cache_seconds: the writer keeps planning on its own commits, never reloading
-    with IcebergLanceNamespace(
-        endpoint=endpoint,
-        root=store.root,
-        table_version_management="true",
-        commit_cache_seconds="300",
-        **store.properties,
-    ) as ns:
+    with store.namespace(endpoint, table_version_management="true", commit_cache_seconds="300") as ns:
         yield ns
 
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import lance
@@ -39,14 +38,6 @@ from ..stores import Store
 from .stored import final_versions, iceberg_client, stage_manifest, staged_manifests
 
 pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
-
-
-@pytest.fixture
-def managed_ns(endpoint: str, store: Store, db: list[str]) -> Iterator[IcebergLanceNamespace]:
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=store.root, table_version_management="true", **store.properties
-    ) as ns:
-        yield ns
 
 
 def _snapshots(ns: IcebergLanceNamespace, table_id: list[str]) -> list[dict[str, str]]:
@@ -427,7 +418,7 @@ def test_the_latest_version_of_a_declared_table_is_not_found_by_name(
 def test_an_atomic_commit_refused_for_its_mode_or_an_unmanaged_table_declares_nothing(
     endpoint: str, store: Store, db: list[str]
 ) -> None:
-    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **store.properties) as plain:
+    with store.namespace(endpoint) as plain:
         with pytest.raises(InvalidInputError, match="mode must be"):
             write_together(
                 plain, [([*db, "a"], pa.table({"id": [1]}), "create"), ([*db, "b"], pa.table({"id": [1]}), "upsert")]
@@ -587,13 +578,7 @@ def test_commit_cache_seconds_zero_always_asks_the_catalog(
     endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table_id = [*db, "events"]
-    with IcebergLanceNamespace(
-        endpoint=endpoint,
-        root=store.root,
-        table_version_management="true",
-        commit_cache_seconds="0",
-        **store.properties,
-    ) as ns:
+    with store.namespace(endpoint, table_version_management="true", commit_cache_seconds="0") as ns:
         lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=table_id)
         loads = _count_loads(monkeypatch, ns, db[0])
         lance.write_dataset(pa.table({"id": [2]}), namespace_client=ns, table_id=table_id, mode="append")

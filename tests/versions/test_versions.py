@@ -126,9 +126,7 @@ def test_a_staged_manifest_is_named_as_pylance_stages_it() -> None:
 def test_restoring_a_table_declared_but_never_written_is_table_not_found(
     endpoint: str, store: Store, db: list[str], managed: str
 ) -> None:
-    with IcebergLanceNamespace(
-        endpoint=endpoint, root=store.root, table_version_management=managed, **store.properties
-    ) as ns:
+    with store.namespace(endpoint, table_version_management=managed) as ns:
         table_id = [*db, "declared"]
         ns.declare_table({"id": table_id})
         with pytest.raises(TableNotFoundError, match="declared but has no data yet") as caught:
