@@ -157,11 +157,6 @@ def environment_kept(names: tuple[str, ...] = SERVING_VARIABLES) -> Iterator[Non
                 os.environ[name] = value
 
 
-# How long a worker may take to answer its supervisor, starting included: the imports alone took
-# 8.7 s on a loaded host, and uvicorn's 5 s killed every worker before it could serve.
-WORKER_ANSWER_SECONDS = 60
-
-
 def run_server(settings: ServeSettings, state: CliState) -> None:
     """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
     ``--graceful-timeout`` seconds)."""
@@ -183,7 +178,6 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
         http=DeadlineProtocolFactory(settings.request_read_timeout),  # type: ignore[arg-type]
         log_config=log_config(settings.log_format, debug=state.debug),
         timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]
-        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
     )
     listening = config.bind_socket()  # bound here, so that --port 0 prints the port it got
     listening.listen(config.backlog)  # and the address printed takes connections at once
