@@ -135,6 +135,9 @@ def local_searches(dataset: lance.LanceDataset) -> Callable[[], Any]:
     return search
 
 
+WARM_SECONDS = 3.0  # of the concurrent clients on each server, before the rounds that count
+
+
 def concurrent(make_search: Callable[[], Callable[[], Any]], clients: int, seconds: float) -> tuple[list[float], float]:
     """Every call's time (s) with ``clients`` threads calling at once for ``seconds``, each through
     a client of its own, and the time they took in all."""
@@ -249,6 +252,8 @@ def main() -> None:
             for name, search in paths.items():
                 queries[name]["q/s"] = throughput(search, args.threads)
             servers = {REFERENCE: f"http://127.0.0.1:{adapter.port}", OURS: uri}
+            for at in servers.values():  # every thread (and data worker) of each server warm, as the paths above
+                concurrent(lambda at=at: searches(lance.namespace.RestNamespace(uri=at)), args.clients, WARM_SECONDS)
             together = concurrent_in_turns(servers, args.clients, args.seconds, rounds=4)
             for _ in range(args.insert_rounds):  # taking turns, as the queries do
                 inserts[REFERENCE].append(timed(lambda: insert(reference, more)))

@@ -1,5 +1,5 @@
 """Bounds on what one request may carry: page sizes, property maps, every number that reaches
-pylance, search texts, expressions and Arrow bodies.
+pylance, search texts, expressions, columns and Arrow bodies.
 
 They are checked before anything is done, by the namespace (every operation, where it coerces
 its request) and by the REST server (for whatever namespace it fronts, once it has built the
@@ -101,7 +101,24 @@ MAX_REPLACEMENT_BYTES = 64  # a replacement or delimiter: copied once per match 
 # Calls of functions that build values larger than their arguments (repeat, lpad, replace, ...) in
 # one expression: none may take another's result, but their results may still be concatenated.
 MAX_GROWING_CALLS = 8
-MAX_PROJECTED_COLUMNS = 10_000  # columns and aliases of one projection: the widest tables have thousands
+# UTF-8 bytes of one literal (or name) anywhere in an expression: a literal is copied into
+# every row that returns it (coalesce, arrow_cast: 60 KB into a million rows took 60 GB). 4 KiB
+# holds any key, path, URL or JSON value a filter compares with, and is half what a function
+# may build for one row (MAX_BUILT_LENGTH).
+MAX_LITERAL_BYTES = 4 * 1024
+
+# --- columns ------------------------------------------------------------------------------------
+# Columns of a table, nested fields counted (a struct's, a list's item), and names in one request
+# (a projection, aliases, a drop, new columns, alterations, updates, an on list): Lance plans each
+# column apart, so its costs grow faster than the count (60,000 one-row columns took 30 s to
+# create and 134 s to answer k=1; 4,096 take 0.4 s, and 2 s for a query naming them all).
+# 4,096 is MySQL's hard limit; PostgreSQL stops at 1,600.
+MAX_COLUMNS = 4_096
+# Fields of the request models that name columns, one entry each (an update's SET list too).
+COLUMN_LISTS = frozenset(
+    {"column_names", "column_aliases", "columns", "on", "input_columns", "new_columns", "alterations", "outputs"}
+    | {"updates"}
+)
 
 # --- Arrow IPC bodies -----------------------------------------------------------------------------
 # What the rows of one write may take once decoded: a compressed body expands to at most what an
@@ -255,11 +272,18 @@ def check_properties(properties: Mapping[str, str] | None) -> Mapping[str, str] 
     return properties
 
 
+def check_column_count(count: int, what: str) -> None:
+    """``count`` columns at most ``MAX_COLUMNS``; ``InvalidInputError`` naming ``what`` otherwise."""
+    if count > MAX_COLUMNS:
+        raise InvalidInputError(f"{what} may have at most {MAX_COLUMNS} columns, got {count}")
+
+
 def check_request_bounds(request: object) -> None:
     """Apply the bounds to a request model: its ``limit`` and ``properties``, every number in it
-    (``NUMBER_BOUNDS``), its search texts and clauses, its durations, the window of a query and
-    the parameters of an index. Raises ``InvalidInputError``, also for a value past validation
-    that is no number at all where one belongs (a complex number, a fraction too large for a float)."""
+    (``NUMBER_BOUNDS``), the columns it names (``COLUMN_LISTS``), its search texts and clauses, its
+    durations, the window of a query and the parameters of an index. Raises ``InvalidInputError``,
+    also for a value past validation that is no number at all where one belongs (a complex number,
+    a fraction too large for a float)."""
     try:
         _check_request_bounds(request)
     except InvalidInputError:
@@ -313,6 +337,8 @@ class _Walk:
     def value(self, name: str, value: Any, nesting: int) -> None:
         if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a numpy scalar, or a 0-d array
             value = value.item()
+        if name in COLUMN_LISTS and (isinstance(value, list | tuple | dict) or hasattr(value, "tolist")):
+            check_column_count(len(value), name)
         if isinstance(value, BaseModel):
             self.model(value, nesting)
         elif isinstance(value, str) or (isinstance(value, bool) and name not in NUMBER_BOUNDS):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, CliState, cli, common_options, current_state
 from lance_iceberg_ns.cli.serving import environment_kept, run_server, settings_from_options
@@ -47,7 +48,15 @@ class SettingType(click.ParamType):
         try:
             return self.read(value)
         except ServeSettingsError as exc:
-            self.fail(str(exc), param, ctx)
+            self.fail(f"{exc}{_from_config_file(param, ctx)}", param, ctx)
+
+
+def _from_config_file(param: click.Parameter | None, ctx: click.Context | None) -> str:
+    """`` (set in --config-file)`` for a value the config file gave: click's hint names only the
+    variable, which the operator would look for in the environment in vain."""
+    if ctx is None or param is None or not param.name:
+        return ""
+    return " (set in --config-file)" if ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT_MAP else ""
 
 
 def _load_config_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:

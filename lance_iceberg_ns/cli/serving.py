@@ -157,6 +157,12 @@ def environment_kept(names: tuple[str, ...] = SERVING_VARIABLES) -> Iterator[Non
                 os.environ[name] = value
 
 
+# How long a worker may take to answer its supervisor's health check, its start included (uvicorn's
+# 5 s killed every worker on a loaded host, where the imports alone took 8.7 s). A worker that ends
+# is seen at once whatever this is (``Supervisor``): it only bounds a worker alive but silent.
+WORKER_ANSWER_SECONDS = 60
+
+
 def run_server(settings: ServeSettings, state: CliState) -> None:
     """Bind, say where, and serve until SIGTERM or Ctrl-C (then let requests in flight finish for
     ``--graceful-timeout`` seconds)."""
@@ -178,15 +184,23 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
         http=DeadlineProtocolFactory(settings.request_read_timeout),  # type: ignore[arg-type]
         log_config=log_config(settings.log_format, debug=state.debug),
         timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]
+        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
     )
     listening = config.bind_socket()  # bound here, so that --port 0 prints the port it got
-    listening.listen(config.backlog)  # and the address printed takes connections at once
-    click.echo(
-        f"Lance REST Namespace on {_uri(settings.host, listening)} over the Iceberg catalog at "
-        f"{settings.shown_endpoint()}, tables under {settings.shown_root()}"
-    )
-    sys.stdout.flush()
-    supervisor = Supervisor(config, sockets=[listening]) if workers > 1 else None
+
+    def announce() -> None:  # once the address printed takes connections
+        click.echo(
+            f"Lance REST Namespace on {_uri(settings.host, listening)} over the Iceberg catalog at "
+            f"{settings.shown_endpoint()}, tables under {settings.shown_root()}"
+        )
+        sys.stdout.flush()
+
+    # With workers, the first to have built its app opens the port: until then a client is refused
+    # (and retries) instead of waiting on a port that no process answers yet.
+    supervisor = Supervisor(config, sockets=[listening], opened=announce) if workers > 1 else None
+    if supervisor is None:
+        listening.listen(config.backlog)  # the app is built already
+        announce()
     metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
     try:
         if supervisor is not None:

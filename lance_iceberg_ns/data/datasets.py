@@ -46,6 +46,13 @@ def lance_dataset(
     return lance.dataset(location, version=version, storage_options=dict(storage_options) or None)
 
 
+def dataset_of_manifest(location: str, storage_options: Mapping[str, str], message: bytes) -> lance.LanceDataset:
+    """The dataset at ``location`` as a manifest no commit has named yet describes it (``message``:
+    the manifest's protobuf message, ``versions.bases.manifest_message``), with pylance's own errors;
+    its base paths and fragments read, its indices not (pylance reads those from the final manifest)."""
+    return lance.LanceDataset(location, storage_options=dict(storage_options) or None, serialized_manifest=message)
+
+
 def in_write_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The same rows in the same order, for Lance's writer: small batches joined into batches of
     ``WRITE_BATCH_BYTES`` to twice that (the last may be smaller). A batch that big passes as it

@@ -22,8 +22,13 @@ pylance folds such calls while planning, so a function that grows (``GROWING``) 
 result of another anywhere in its arguments, what it copies must be a column or one literal, and an
 expression holds at most ``limits.MAX_GROWING_CALLS`` of them.
 
-What it cannot bound: an expression that reads a column many times (``concat(s, s, s)``) builds
-a value as large as those reads, linear in the expression's length (``MAX_EXPRESSION_BYTES``).
+Any function copies a literal into every row it answers (``coalesce(x, '...')``,
+``arrow_cast('...', 'LargeUtf8')``), so every literal anywhere in an expression, and every name,
+is at most ``limits.MAX_LITERAL_BYTES``.
+
+What it cannot bound: an expression that reads a column many times (``concat(s, s, s)``) or
+joins several literals builds a value as large as those reads, linear in the expression's length
+(``MAX_EXPRESSION_BYTES``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 from pydantic import BaseModel
@@ -49,7 +53,6 @@ EXPRESSION_FIELDS = frozenset(
         "computed",
     }
 )
-NAME_LISTS = frozenset({"column_names", "columns", "on"})  # lists of column names: their count is bounded
 _CONNECTIVES = frozenset({"and", "or"})
 _SEPARATORS = frozenset({"when", "then", "else"})  # a CASE's branches are siblings, not a chain
 _OPERATOR_WORDS = frozenset(
@@ -111,8 +114,8 @@ class Token:
 
 def check_request(request: object) -> None:
     """Check every SQL expression of a request model (``EXPRESSION_FIELDS``, a projection's
-    aliases, an update's expressions, new columns' expressions) and the size of its column
-    lists. Raises ``InvalidInputError``."""
+    aliases, an update's expressions, new columns' expressions); how many columns it names is
+    ``limits.check_request_bounds``'s. Raises ``InvalidInputError``."""
     if isinstance(request, BaseModel):
         _check_model(request)
 
@@ -124,16 +127,13 @@ def _check_model(model: BaseModel) -> None:
             continue
         if name in EXPRESSION_FIELDS and isinstance(value, str):
             check_expression(value, name)
-        elif name == "column_aliases" and isinstance(value, dict):
-            _check_count(name, value)
+        elif name == "column_aliases" and isinstance(value, dict):  # their count: limits.COLUMN_LISTS
             for alias, expression in value.items():
                 check_expression(str(expression), f"column_aliases[{str(alias)[:40]!r}]")
         elif name == "updates" and isinstance(value, list):
             for update in value:
                 if isinstance(update, list | tuple) and len(update) == 2:
                     check_expression(str(update[1]), f"the update of {str(update[0])[:40]!r}")
-        elif name in NAME_LISTS and isinstance(value, list):
-            _check_count(name, value)
         elif isinstance(value, BaseModel):
             _check_model(value)
         elif isinstance(value, list):
@@ -142,15 +142,11 @@ def _check_model(model: BaseModel) -> None:
                     _check_model(item)
 
 
-def _check_count(name: str, values: Sequence[Any] | dict[Any, Any]) -> None:
-    if len(values) > limits.MAX_PROJECTED_COLUMNS:
-        raise InvalidInputError(f"{name} may name at most {limits.MAX_PROJECTED_COLUMNS} columns")
-
-
 def check_expression(expression: str, what: str = "expression") -> None:
-    """Refuse an SQL expression that is too long, chains too many operators, hides anything in
-    a comment, or calls a function that builds a value of a size it is given beyond
-    ``limits.MAX_BUILT_LENGTH``. Raises ``InvalidInputError`` naming ``what``."""
+    """Refuse an SQL expression that is too long, holds a literal longer than
+    ``limits.MAX_LITERAL_BYTES``, chains too many operators, hides anything in a comment, or calls
+    a function that builds a value of a size it is given beyond ``limits.MAX_BUILT_LENGTH``.
+    Raises ``InvalidInputError`` naming ``what``."""
     if len(expression.encode("utf-8", "replace")) > limits.MAX_EXPRESSION_BYTES:
         raise InvalidInputError(f"{what}: an expression may be at most {limits.MAX_EXPRESSION_BYTES} bytes long")
     readings = [tokens for tokens in (_tokens(expression, False), _tokens(expression, True)) if tokens is not None]
@@ -208,6 +204,10 @@ def _quoted(expression: str, start: int, quote: str, backslash_escapes: bool) ->
 
 
 def _check_tokens(tokens: list[Token], what: str) -> None:
+    if any(len(token.text.encode("utf-8", "replace")) > limits.MAX_LITERAL_BYTES for token in tokens):
+        raise InvalidInputError(  # never the literal itself: it may be anything
+            f"{what}: a literal or name may be at most {limits.MAX_LITERAL_BYTES} bytes long"
+        )
     depth, connectives = _depth(tokens, what)
     if depth > limits.MAX_EXPRESSION_DEPTH:
         raise InvalidInputError(

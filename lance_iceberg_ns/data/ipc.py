@@ -2,9 +2,11 @@
 
 The rows of a write come from a caller, so they are checked before pylance sees them: their
 decoded size is bounded before anything is decompressed (a 16 KB zstd body can expand to 512 MiB),
-their buffers are aligned for their types (pylance panics on a misaligned ``decimal256`` or
-``string_view`` buffer), their contents are validated in full (offsets that go backwards, a
-dictionary index out of range) and every column has a type Lance can store.
+their columns are counted (``limits.MAX_COLUMNS``) before any batch is read, their buffers are
+aligned for their types (pylance panics on a misaligned ``decimal256`` or ``string_view``
+buffer), their contents are validated in full (offsets that go backwards, a dictionary index out
+of range), every column has a type Lance can store, and what they take once their views and
+dictionaries are expanded is bounded as their decoded size is (see ``materialised_size``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from lance.schema import LanceSchema
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.limits import MAX_IPC_MESSAGES, DataTooLargeError, max_data_bytes
+from lance_iceberg_ns.data.schema import column_count
+from lance_iceberg_ns.limits import MAX_IPC_MESSAGES, DataTooLargeError, check_column_count, max_data_bytes
 
 # Buffers copied to 64-byte boundaries where the body left them elsewhere: pyarrow's own
 # "DataTypeSpecific" leaves a string_view's 16-byte views at 8, and pylance panics on them.
@@ -27,6 +32,8 @@ _MESSAGE_HEADER_TYPE, _MESSAGE_HEADER = 1, 2
 _BATCH_LENGTH, _BATCH_BUFFERS, _BATCH_COMPRESSION = 0, 2, 3
 _DICTIONARY_DATA = 1
 _NOT_COMPRESSED = -1  # a compressed batch's buffer prefix when that buffer was left as it was
+# Arrow's view layout: 16 bytes per row, holding a value of up to 12 bytes itself.
+_VIEW_BYTES, _INLINE_VIEW_BYTES = 16, 12
 
 
 class QueryAnswer(bytes):
@@ -50,10 +57,11 @@ def to_ipc_file(table: pa.Table) -> bytes:
 
 def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
     """The rows of a request body in the Arrow IPC stream format, checked (see the module's
-    docstring). Raises DataTooLargeError (an InvalidInputError) for rows that decode to more than
-    ``limits.max_data_bytes()``, InvalidInputError for a missing body, one that is not an Arrow
-    IPC stream, invalid contents, a type Lance cannot store or no columns; read whole, before
-    anything is written."""
+    docstring). Raises DataTooLargeError (an InvalidInputError) for rows that decode, or expand
+    once their views and dictionaries are, to more than ``limits.max_data_bytes()``;
+    InvalidInputError for a missing body, one that is not an Arrow IPC stream, more than
+    ``limits.MAX_COLUMNS`` columns, invalid contents, a type Lance cannot store or no columns;
+    read whole, before anything is written."""
     if not data:
         raise InvalidInputError(f"{operation} needs its rows as an Arrow IPC stream in the request body")
     if not isinstance(data, bytes | bytearray | memoryview):  # a pyarrow Table, say, from a caller in process
@@ -64,13 +72,18 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
         raise DataTooLargeError(f"{operation}: the rows decode to more than {limit} bytes (or rows)")
     try:
         with pa.ipc.open_stream(pa.py_buffer(data), options=_ALIGNED) as reader:
+            check_column_count(column_count(reader.schema), f"{operation}: the rows")  # before any batch is read
             table = reader.read_all()
+        table.validate()  # the buffers' sizes: what the size below reads is there
+        if not table.schema.names:
+            raise InvalidInputError(f"{operation}: the Arrow IPC stream has no columns")
+        check_storable(table.schema, operation)
+        # Before the full validation, which checks the UTF-8 of every string_view's bytes each
+        # time a view points to them: 100,000 views of one shared megabyte took 5 s.
+        check_materialised_size(table, operation)
         table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as exc:
         raise InvalidInputError(f"{operation}: the request body is not valid Arrow IPC data ({exc})") from None
-    if not table.schema.names:
-        raise InvalidInputError(f"{operation}: the Arrow IPC stream has no columns")
-    check_storable(table.schema, operation)
     return table
 
 
@@ -85,6 +98,149 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
             raise InvalidInputError(
                 f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}"
             ) from None
+
+
+def check_materialised_size(table: pa.Table, operation: str) -> None:
+    """The table's columns take at most ``limits.max_data_bytes()`` once their views and
+    dictionaries are expanded (``materialised_size``), counted column by column; DataTooLargeError
+    naming the column that goes beyond otherwise. Needs only the table's structure validated (the
+    sizes of its buffers): InvalidInputError for offsets or indices out of range."""
+    limit, total = max_data_bytes(), 0
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        try:
+            total += sum(materialised_size(chunk) for chunk in column.chunks)
+        except (IndexError, ValueError, pa.ArrowException):  # offsets or indices out of range
+            raise InvalidInputError(f"{operation}: column {name!r} holds offsets or indices out of range") from None
+        if total > limit:
+            raise DataTooLargeError(
+                f"{operation}: column {name!r} brings the rows past {limit} bytes once its views or "
+                f"dictionary values are expanded (a value referenced by many rows counts once per row)"
+            )
+
+
+def materialised_size(array: pa.Array) -> int:
+    """The bytes ``array`` takes once its views and dictionaries are expanded: a string_view or
+    binary_view counts each view and the bytes it points to, however many views share them; a
+    dictionary counts, for each row, the size of the value it names. A column with neither counts
+    its buffers. Read from lengths, offsets and index counts: nothing is expanded, no value is
+    read. Validity bitmaps are left out. Raises IndexError for an index or offset out of range."""
+    kind = array.type
+    if not _expands(kind):
+        return int(array.nbytes)
+    if pa.types.is_dictionary(kind):
+        counts = pc.value_counts(array.indices)  # (index, rows): as many entries as distinct indices
+        named = counts.field("values")
+        used = named.is_valid()  # null rows name no value
+        indices = named.filter(used).to_numpy(zero_copy_only=False).astype(np.int64)
+        rows = counts.field("counts").filter(used).to_numpy(zero_copy_only=False)
+        return int(np.dot(_taken(_entry_sizes(array.dictionary), indices), rows))
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return int(_view_sizes(array).sum())
+    own = (len(array) + 1) * _offset_bytes(kind) if _has_offsets(kind) else 0
+    return own + sum(materialised_size(child) for child in _children(array))
+
+
+def _expands(kind: pa.DataType) -> bool:
+    """Whether a type holds a view or a dictionary, at any depth."""
+    if pa.types.is_dictionary(kind) or pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return True
+    return any(_expands(kind.field(index).type) for index in range(kind.num_fields))
+
+
+def _has_offsets(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind)
+
+
+def _children(array: pa.Array) -> list[pa.Array]:
+    """The child arrays of a nested array, cut to the part its rows use (no copy)."""
+    kind = array.type
+    if pa.types.is_struct(kind):
+        return [array.field(index) for index in range(kind.num_fields)]  # the struct's own slice
+    if pa.types.is_fixed_size_list(kind):
+        return [array.values.slice(array.offset * kind.list_size, len(array) * kind.list_size)]
+    if _has_offsets(kind):
+        offsets = array.offsets
+        start, end = offsets[0].as_py(), offsets[-1].as_py()
+        return [array.values.slice(start, end - start)]
+    return []
+
+
+def _view_sizes(array: pa.Array) -> np.ndarray:
+    """Per row of a string_view or binary_view: its 16-byte view and the bytes it points to (none
+    for a null row, or a value of at most 12 bytes, held within the view)."""
+    if not len(array):  # its views buffer may be absent
+        return np.zeros(0, np.int64)
+    views = np.frombuffer(array.buffers()[1], dtype=np.int32).reshape(-1, 4)[array.offset : array.offset + len(array)]
+    lengths = views[:, 0].astype(np.int64)
+    outside = lengths > _INLINE_VIEW_BYTES
+    if array.null_count:
+        outside &= array.is_valid().to_numpy(zero_copy_only=False)
+    return np.where(outside, lengths, 0) + _VIEW_BYTES
+
+
+def _entry_sizes(array: pa.Array) -> np.ndarray:
+    """Per row of ``array`` (a dictionary's values, which lie in the body: each row takes some of
+    its bytes), what it takes once expanded: as ``materialised_size``, row by row."""
+    kind = array.type
+    width = _fixed_width(kind)
+    if width is not None:
+        return np.full(len(array), width, dtype=np.int64)
+    if pa.types.is_dictionary(kind):
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)[valid]
+        taken = np.zeros(len(array), np.int64)
+        taken[valid] = _taken(_entry_sizes(array.dictionary), indices)
+        return taken
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return _view_sizes(array)
+    if pa.types.is_struct(kind):
+        return sum((_entry_sizes(child) for child in _children(array)), np.zeros(len(array), np.int64))
+    if pa.types.is_fixed_size_list(kind):
+        (child,) = _children(array)
+        return _entry_sizes(child).reshape(len(array), kind.list_size).sum(axis=1)
+    if _has_offsets(kind):  # a list's values as its child's, summed between its offsets
+        (child,) = _children(array)
+        offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets -= offsets[0]
+        running = np.concatenate(([0], np.cumsum(_entry_sizes(child))))
+        sizes = _taken(running, offsets[1:]) - _taken(running, offsets[:-1])
+        return np.maximum(sizes, 0) + _offset_bytes(kind)  # offsets going backwards take nothing
+    try:  # binary and string, large or not
+        lengths = pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    except pa.ArrowNotImplementedError:  # no type Lance stores (check_storable refused it already)
+        return np.zeros(len(array), np.int64)
+    return np.maximum(lengths, 0) + _offset_bytes(kind)
+
+
+def _taken(sizes: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``sizes`` at ``indices``; IndexError for an index out of range (numpy would read a
+    negative one from the end)."""
+    if len(indices) and (indices.min() < 0 or indices.max() >= len(sizes)):
+        raise IndexError("an index out of range")
+    return sizes[indices]
+
+
+def _offset_bytes(kind: pa.DataType) -> int:
+    large = pa.types.is_large_list(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
+    return 8 if large else 4
+
+
+def _fixed_width(kind: pa.DataType) -> int | None:
+    """The bytes every row of a type takes, where all rows take the same (null: none)."""
+    if pa.types.is_null(kind):
+        return 0
+    if pa.types.is_struct(kind):
+        widths = [_fixed_width(kind.field(index).type) for index in range(kind.num_fields)]
+        return None if None in widths else sum(width or 0 for width in widths)
+    if pa.types.is_fixed_size_list(kind):
+        width = _fixed_width(kind.value_type)
+        return None if width is None else width * kind.list_size
+    if pa.types.is_dictionary(kind) or kind.num_fields:
+        return None
+    try:
+        return (kind.bit_width + 7) // 8
+    except ValueError:  # not of fixed width
+        return None
 
 
 def decoded_size(data: bytes, operation: str) -> tuple[int, int]:

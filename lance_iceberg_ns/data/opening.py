@@ -44,7 +44,11 @@ since.
 from __future__ import annotations
 
 import copy
+import fcntl
 import functools
+import hashlib
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -69,12 +73,15 @@ T = TypeVar("T")
 
 class _Turns:
     """One lock per key while anyone holds or waits for it, so that first writes of one table take
-    turns without holding up another table's (shared by every bridge of the process: a server holds
-    one per caller's token)."""
+    turns without holding up another table's: among the threads of this process (every bridge of
+    it: a server holds one per caller's token), and among the processes of this machine (a
+    server's data workers, its other workers, the command line) through a file lock, which the
+    system lets go of when its process ends, however it ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: str | None = None) -> None:
         self._guard = threading.Lock()
         self._locks: dict[str, tuple[threading.Lock, int]] = {}
+        self._directory = directory
 
     @contextmanager
     def turn(self, key: str) -> Iterator[None]:
@@ -82,7 +89,7 @@ class _Turns:
             lock, users = self._locks.get(key, (threading.Lock(), 0))
             self._locks[key] = (lock, users + 1)
         try:
-            with lock:
+            with lock, self._among_processes(key):
                 yield
         finally:
             with self._guard:
@@ -92,8 +99,30 @@ class _Turns:
                 else:
                     self._locks[key] = (lock, users - 1)
 
+    @contextmanager
+    def _among_processes(self, key: str) -> Iterator[None]:
+        """The machine-wide turn of ``key``: one of ``TURN_FILES`` lock files, by the key's hash
+        (two tables sharing one take turns too). None where no lock file can be made."""
+        try:
+            directory = self._directory or os.path.join(tempfile.gettempdir(), f"lance-iceberg-ns-{os.getuid()}")
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % TURN_FILES
+            handle = os.open(os.path.join(directory, f"first-write-{bucket}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # lets go of the lock
 
+
+TURN_FILES = 1_024
 _FIRST_WRITES = _Turns()
+# How long a first write waits for one under way in another process, and how often it looks
+FIRST_WRITE_ELSEWHERE_SECONDS = 10.0
+FIRST_WRITE_LOOK_SECONDS = 0.05
 
 
 # How long a read waits for another read's question before it asks itself: far longer than the
@@ -310,8 +339,9 @@ class OpenDatasets:
 
         Lance makes a first version as an overwrite, which a concurrent first write replaces
         without a conflict: two first inserts would both be answered while one's rows are lost.
-        So first writes of a table take turns in this process, and a later one finds the version.
-        The next read of the name goes where the write went, as after ``open``."""
+        So first writes of a table take turns on this machine, and a later one finds the version;
+        one that finds another process's first write under way (its data there, no version yet)
+        waits for it (``_made_elsewhere``). The next read of the name goes where the write went, as after ``open``."""
         self._places.keep(table.id, table)
         if self._written.get(table.place) or self._open.get(table.place) is not None:
             return None
@@ -322,7 +352,7 @@ class OpenDatasets:
                 return None
             missing = _missing(table)
             if mode != "overwrite" and isinstance(missing, InvalidTableStateError):
-                if not datasets.dataset_exists(table.location, table.storage_options):  # not made meanwhile
+                if not _made_elsewhere(table):
                     raise missing
                 return None
             try:  # Lance refuses "create" once another process has made the first version
@@ -422,6 +452,18 @@ def _outcome(finish: Callable[[], T]) -> tuple[T | None, Exception | None]:
 
 def _checkout(dataset: lance.LanceDataset, table_id: tuple[str, ...], version: datasets.Version) -> lance.LanceDataset:
     return datasets.checkout(dataset, version, f"table {'.'.join(table_id)}")
+
+
+def _made_elsewhere(table: ResolvedTable) -> bool:
+    """Whether a first version of the table's dataset lands within ``FIRST_WRITE_ELSEWHERE_SECONDS``:
+    data there with no version yet is another process's first write under way (a server's other
+    data worker, another server), or files a write left behind when it failed."""
+    deadline = time.monotonic() + FIRST_WRITE_ELSEWHERE_SECONDS
+    while not datasets.dataset_exists(table.location, table.storage_options):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(FIRST_WRITE_LOOK_SECONDS)
+    return True
 
 
 def _missing(table: ResolvedTable) -> LanceNamespaceError:

@@ -11,7 +11,7 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.limits import MAX_VECTOR_DIMENSION
+from lance_iceberg_ns.limits import MAX_VECTOR_DIMENSION, check_column_count
 
 MAX_TYPE_NESTING = 32  # lists within lists in one data_type: deeper is no column anyone stores
 
@@ -41,6 +41,23 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 }
 
 
+def column_count(schema: pa.Schema) -> int:
+    """The columns of ``schema`` as ``limits.MAX_COLUMNS`` counts them: every field, nested ones
+    too (a struct's fields, a list's item, a dictionary's values), as Lance gives each its own id.
+    Counted level by level, so a schema of any depth is counted."""
+    count, types = 0, [field.type for field in schema]
+    while types:
+        count += len(types)
+        types = [child for kind in types for child in _child_types(kind)]
+    return count
+
+
+def _child_types(kind: pa.DataType) -> list[pa.DataType]:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return [kind.field(index).type for index in range(kind.num_fields)]
+
+
 def arrow_type(json_type: Mapping[str, Any], nesting: int = 0) -> pa.DataType:
     """The Arrow type of a JSON Arrow type (``{"type": "int32"}``, ``{"type": "fixed_size_list",
     "length": 4, "fields": [{"name": "item", "type": {...}, "nullable": true}]}``). A fixed-size
@@ -68,10 +85,12 @@ def arrow_type(json_type: Mapping[str, Any], nesting: int = 0) -> pa.DataType:
 
 def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry]) -> int:
     """Add columns computed by SQL expressions over the existing ones; the new version.
-    Raises InvalidInputError (no expression, a bad one, a taken name), UnsupportedOperationError
-    (virtual columns: they need a UDF runtime this namespace does not have)."""
+    Raises InvalidInputError (no expression, a bad one, a taken name, more columns in all than
+    ``limits.MAX_COLUMNS``), UnsupportedOperationError (virtual columns: they need a UDF runtime
+    this namespace does not have)."""
     if not entries:
         raise InvalidInputError("alter_table_add_columns needs at least one new column")
+    check_column_count(column_count(dataset.schema) + len(entries), "alter_table_add_columns: the table")
     expressions: dict[str, str] = {}
     for entry in entries:
         if entry.virtual_column is not None:

@@ -7,22 +7,47 @@ next version after the one on disk. ``adopt_versions_written_by_location`` recor
 in the catalog, one compare-and-swap commit each, exactly as pylance's commits through the
 namespace are recorded; writes through the namespace work again, and ``restore_table`` brings back
 the data of an earlier version if what was written by location should not stay.
+
+A server runs ``adopt_before_answering`` before it answers each request on a table: a client that
+found the table's location through it and wrote there (DuckDB's INSERT, UPDATE and DELETE through
+``serve``) was told its write succeeded, so the write must be what the server's readers see next.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
-from lance_namespace import CreateTableVersionRequest, DescribeTableRequest, DescribeTableVersionRequest
-from lance_namespace.errors import InvalidInputError, InvalidTableStateError, TableVersionNotFoundError
+from lance_namespace import CreateTableVersionRequest, DescribeTableVersionRequest, LanceNamespace
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    InvalidTableStateError,
+    LanceNamespaceError,
+    TableVersionNotFoundError,
+)
 
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
-from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name
+from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
 from lance_iceberg_ns.versions.refusals import latest_gone_error, written_by_path_error
+
+logger = logging.getLogger(__name__)
+
+# A table found unmanaged is not looked at again for this long: a read through the server then costs
+# no catalog request of its own (the catalog makes a table managed at its creation, or when a
+# client turns it so; a write by location in the seconds after that is seen on the next look).
+UNMANAGED_KEPT_SECONDS = 10.0
+_unmanaged: RecentlyUsed[tuple[str, tuple[str, ...]], bool] = RecentlyUsed(4_096, UNMANAGED_KEPT_SECONDS)
+
+# Adopters that meet (two requests on one table, two server workers) each record what they found:
+# one that lost a compare-and-swap looks again, for versions written after the other looked
+ADOPTION_ATTEMPTS = 3
 
 
 def adopt_versions_written_by_location(
@@ -59,6 +84,39 @@ def adopt_versions_written_by_location(
     return [version for version, _manifest in found.manifests]
 
 
+def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -> list[int]:
+    """Record in the catalog the well-formed versions a writer by location committed to a managed
+    table after the catalog's latest (``adopt_versions_written_by_location``), before a server
+    answers a request on ``table_id``; the versions recorded. Only the bridge's own tables whose
+    location is the entry's own; a look at the next version's manifest when there is none. Never
+    raises: a request on a table that is not there, not a Lance table or not managed answers for
+    itself, and a version that is no version of the dataset (planted) stays unrecorded, so that
+    writes stay refused by name (InvalidTableStateError) and reads see the catalog's latest. A
+    table found unmanaged is taken as such for ``UNMANAGED_KEPT_SECONDS``."""
+    if not isinstance(namespace, IcebergLanceNamespace):
+        return []
+    seen = (namespace.namespace_id(), tuple(table_id))
+    if _unmanaged.get(seen):
+        return []
+    try:  # one load of the entry and, for a managed table, of its latest, and a look at the next manifest
+        table = namespace.resolve_table(list(table_id))
+        if not table.managed:
+            _unmanaged.keep(seen, True)
+            return []
+        if not version_present(table.location, table.storage_options, _catalog_latest(namespace, table_id) + 1):
+            return []
+    except LanceNamespaceError:  # no such table, not a Lance table: the operation answers for itself
+        return []
+    try:
+        for _attempt in range(ADOPTION_ATTEMPTS - 1):
+            with suppress(ConcurrentModificationError):
+                return adopt_versions_written_by_location(namespace, table_id)
+        return adopt_versions_written_by_location(namespace, table_id)
+    except LanceNamespaceError as exc:  # planted, not its own location, or the catalog moved on meanwhile
+        logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
+        return []
+
+
 def refuse_if_written_by_location(
     namespace: IcebergLanceNamespace | Mapping[str, str], table_id: Sequence[str]
 ) -> None:
@@ -79,16 +137,23 @@ class _Found:
 
 
 def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> _Found:
-    described = ns.describe_table(DescribeTableRequest(id=list(table_id)))
-    if not described.managed_versioning or described.location is None:
+    """What is on disk after the catalog's latest, at the location the entry shows is its own
+    (PermissionDeniedError otherwise): a catalog copy of an entry adopts nothing of another table's."""
+    table = ns.resolve_table(list(table_id), proved=True)
+    if not table.managed:
         raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
-    try:  # the catalog's latest (not the listing, which refuses a first version written by location)
-        latest = ns.describe_table_version(DescribeTableVersionRequest(id=list(table_id))).version.version
-    except TableVersionNotFoundError:
-        latest = 0
-    storage_options = dict(described.storage_options or {})
-    on_disk = final_manifests(described.location, storage_options)
+    latest = _catalog_latest(ns, table_id)
+    on_disk = final_manifests(table.location, table.storage_options)
     following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))
     if latest and latest not in on_disk and not following and any(version > latest for version in on_disk):
         raise latest_gone_error(".".join(table_id), latest)  # a writer by location went on, then cleaned up
-    return _Found(latest, described.location, storage_options, [(version, on_disk[version]) for version in following])
+    return _Found(latest, table.location, table.storage_options, [(version, on_disk[version]) for version in following])
+
+
+def _catalog_latest(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> int:
+    """The latest version the catalog records (0 before the first): not the listing, which refuses
+    a first version written by location."""
+    try:
+        return ns.describe_table_version(DescribeTableVersionRequest(id=list(table_id))).version.version
+    except TableVersionNotFoundError:
+        return 0

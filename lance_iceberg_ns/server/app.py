@@ -25,14 +25,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lance_iceberg_ns.server.capacity import DEFAULT_DATA_THREADS, WorkerThreads
+from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.endpoints import arrow_body_doc, documented_endpoint, namespace_resolver, serving_endpoint
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
 from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
+from lance_iceberg_ns.server.isolation import Isolated, Recipe
 from lance_iceberg_ns.server.logs import forget_secrets_in_logs
 from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
 from lance_iceberg_ns.server.responses import EveryFailureAnswered, install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
+from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS, DEFAULT_DATA_WORKER_MEMORY_MB
 
 TITLE = "Lance REST Namespace"
 DESCRIPTION = "Lance tables, stored in an Iceberg REST catalog"
@@ -48,6 +50,8 @@ def create_app(
     max_data_body_bytes: int = DEFAULT_MAX_DATA_BODY_BYTES,
     share_static_credentials: bool = False,
     data_threads: int = DEFAULT_DATA_THREADS,
+    data_isolation: bool = True,
+    data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB,
 ) -> Starlette:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
@@ -60,6 +64,9 @@ def create_app(
     bridge is configured with; by default they get the catalog's vended credentials, or none.
     ``data_threads``: how many requests that read or write data run at once (beyond it they wait;
     503 when four times as many wait); catalog requests have threads of their own (``capacity``).
+    ``data_isolation``: run each data request in a worker process of its own at the time, with a
+    memory ceiling of ``data_worker_memory_mb`` MiB (``isolation``); a namespace other than the
+    bridge itself, which a worker cannot rebuild, is served in process.
 
     Besides the Lance routes: ``/healthz`` and ``/readyz`` (no token needed, ``health``) and
     ``/metrics`` (Prometheus, behind the token like every route, ``observability``; with
@@ -70,11 +77,13 @@ def create_app(
     probe = _catalog_probe(namespace, properties, forward_bearer_token)
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
+    recipe = Recipe.of(namespace, properties, forward_bearer_token) if data_isolation else None
+    isolated = Isolated(recipe, data_worker_memory_mb, data_threads) if recipe is not None else None
     app = Starlette()
     app.router.redirect_slashes = False  # a redirect would be built from the client's Host header
     documented = APIRouter()
     for route in ROUTES:
-        app.router.routes.append(_served(route.path, serving_endpoint(route, resolve, threads), route.method))
+        app.router.routes.append(_served(route.path, serving_endpoint(route, resolve, threads, isolated), route.method))
         documented.add_api_route(
             route.path,
             documented_endpoint(route),

@@ -26,10 +26,12 @@ from pydantic import BaseModel, StrictStr, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import request_arrived
+from lance_iceberg_ns.jobs.adoption import adopt_before_answering
 from lance_iceberg_ns.limits import check_json_depth, check_request_bounds
 from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
+from lance_iceberg_ns.server.isolation import Isolated
 from lance_iceberg_ns.server.logs import record_audited_ids
 from lance_iceberg_ns.server.responses import ARROW_STREAM, render_result, validation_summary
 from lance_iceberg_ns.server.routes import Route
@@ -222,15 +224,17 @@ def documented_endpoint(route: Route) -> Callable[..., Awaitable[Response]]:
 
 
 def serving_endpoint(
-    route: Route, resolve: Resolve, threads: WorkerThreads
+    route: Route, resolve: Resolve, threads: WorkerThreads, isolated: Isolated | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint for ``route``, served without FastAPI's parameter machinery (the request model
     validates everything once, ``_build_request``). The body is read here; everything else
     (reading the path and the query string, parsing and validating the body, the operation, the
     answer) runs in a worker thread, so that no request's work holds up the event loop and every
-    other client. A data request finding its queue full is refused before its body is read."""
+    other client. A data request finding its queue full is refused before its body is read.
+    With ``isolated``, a data route's operation runs in a worker process (``isolation``)."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
     query = _QueryString(route, model)
+    in_worker = isolated if route.reads_or_writes_data else None
 
     def answer(http_request: Request, body: bytes) -> Response:
         arguments = query.arguments(http_request)
@@ -244,7 +248,12 @@ def serving_endpoint(
         request = _build_request(route, model, arguments)
         record_audited_ids(http_request.scope, request)  # the audit line names what was acted on
         namespace = resolve(http_request)
-        record_audited_ids(http_request.scope, as_operated(namespace, route.operation, request))  # a bare name placed
+        operated = as_operated(namespace, route.operation, request)
+        record_audited_ids(http_request.scope, operated)  # a bare name placed
+        if in_worker is not None:
+            return in_worker.answer(route, request, body, bearer_token(http_request.headers.getlist("authorization")))
+        if route.names_one_table:  # what a writer by location did through this server is seen first
+            adopt_before_answering(namespace, operated.id)
         method = getattr(namespace, route.operation)
         if not getattr(method, "checks_request_bounds", False):  # the bridge's operations check them themselves
             check_request_bounds(request)  # for whichever other namespace is behind the server

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -81,13 +82,23 @@ class Supervisor(Multiprocess):
     workers have stopped: after Ctrl-C ``interrupted`` (exit 130), after SIGTERM or SIGQUIT by that signal,
     and when a worker could not build the app (uvicorn then stops every worker rather than start it
     again) with one line and exit 1. uvicorn's own returns as if the server had finished its work
-    (exit 0)."""
+    (exit 0). It opens the port only once a worker can answer on it, and sees at once a worker that
+    has ended, even one it was waiting for."""
 
     stopped_by: int | None = None
 
-    def __init__(self, config: Any, sockets: list[Any]) -> None:
+    def __init__(self, config: Any, sockets: list[socket.socket], opened: Callable[[], None] = lambda: None) -> None:
+        """``sockets`` bound, and left for the first worker to open (``listen``): ``opened`` is
+        called once the port takes connections, so that clients meet a closed port, not a hang,
+        while the workers import the app."""
         self._host_handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}  # uvicorn's replace them
         super().__init__(config, sockets)
+        if self._host_handlers.get(signal.SIGQUIT) == signal.SIG_IGN:
+            # ignored, not handled, so that the workers inherit it (exec resets a handled signal
+            # to its default, and a worker then ended on a SIGQUIT that one server process ignores)
+            signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+        self._opened = opened
+        self._open = False
 
     def run(self) -> None:
         try:
@@ -96,6 +107,24 @@ class Supervisor(Multiprocess):
             for sig, handler in self._host_handlers.items():
                 if handler is not None:  # None: not set from Python, nothing to put back
                     signal.signal(sig, handler)
+
+    def keep_subprocess_alive(self) -> None:
+        """uvicorn's health check of each worker, told at once of a worker that has ended, and the
+        port announced once a worker has opened it."""
+        for process in self.processes:
+            # The supervisor keeps no copy of a worker's end of the pipe it asks "alive?" on: a
+            # worker that ends while its answer is awaited (still importing, say) then ends the
+            # wait at once (EOF), where it held the supervisor, and every restart, for the
+            # whole timeout. The worker got its own copy when it was started.
+            process.child_conn.close()
+        self._announce_once_open()
+        super().keep_subprocess_alive()
+        self._announce_once_open()
+
+    def _announce_once_open(self) -> None:
+        if not self._open and any(_listening(sock) for sock in self.sockets):
+            self._open = True
+            self._opened()
 
     def handle_int(self) -> None:
         self.stopped_by = self.stopped_by or signal.SIGINT
@@ -125,6 +154,11 @@ class Supervisor(Multiprocess):
         if stopped_by is not None:
             signal.signal(stopped_by, signal.SIG_DFL)
             signal.raise_signal(stopped_by)
+
+
+def _listening(sock: socket.socket) -> bool:
+    """Whether a worker has opened ``sock`` (asyncio's server calls ``listen`` once the app is built)."""
+    return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
 
 
 # The signals that stop the server; one still queued when a worker's failure stopped it wins.

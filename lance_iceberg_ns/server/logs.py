@@ -7,6 +7,9 @@ for (``request_id``, ``-`` outside a request; set by ``observability.RequestCont
 into the worker threads with the context), the redaction of every secret the server knows (its
 bearer tokens and the bridge's secret properties, registered with ``forget_secrets_in_logs``), and,
 in the access log, the path without its query string (a client may put storage options there).
+
+The audit log (``AuditedRequest``) writes two lines for each request that changes something: one
+before its operation runs, one with its outcome.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
@@ -24,9 +28,11 @@ from pythonjsonlogger.json import JsonFormatter
 
 LOG_FORMATS = ("text", "json")
 AUDIT_LOGGER = "lance_iceberg_ns.audit"
-AUDITED_IDS = "lance_iceberg_ns.audited_ids"  # ASGI scope key: the identifiers the endpoint parsed
+AUDITED_REQUEST = "lance_iceberg_ns.audited_request"  # ASGI scope key: an AuditedRequest
+_LONGEST_AUDITED_ID = 512  # characters of the identifiers an audit line shows
 
 request_id: ContextVar[str] = ContextVar("lance_iceberg_ns_request_id", default="-")
+_audit_log = logging.getLogger(AUDIT_LOGGER)
 
 _secrets: set[str] = set()
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators some viewers break on
@@ -51,18 +57,107 @@ def redact(text: str) -> str:
 
 
 def record_audited_ids(scope: MutableMapping[str, Any], request: BaseModel) -> None:
-    """Keep the identifiers an operation's parsed request names (a batch's every entry) for its
-    audit line."""
+    """Give the audit lines of a request that changes something the identifiers its parsed
+    request names (a batch's every entry). The first call writes the start line, before the
+    operation runs; a later one (a bare name placed in the default namespace) only renames what
+    the outcome line shows."""
+    audited = scope.get(AUDITED_REQUEST)
+    if not isinstance(audited, AuditedRequest):  # a read: not audited
+        return
     own = getattr(request, "id", None)
     if own is not None:
-        scope[AUDITED_IDS] = [list(own)]
+        audited.named([list(own)])
         return
     named: list[list[str]] = []
     for item in [*(getattr(request, "entries", None) or ()), *(getattr(request, "operations", None) or ())]:
         parts = [item, *(getattr(item, field) for field in type(item).model_fields)]  # an operation's one request
         ids = [getattr(part, "id", None) for part in parts if isinstance(part, BaseModel)]
         named += [list(part_id) for part_id in ids if part_id is not None]
-    scope[AUDITED_IDS] = named
+    audited.named(named)
+
+
+def shown_ids(ids: list[list[str]]) -> str:
+    """Identifiers as an audit line shows them: one as a list, several as a list of lists,
+    escaped by ``repr`` and cut at ``_LONGEST_AUDITED_ID`` characters; ``-`` for none."""
+    if not ids:
+        return "-"
+    shown = repr(ids[0]) if len(ids) == 1 else repr(ids)
+    return shown if len(shown) <= _LONGEST_AUDITED_ID else shown[: _LONGEST_AUDITED_ID - 1] + "…"
+
+
+class AuditedRequest:
+    """The two audit lines of one request that changes something, on the ``lance_iceberg_ns.audit``
+    logger, in one format: ``<operation> <ids> by <who> from <client>: <event>``. The start line
+    (``started``) is written as soon as the identifiers the request names are known, before its
+    operation runs, so that a request that ends the process still leaves it; the outcome line
+    (``ok in <ms> ms`` or ``error code=<Lance code> status=<HTTP status> in <ms> ms``) after it
+    is answered. A request refused before it was read gets both lines at its end, naming the
+    identifiers of its path. Both carry the request ID as every line does."""
+
+    def __init__(self, operation: str, principal: str, client: str, path_ids: list[str] | None) -> None:
+        self.operation = operation
+        self.principal = principal
+        self.client = client
+        self._ids = shown_ids([path_ids] if path_ids is not None else [])
+        self._lock = threading.Lock()  # named in a worker thread, ended in the event loop
+        self._started = False
+        self._ended = False
+
+    def named(self, ids: list[list[str]]) -> None:
+        """What the parsed request names; writes the start line the first time."""
+        with self._lock:
+            if self._ended:  # a worker thread that outlived its request (its client went away)
+                return
+            self._ids = shown_ids(ids)
+            if not self._started:
+                self._start()
+
+    def ended(self, status: int, error_code: int | None, seconds: float) -> None:
+        """Write the outcome line (after the start line, if the request never got as far)."""
+        with self._lock:
+            if not self._started:
+                self._start()
+            self._ended = True
+            ok = status < 400
+            result = "ok" if ok else f"error code={error_code if error_code is not None else '-'} status={status}"
+            milliseconds = round(seconds * 1000, 1)
+            _audit_log.info(
+                "%s %s by %s from %s: %s in %s ms",
+                self.operation,
+                self._ids,
+                self.principal,
+                self.client,
+                result,
+                milliseconds,
+                extra={
+                    **self._fields("end"),
+                    "result": "ok" if ok else "error",
+                    "status": status,
+                    "error_code": error_code,
+                    "duration_ms": milliseconds,
+                },
+            )
+
+    def _start(self) -> None:
+        self._started = True
+        _audit_log.info(
+            "%s %s by %s from %s: started",
+            self.operation,
+            self._ids,
+            self.principal,
+            self.client,
+            extra=self._fields("start"),
+        )
+
+    def _fields(self, event: str) -> dict[str, Any]:
+        return {
+            "request_id": request_id.get(),  # the handlers' filter sets it too; this line has it whatever handles it
+            "event": event,
+            "operation": self.operation,
+            "table_id": self._ids,
+            "principal": self.principal,
+            "client": self.client,
+        }
 
 
 class RequestIdFilter(logging.Filter):

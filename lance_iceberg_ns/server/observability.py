@@ -1,5 +1,6 @@
 """What an operator sees of a running server: Prometheus metrics, a request ID on every request and
-log line, and an audit line for every operation that changes something.
+log line, and two audit lines (``logs.AuditedRequest``) for every operation that changes
+something: one before its work, one with its outcome.
 
 ``RequestContext`` wraps the whole app (the guard included, so refused requests count too). Each
 request is named by its Lance operation (``describe_table``), found from its method and path in
@@ -13,11 +14,12 @@ With several worker processes, set ``PROMETHEUS_MULTIPROC_DIR`` (``serve --worke
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
-import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -39,14 +41,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog import round_trips
 from lance_iceberg_ns.server.endpoints import DEFAULT_DELIMITER
 from lance_iceberg_ns.server.guard import bearer_token
 from lance_iceberg_ns.server.health import PROBE_TIMEOUT_SECONDS
-from lance_iceberg_ns.server.logs import AUDIT_LOGGER, AUDITED_IDS, request_id
+from lance_iceberg_ns.server.logs import AUDITED_REQUEST, AuditedRequest, request_id
 from lance_iceberg_ns.server.routes import ROUTES, Route
-
-audit_log = logging.getLogger(AUDIT_LOGGER)
 
 UNKNOWN_OPERATION = "unknown"
 # Served beside the Lance routes; each is its own label.
@@ -81,7 +82,6 @@ AUDITED_OPERATIONS = frozenset(route.operation for route in ROUTES) - READ_ONLY_
 
 REQUEST_ID_HEADER = "x-request-id"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:+/=-]{1,128}")
-_LONGEST_AUDITED_ID = 512  # characters of a table id written to the audit log
 _LONGEST_ERROR_BODY = 16 * 1024  # read for the error code; error bodies are a few hundred bytes
 
 disable_created_metrics()  # no *_created series beside every counter: they double what is scraped
@@ -148,18 +148,12 @@ def route_of(method: str, path: str) -> tuple[str, re.Match[str] | None]:
     return UNKNOWN_OPERATION, None
 
 
-def _audited_id(scope: Scope, match: re.Match[str] | None) -> str:
-    """The identifiers a request acted on, as the audit line shows them (bounded; escaped by
-    repr): those its endpoint parsed (``record_audited_ids``), so that the line names what was
-    changed; read from the path only when the request was refused before it was parsed."""
-    recorded = scope.get(AUDITED_IDS)
-    if recorded:
-        shown = repr(recorded[0]) if len(recorded) == 1 else repr(recorded)
-    elif match is not None and "id" in match.groupdict():
-        shown = repr(_path_id(match, scope.get("query_string", b""), scope.get("raw_path")))
-    else:
-        return "-"
-    return shown if len(shown) <= _LONGEST_AUDITED_ID else shown[: _LONGEST_AUDITED_ID - 1] + "…"
+def _path_ids(scope: Scope, match: re.Match[str] | None) -> list[str] | None:
+    """The identifier a request's path names, for the audit lines of a request refused before its
+    endpoint parsed it (``record_audited_ids`` names what was acted on otherwise)."""
+    if match is None or "id" not in match.groupdict():
+        return None
+    return _path_id(match, scope.get("query_string", b""), scope.get("raw_path"))
 
 
 def _path_id(match: re.Match[str], query_string: bytes, raw_path: bytes | None) -> list[str]:
@@ -177,9 +171,9 @@ def _path_id(match: re.Match[str], query_string: bytes, raw_path: bytes | None) 
 class RequestContext:
     """The outermost middleware: a request ID (the caller's ``X-Request-ID`` when it is short and
     plain, else a new one) for the request's log lines and its answer's header; the request's
-    count, error count and duration by operation; and, for operations that change something, an
-    audit line: who (the token's position among the configured ones, never the token; else
-    ``anonymous``), from where, what and how it ended."""
+    count, error count and duration by operation; and, for operations that change something, its
+    audit lines (``AuditedRequest``): who (the token's position among the configured ones, never
+    the token; else ``anonymous``), from where, what, and how it ended."""
 
     def __init__(self, app: ASGIApp, auth_tokens: Sequence[str] = (), forward_bearer_token: bool = False) -> None:
         self.app = app
@@ -197,6 +191,10 @@ class RequestContext:
         the_id = given if _SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         context = request_id.set(the_id)
         operation, match = route_of(scope.get("method", ""), scope.get("path", ""))
+        audited = None
+        if operation in AUDITED_OPERATIONS:  # its start line comes once its endpoint has read what it names
+            audited = AuditedRequest(operation, self._principal(scope), _client(scope), _path_ids(scope, match))
+            scope[AUDITED_REQUEST] = audited
         answer = {"status": 500}
         error_body = bytearray()
 
@@ -215,9 +213,10 @@ class RequestContext:
             REQUESTS.labels(operation).inc()
             if status >= 400:
                 ERRORS.labels(operation, str(status)).inc()
-            LATENCY.labels(operation).observe(time.perf_counter() - started)
-            if operation in AUDITED_OPERATIONS:
-                self._audit(scope, operation, match, status, bytes(error_body))
+            took = time.perf_counter() - started
+            LATENCY.labels(operation).observe(took)
+            if audited is not None:
+                audited.ended(status, _error_code(bytes(error_body)) if status >= 400 else None, took)
             request_id.reset(context)
 
     def _principal(self, scope: Scope) -> str:
@@ -236,30 +235,10 @@ class RequestContext:
             return "forwarded-token"
         return "unauthenticated" if self.auth_tokens else "anonymous"  # an open server: a token means nothing
 
-    def _audit(self, scope: Scope, operation: str, match: re.Match[str] | None, status: int, body: bytes) -> None:
-        table_id = _audited_id(scope, match)
-        client = scope.get("client")
-        address = f"{client[0]}:{client[1]}" if client else "-"
-        principal = self._principal(scope)
-        code = _error_code(body) if status >= 400 else None
-        result = "ok" if status < 400 else f"error code={code if code is not None else '-'} status={status}"
-        audit_log.info(
-            "%s %s by %s from %s: %s",
-            operation,
-            table_id,
-            principal,
-            address,
-            result,
-            extra={
-                "operation": operation,
-                "table_id": table_id,
-                "principal": principal,
-                "client": address,
-                "result": "ok" if status < 400 else "error",
-                "status": status,
-                "error_code": code,
-            },
-        )
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "-"
 
 
 def _error_code(body: bytes) -> int | None:
@@ -280,26 +259,85 @@ def metrics_endpoint(request: Request) -> Response:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
-def forwarded_token_metrics_endpoint(catalog_endpoint: str) -> Callable[[Request], Response]:
-    """``GET /metrics`` for a server that forwards each caller's bearer token to the catalog and
-    has no token of its own: like every Lance route, it needs a bearer token, one the catalog
-    accepts (its ``/v1/config`` answers neither 401 nor 403 to it)."""
-    url = catalog_endpoint.rstrip("/") + "/v1/config"
+# How long the catalog's verdict on a bearer token is trusted for /metrics, for how many tokens,
+# and how many tokens unknown to that memory may be checked with the catalog: a burst, then one a
+# second (a flood of made-up tokens costs the catalog at most that, however many there are).
+TOKEN_VERDICT_SECONDS = 30.0
+TOKEN_VERDICTS_KEPT = 1024
+TOKEN_CHECK_BURST = 10
+TOKEN_CHECKS_PER_SECOND = 1.0
 
-    def metrics_for_a_catalog_token(request: Request) -> Response:
-        token = bearer_token(request.headers.getlist("authorization"))
-        if token is None:
-            raise UnauthenticatedError("A bearer token is required: it is checked with the Iceberg catalog")
+
+class CatalogTokenChecks:
+    """Whether the Iceberg catalog accepts a bearer token (its ``/v1/config`` answers neither
+    401 nor 403), asked at most once per token per ``TOKEN_VERDICT_SECONDS``, and for tokens it
+    was not asked about lately at most ``TOKEN_CHECK_BURST`` at once and ``TOKEN_CHECKS_PER_SECOND``
+    after that; beyond that a check is refused (ServiceUnavailableError) without asking. Tokens
+    are remembered by their SHA-256, never as given."""
+
+    def __init__(self, catalog_endpoint: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._url = catalog_endpoint.rstrip("/") + "/v1/config"
+        self._verdicts: RecentlyUsed[bytes, bool] = RecentlyUsed(
+            TOKEN_VERDICTS_KEPT, ttl_seconds=TOKEN_VERDICT_SECONDS, clock=clock
+        )
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._budget = float(TOKEN_CHECK_BURST)
+        self._budget_at = clock()
+
+    def check(self, token: str) -> None:
+        """Raises UnauthenticatedError when the catalog refuses ``token``, ServiceUnavailableError
+        when it cannot be asked (no answer, or too many checks just now)."""
+        key = hashlib.sha256(token.encode()).digest()
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._ask(token, key)
+        if not verdict:
+            raise UnauthenticatedError("The Iceberg catalog does not accept this bearer token")
+
+    def _ask(self, token: str, key: bytes) -> bool:
+        if not self._spend():
+            raise ServiceUnavailableError("Too many bearer tokens to check with the Iceberg catalog: try again shortly")
         try:
             answer = requests.get(
-                url, headers={"Authorization": f"Bearer {token}"}, timeout=PROBE_TIMEOUT_SECONDS, allow_redirects=False
+                self._url,
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=PROBE_TIMEOUT_SECONDS,
+                allow_redirects=False,
             )
         except requests.RequestException:
             raise ServiceUnavailableError(
                 "The Iceberg catalog did not answer: the bearer token cannot be checked"
             ) from None
-        if answer.status_code in (401, 403):
-            raise UnauthenticatedError("The Iceberg catalog does not accept this bearer token")
+        accepted = answer.status_code not in (401, 403)
+        if answer.status_code < 300 or not accepted:  # a verdict, not a catalog in trouble
+            self._verdicts.keep(key, accepted)
+        return accepted
+
+    def _spend(self) -> bool:
+        """Take one check from the budget, refilled at ``TOKEN_CHECKS_PER_SECOND`` up to the burst."""
+        with self._lock:
+            now = self._clock()
+            refill = (now - self._budget_at) * TOKEN_CHECKS_PER_SECOND
+            self._budget = min(float(TOKEN_CHECK_BURST), self._budget + refill)
+            self._budget_at = now
+            if self._budget < 1:
+                return False
+            self._budget -= 1
+            return True
+
+
+def forwarded_token_metrics_endpoint(catalog_endpoint: str) -> Callable[[Request], Response]:
+    """``GET /metrics`` for a server that forwards each caller's bearer token to the catalog and
+    has no token of its own: like every Lance route, it needs a bearer token, one the catalog
+    accepts (``CatalogTokenChecks``)."""
+    checks = CatalogTokenChecks(catalog_endpoint)
+
+    def metrics_for_a_catalog_token(request: Request) -> Response:
+        token = bearer_token(request.headers.getlist("authorization"))
+        if token is None:
+            raise UnauthenticatedError("A bearer token is required: it is checked with the Iceberg catalog")
+        checks.check(token)
         return metrics_endpoint(request)
 
     return metrics_for_a_catalog_token

@@ -32,6 +32,11 @@ class Route:
         return self.request_model or "".join(word.title() for word in self.operation.split("_")) + "Request"
 
     @property
+    def names_one_table(self) -> bool:
+        """Whether the operation acts on the one existing table its path names (not a create)."""
+        return self.path.startswith("/v1/table/{id}/") and self.operation not in TABLE_CREATIONS
+
+    @property
     def reads_or_writes_data(self) -> bool:
         """Whether the operation touches Lance data (every operation not known to be catalog-only)."""
         return self.operation not in CATALOG_OPERATIONS
@@ -61,6 +66,9 @@ CATALOG_OPERATIONS = frozenset(
         "list_all_tables",
     }
 )
+
+# Operations that make the table their path names: nothing is there to adopt versions of yet
+TABLE_CREATIONS = frozenset({"create_table", "declare_table", "register_table"})
 
 TABLE_LISTING = ("page_token", "limit", "include_declared")
 

@@ -34,6 +34,7 @@ DEFAULT_GRACEFUL_TIMEOUT = 30.0
 DEFAULT_MAX_DATA_BODY_MB = 256
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a request's head and body
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
+DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # what one data worker process may allocate (server.isolation)
 
 
 class ServeSettingsError(ValueError):
@@ -76,9 +77,9 @@ class Number:
         try:
             value: float = int(text) if self.whole else float(text)
         except ValueError:
-            raise ServeSettingsError(f"{text!r} is not a valid {'integer' if self.whole else 'float'}.") from None
+            raise ServeSettingsError(f"The value is not a valid {'integer' if self.whole else 'float'}.") from None
         if not math.isfinite(value):  # a NaN or an infinity never times out, nor compares
-            raise ServeSettingsError(f"{text!r} is not a finite number.")
+            raise ServeSettingsError("The value is not a finite number.")
         if self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum)):
             bound = f"x>{self.minimum:g}" if self.above else f"x>={self.minimum:g}"
             raise ServeSettingsError(f"{value} is not in the range {bound}.")
@@ -97,7 +98,7 @@ class OneOf:
 
     def __call__(self, text: str) -> str:
         if text not in self.choices:
-            raise ServeSettingsError(f"{text!r} is not one of {', '.join(map(repr, self.choices))}.")
+            raise ServeSettingsError(f"The value is not one of {', '.join(map(repr, self.choices))}.")
         return text
 
 
@@ -138,7 +139,7 @@ class Switch:
     def __call__(self, text: str) -> bool:
         value = BOOLEAN_WORDS.get(text.strip().lower())
         if value is None:
-            raise ServeSettingsError(f"{text!r} is not a valid boolean: true or false (1 or 0, yes or no, on or off).")
+            raise ServeSettingsError("The value is not a valid boolean: true or false (1 or 0, yes or no, on or off).")
         return value
 
 
@@ -238,8 +239,15 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "--data-threads",
         Number(minimum=1),
         DEFAULT_DATA_THREADS,
-        "requests that read or write data (query, insert, index...) run at once; more wait, and beyond "
-        "four times as many waiting are answered 503; catalog requests have threads of their own",
+        "requests that read or write data (query, insert, index...) run at once, each in a worker process; "
+        "more wait, and beyond four times as many waiting are answered 503; catalog requests are the server's own",
+    ),
+    ServeOption(
+        "--data-worker-memory-mb",
+        Number(minimum=256),
+        DEFAULT_DATA_WORKER_MEMORY_MB,
+        "the memory one data worker process may allocate; a request that needs more is answered 400 "
+        "and its worker replaced, and no other request is affected",
     ),
     ServeOption(
         "--share-static-credentials",
@@ -388,6 +396,7 @@ class ServeSettings:
     max_data_body_bytes: int | None = None
     share_static_credentials: bool = False
     data_threads: int | None = None
+    data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     workers: int = 1
@@ -468,6 +477,7 @@ class ServeSettings:
             max_data_body_bytes=options["max_data_body_mb"] * 1024 * 1024,
             share_static_credentials=options["share_static_credentials"],
             data_threads=options["data_threads"],
+            data_worker_memory_mb=options["data_worker_memory_mb"],
             host=host,
             port=options["port"],
             workers=options["workers"],
@@ -486,6 +496,7 @@ class ServeSettings:
             "auth_tokens": list(self.auth_tokens),
             "forward_bearer_token": self.forward_bearer_token,
             "share_static_credentials": self.share_static_credentials,
+            "data_worker_memory_mb": self.data_worker_memory_mb,
         }
         if self.max_data_body_bytes is not None:
             options["max_data_body_bytes"] = self.max_data_body_bytes

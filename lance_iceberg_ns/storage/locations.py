@@ -12,6 +12,9 @@ is what gets opened:
 A table location must lie strictly under the root or one of the allowed locations; anything else
 is ``PermissionDeniedError``. Local locations are also checked after resolving symbolic links, so a
 link under the root cannot lead outside it.
+
+A register may also name its dataset relative to the namespace's own directory under the root
+(``relative_location``), as Lance's directory namespace takes a location relative to its root.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ def is_local(location: str) -> bool:
     location, even one whose names hold ``://``) or a ``file://`` URI."""
     match = _SCHEME_PREFIX.match(location)
     return match is None or match.group(1).lower() == "file"
+
+
+def is_relative(location: str) -> bool:
+    """True for a location that is neither a URI nor an absolute path (``name.lance``,
+    ``dir/name.lance``): a register resolves it against its namespace's directory."""
+    return not (_SCHEME_PREFIX.match(location) or location.startswith("/") or location[:5].lower() == "file:")
 
 
 def local_path(location: str) -> str:
@@ -197,7 +206,34 @@ class LocationPolicy:
         keeps it apart from namespace directories, whose names never contain a dot. Names are
         escaped in object-store URIs, and the result is confined like any other location."""
         *namespace, name = parts
-        segments = [*namespace, f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"]
-        if not is_local(self.root):
-            segments = [quote(segment, safe=_URI_SAFE) for segment in segments]
-        return self.confine("/".join([self.root, *segments]))
+        directory = self._joined(self.root, namespace)
+        return self.confine(self._joined(directory, [f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"]))
+
+    def namespace_directory(self, namespace: list[str]) -> str:
+        """Where ``default_location`` puts the tables of namespace ``[warehouse, ns...]``:
+        ``{root}/{warehouse}/{ns...}``, normalized."""
+        return normalize_location(self._joined(self.root, namespace))
+
+    def relative_location(self, namespace: list[str], relative: str) -> str:
+        """``relative`` (``name.lance``, ``dir/name.lance``: names joined by single slashes)
+        resolved against the namespace's directory, so the last part of a location the bridge
+        handed out names it again. Raises ``InvalidInputError`` for an empty or ``..`` part, or a
+        result outside that directory (an object store decodes ``%2e%2e`` to ``..``); the result
+        is not yet confined."""
+        if any(part in ("", "..") for part in relative.split("/")):
+            raise InvalidInputError(
+                f"A relative location names a place under its namespace's directory, without '..' "
+                f"or empty parts: {relative!r}"
+            )
+        directory = self.namespace_directory(namespace)
+        location = normalize_location(f"{directory}/{relative}")
+        if not is_inside(location, directory):
+            raise InvalidInputError(f"The relative location {relative!r} leaves its namespace's directory")
+        return location
+
+    @staticmethod
+    def _joined(base: str, names: list[str]) -> str:
+        """``base`` and names below it; names are escaped under an object-store base."""
+        if not is_local(base):
+            names = [quote(name, safe=_URI_SAFE) for name in names]
+        return "/".join([base, *names])

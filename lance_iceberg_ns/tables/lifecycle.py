@@ -38,7 +38,7 @@ from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.identifiers import TableId, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.request_rules import parse_mode, refuse_branch
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.storage.locations import table_uri
+from lance_iceberg_ns.storage.locations import is_relative, table_uri
 from lance_iceberg_ns.storage.options import StorageOptions
 from lance_iceberg_ns.storage.ownership import Entry
 from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_entry
@@ -233,7 +233,7 @@ class Tables:
                 f"{snapshots.MANAGED_PROPERTY} is set when a table is declared; "
                 "a registered dataset keeps Lance's own versions"
             )
-        location = self.placement.dataset_location(request.location)
+        location = self.placement.dataset_location(request.location, table)
         replaced = self.companions.find(table)
         if replaced is not None and mode != "overwrite":
             raise TableAlreadyExistsError(f"Table {table} already exists")
@@ -243,7 +243,9 @@ class Tables:
         else:
             created = self.placement.replace(table, replaced, location, properties)
         self.datasets.forget_table(table.parts)  # whatever it named before (dropped elsewhere, say) is not read
-        return RegisterTableResponse(location=created.metadata.location, properties=shown(created.metadata.properties))
+        # a relative location is answered as it was asked, as Lance's directory namespace does
+        answered = request.location if is_relative(request.location) else created.metadata.location
+        return RegisterTableResponse(location=answered, properties=shown(created.metadata.properties))
 
     def rename_table(self, request: RenameTableRequest) -> RenameTableResponse:
         source = parse_table_id(request.id)

@@ -33,7 +33,7 @@ from lance_iceberg_ns.errors.storage import StoreRefused
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
 from lance_iceberg_ns.storage import files, ownership
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, normalize_location
+from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, is_relative, normalize_location
 from lance_iceberg_ns.storage.options import StorageOptions
 
 logger = logging.getLogger(__name__)
@@ -103,8 +103,12 @@ class Placement:
             raise InvalidInputError(f"{location} already holds files: a table is declared in an empty place")
         return location
 
-    def dataset_location(self, raw: str) -> str:
-        """A location a register asked for: confined, and holding a dataset (InvalidInputError)."""
+    def dataset_location(self, raw: str, table: TableId) -> str:
+        """A location a register asked for: confined, and holding a dataset (InvalidInputError).
+        A relative one is resolved against the directory of the table's namespace under the root
+        (``LocationPolicy.relative_location``), then confined and owned like any other."""
+        if is_relative(raw):
+            raw = self.locations.relative_location(table.namespace.parts, raw)
         location = self.locations.confine_requested(raw)
         if not datasets.dataset_exists(location, self._options.for_bridge()):
             raise InvalidInputError(f"No Lance dataset at {location}")

@@ -33,6 +33,7 @@ from lance_iceberg_ns.paging import page_of
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.storage.locations import normalize_location
+from lance_iceberg_ns.versions.bases import MAX_MANIFEST_BYTES, refuse_foreign_manifest
 from lance_iceberg_ns.versions.refusals import FinalNameTaken
 
 _U64_MAX = 2**64 - 1
@@ -107,9 +108,11 @@ class OwnManifest:
 def own_manifest(location: str, storage_options: Mapping[str, str], version: int, manifest_path: str) -> OwnManifest:
     """The manifest a new ``version`` of the table at ``location`` records, from the path a client
     gave: it must name a manifest of that version in the table's own ``_versions/``, staged as
-    pylance stages it, or final (a version written by location, being adopted: it must open and
-    name only the table's own files). Anything else is InvalidInputError, so that a version never
-    points at another table's manifest or at no manifest at all. One look (both names at once)."""
+    pylance stages it (read before the commit: it must name only the table's own files, or it is
+    discarded), or final (a version written by location, being adopted: it must open and name only
+    the table's own files). Anything else is InvalidInputError, so that a version never points at
+    another table's manifest or data, or at no manifest at all. One look (both names at once), and
+    one read of a staged manifest."""
     directory, _, name = str(manifest_path).rpartition("/")
     staged = _STAGED.match(name)
     final = staged.group("final") if staged else name
@@ -126,7 +129,27 @@ def own_manifest(location: str, storage_options: Mapping[str, str], version: int
         raise InvalidInputError(f"No manifest {name} in the table's _versions/")
     if not staged:
         check_own_version(location, storage_options, version)
+    else:
+        _check_staged(location, storage_options, version, name, found[0].size)
     return OwnManifest(f"{manifest_directory(location)}/{name}", bool(staged) and found[1] is not None)
+
+
+def _check_staged(location: str, storage_options: Mapping[str, str], version: int, name: str, size: int) -> None:
+    """Read the staged manifest ``name`` (``size`` bytes) and refuse it, discarding it, unless it
+    names only the table's own files (``bases.refuse_foreign_manifest``): one read, none when too big."""
+    try:
+        if size > MAX_MANIFEST_BYTES:
+            raise InvalidInputError(f"The staged manifest of version {version} is over {MAX_MANIFEST_BYTES} bytes")
+        try:
+            data = files.read_file(location, _in_versions(name), storage_options)
+        except (files.NotOpened, IsADirectoryError):  # a link or a directory put in its place meanwhile
+            data = None
+        if data is None:
+            raise InvalidInputError(f"No manifest {name} in the table's _versions/")
+        refuse_foreign_manifest(location, storage_options, version, data)
+    except InvalidInputError:  # refused for good: it must not pile up
+        discard_staged(location, storage_options, name)
+        raise
 
 
 def _is_directory_of(directory: str, location: str) -> bool:

@@ -24,9 +24,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import requests
+from lance_namespace.errors import ServiceUnavailableError, UnauthenticatedError
 
 from lance_iceberg_ns.cli.serving import environment_kept
 from lance_iceberg_ns.server import serve_in_background
+from lance_iceberg_ns.server.observability import (
+    TOKEN_CHECK_BURST,
+    TOKEN_CHECKS_PER_SECOND,
+    TOKEN_VERDICT_SECONDS,
+    CatalogTokenChecks,
+)
 
 from ..liveness import served_in_subprocess
 from ..stubs import CONFIG_ANSWER, JsonHandler, StubServer
@@ -78,6 +85,18 @@ def test_a_config_file_line_that_is_not_exactly_a_setting_stops_serve_naming_its
     assert "line 3" in stderr and "s3cret" not in stderr
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert not [key for key in own_environment if key.startswith("LANCE_ICEBERG")]
+
+
+def test_a_bad_value_from_the_config_file_is_said_to_come_from_it(
+    own_environment: dict[str, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "serve.env"
+    config.write_text("LANCE_ICEBERG_NS_DATA_THREADS=many\n")
+    code, stderr = _serve(capsys, "--config-file", str(config), "--root", str(tmp_path))
+    assert code == 2 and "'--data-threads'" in stderr and stderr.rstrip().endswith("(set in --config-file)"), stderr
+    own_environment["LANCE_ICEBERG_NS_DATA_THREADS"] = "many"  # the variable: no such note
+    code, stderr = _serve(capsys, "--root", str(tmp_path))
+    assert code == 2 and "'--data-threads'" in stderr and "--config-file" not in stderr, stderr
 
 
 def test_a_config_file_sets_nothing_in_the_environment(own_environment: dict[str, str], tmp_path: Path) -> None:
@@ -414,6 +433,68 @@ def test_metrics_need_a_token_the_catalog_accepts_when_tokens_are_forwarded(
     assert rejected.status_code == 401 and "lance_iceberg_ns" not in rejected.text
 
 
+def test_metrics_ask_the_catalog_once_per_token_while_its_verdict_lasts(
+    held_catalog: HeldCatalog, tmp_path: Path
+) -> None:
+    properties = {"endpoint": held_catalog.endpoint, "root": str(tmp_path)}
+    with serve_in_background(properties=properties, forward_bearer_token=True) as server:
+
+        def scrape(token: str) -> int:
+            return requests.get(
+                f"{server.uri}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=10
+            ).status_code
+
+        before = held_catalog.config_requests
+        accepted = [scrape("a-catalog-token") for _ in range(5)]
+        held_catalog.config_status = 401
+        refused = [scrape("made-up-token") for _ in range(5)]
+        still_accepted = scrape("a-catalog-token")  # its verdict stands for TOKEN_VERDICT_SECONDS
+    assert (accepted, refused, still_accepted) == ([200] * 5, [401] * 5, 200)
+    assert held_catalog.config_requests - before == 2
+
+
+def test_a_flood_of_made_up_tokens_costs_the_catalog_a_bounded_number_of_checks(
+    held_catalog: HeldCatalog, tmp_path: Path
+) -> None:
+    properties = {"endpoint": held_catalog.endpoint, "root": str(tmp_path)}
+    held_catalog.config_status = 401
+    with serve_in_background(properties=properties, forward_bearer_token=True) as server:
+        before, started = held_catalog.config_requests, time.monotonic()
+        answers = [
+            requests.get(f"{server.uri}/metrics", headers={"Authorization": f"Bearer made-up-{n}"}, timeout=10)
+            for n in range(3 * TOKEN_CHECK_BURST)
+        ]
+        took = time.monotonic() - started
+    asked = held_catalog.config_requests - before
+    assert TOKEN_CHECK_BURST <= asked <= TOKEN_CHECK_BURST + int(took * TOKEN_CHECKS_PER_SECOND) + 1, (asked, took)
+    assert {answer.status_code for answer in answers} == {401, 503}
+    assert sum(answer.status_code == 401 for answer in answers) == asked
+    assert all("lance_iceberg_ns" not in answer.text for answer in answers)
+
+
+def test_token_checks_refill_at_their_rate(held_catalog: HeldCatalog) -> None:
+    now = [0.0]
+    checks = CatalogTokenChecks(held_catalog.endpoint, clock=lambda: now[0])
+    held_catalog.config_status = 401
+    for n in range(TOKEN_CHECK_BURST):
+        with pytest.raises(UnauthenticatedError):
+            checks.check(f"made-up-{n}")
+    with pytest.raises(ServiceUnavailableError):
+        checks.check("one-too-many")
+    with pytest.raises(UnauthenticatedError):  # a token already judged costs nothing
+        checks.check("made-up-0")
+    now[0] += 1 / TOKEN_CHECKS_PER_SECOND
+    held_catalog.config_status = 200
+    checks.check("a-catalog-token")
+    with pytest.raises(ServiceUnavailableError):
+        checks.check("another")
+    now[0] += TOKEN_VERDICT_SECONDS  # verdicts expire; the budget is full again
+    held_catalog.config_status = 401
+    with pytest.raises(UnauthenticatedError):
+        checks.check("a-catalog-token")
+    assert held_catalog.config_requests == TOKEN_CHECK_BURST + 2
+
+
 # --- /readyz under a flood ----------------------------------------------------------------------
 
 
@@ -479,6 +560,8 @@ def test_the_audit_line_names_a_bare_table_name_in_the_default_namespace(
         for action in ("declare", "drop"):
             requests.post(f"{server.uri}/v1/table/orders/{action}", json={}, timeout=30).raise_for_status()
     lines = [record.getMessage() for record in caplog.records if record.name == "lance_iceberg_ns.audit"]
+    started = [line.split(" by ", 1)[0] for line in lines if line.endswith(": started")]
+    assert started[-2:] == ["declare_table ['orders']", "drop_table ['orders']"], lines  # as the client sent it
     for operation in ("declare_table", "drop_table"):
         assert any(line.startswith(f"{operation} ['{warehouse}', 'db', 'orders'] by") for line in lines), lines
 

@@ -83,13 +83,13 @@ def test_each_variable_sets_its_setting(own_environment: dict[str, str], tmp_pat
     ("variable", "value", "why"),
     [
         ("LANCE_ICEBERG_NS_WORKERS", "0", "0 is not in the range x>=1."),
-        ("LANCE_ICEBERG_NS_DATA_THREADS", "many", "'many' is not a valid integer."),
-        ("LANCE_ICEBERG_NS_LOG_FORMAT", "xml", "'xml' is not one of 'text', 'json'."),
+        ("LANCE_ICEBERG_NS_DATA_THREADS", "many", "The value is not a valid integer."),
+        ("LANCE_ICEBERG_NS_LOG_FORMAT", "xml", "The value is not one of 'text', 'json'."),
         ("LANCE_ICEBERG_NS_REQUEST_READ_TIMEOUT", "0", "0.0 is not in the range x>0."),
         ("LANCE_ICEBERG_NS_CATALOG_WAIT", "-1", "-1.0 is not in the range x>=0."),
-        ("LANCE_ICEBERG_NS_ACCESS_LOG", "maybe", "'maybe' is not a valid boolean"),
-        ("LANCE_ICEBERG_NS_GRACEFUL_TIMEOUT", "nan", "'nan' is not a finite number."),
-        ("LANCE_ICEBERG_NS_CATALOG_WAIT", "inf", "'inf' is not a finite number."),
+        ("LANCE_ICEBERG_NS_ACCESS_LOG", "maybe", "The value is not a valid boolean"),
+        ("LANCE_ICEBERG_NS_GRACEFUL_TIMEOUT", "nan", "The value is not a finite number."),
+        ("LANCE_ICEBERG_NS_CATALOG_WAIT", "inf", "The value is not a finite number."),
     ],
 )
 def test_a_value_the_server_cannot_take_is_refused_naming_its_variable(
@@ -152,7 +152,7 @@ def test_every_serve_flag_is_a_setting_of_the_table() -> None:
     ("variable", "value", "why"),
     [
         ("LANCE_ICEBERG_NS_WORKERS", "0", "0 is not in the range x>=1."),
-        ("LANCE_ICEBERG_NS_LOG_FORMAT", "xml", "'xml' is not one of 'text', 'json'."),
+        ("LANCE_ICEBERG_NS_LOG_FORMAT", "xml", "The value is not one of 'text', 'json'."),
     ],
 )
 def test_serve_refuses_a_variable_in_the_servers_words(
@@ -163,3 +163,17 @@ def test_serve_refuses_a_variable_in_the_servers_words(
     own_environment.update({**BRIDGE, variable: value})
     assert main(["serve", "--port", "0"]) == 2
     assert why in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "variable", ["LANCE_ICEBERG_NS_PORT", "LANCE_ICEBERG_NS_LOG_FORMAT", "LANCE_ICEBERG_NS_ACCESS_LOG"]
+)
+def test_a_value_the_server_cannot_take_is_never_echoed(
+    own_environment: dict[str, str], tmp_path: Path, variable: str
+) -> None:
+    """A value in the wrong place may be a secret pasted on the wrong line: no message shows it."""
+    config = tmp_path / "serve.env"
+    config.write_text(f"{variable}=SECRETpasted\n")
+    with pytest.raises(ServeSettingsError) as refused:
+        ServeSettings.from_environment({**BRIDGE, "LANCE_ICEBERG_NS_CONFIG_FILE": str(config)})
+    assert variable in str(refused.value) and "SECRET" not in str(refused.value)

@@ -30,6 +30,7 @@ from lance_iceberg_ns.server import create_app_from_env, serve_in_background
 from lance_iceberg_ns.server.health import PROBE_EVERY_SECONDS
 from lance_iceberg_ns.server.observability import AUDITED_OPERATIONS, METRIC_NAMES, READ_ONLY_OPERATIONS
 from lance_iceberg_ns.server.routes import ROUTES
+from lance_iceberg_ns.testing import stop_process
 
 from ..conftest import RequestCounter
 from ..docker_fixture import docker_available
@@ -259,18 +260,22 @@ def test_the_audit_log_says_who_did_what_and_how_it_ended_never_the_token(
         requests.post(f"{server.uri}/v1/table/{warehouse}$db$x/drop", timeout=30)  # no token: 401
     audited = [record for record in caplog.records if record.name == "lance_iceberg_ns.audit"]
     lines = [record.getMessage() for record in audited]
-    assert [getattr(record, "operation", None) for record in audited] == [
-        "create_namespace",
-        "declare_table",
-        "drop_table",
-        "drop_table",
-        "drop_table",
-    ], lines
-    assert re.fullmatch(rf"create_namespace \['{warehouse}', 'db'\] by token#2 from 127\.0\.0\.1:\d+: ok", lines[0])
-    assert lines[2].endswith(": ok") and f"['{warehouse}', 'db', 't'] by token#2" in lines[2]
-    assert lines[3].endswith("error code=4 status=404"), lines[3]
-    assert "by anonymous from 127.0.0.1:" in lines[4] and lines[4].endswith("error code=16 status=401")
-    assert [getattr(record, "result", None) for record in audited] == ["ok", "ok", "ok", "error", "error"]
+    operations = ["create_namespace", "declare_table", "drop_table", "drop_table", "drop_table"]
+    assert [(getattr(record, "operation", None), getattr(record, "event", None)) for record in audited] == [
+        (operation, event) for operation in operations for event in ("start", "end")
+    ], lines  # a start line before each request's work, its outcome after
+    request_ids = [getattr(record, "request_id", None) for record in audited]
+    assert request_ids[::2] == request_ids[1::2] and len(set(request_ids)) == len(operations)  # a pair per request
+    created = rf"create_namespace \['{warehouse}', 'db'\] by token#2 from 127\.0\.0\.1:\d+"
+    assert re.fullmatch(rf"{created}: started", lines[0]), lines[0]
+    assert re.fullmatch(rf"{created}: ok in \d+(\.\d)? ms", lines[1]), lines[1]
+    assert lines[5].startswith(f"drop_table ['{warehouse}', 'db', 't'] by token#2") and ": ok in " in lines[5]
+    assert re.search(r": error code=4 status=404 in [\d.]+ ms$", lines[7]), lines[7]
+    assert "by anonymous from 127.0.0.1:" in lines[9] and ": error code=16 status=401 in " in lines[9]
+    assert lines[8].endswith(": started") and f"['{warehouse}', 'db', 'x']" in lines[8]  # refused: from its path
+    ends = audited[1::2]
+    assert [getattr(record, "result", None) for record in ends] == ["ok", "ok", "ok", "error", "error"]
+    assert all(isinstance(getattr(record, "duration_ms", None), float) for record in ends)
     assert not any(TOKEN in line or "first-token" in line for line in lines)
 
 
@@ -486,18 +491,21 @@ def test_sigquit_ignored_where_the_server_started_is_ignored_by_it(
     catalog_server: Any, tmp_path: Path, warehouse: str, workers: str
 ) -> None:
     """Started with SIGQUIT ignored, one server process goes on serving after a SIGQUIT, and so
-    does a supervisor of workers (which inherit the ignore)."""
+    do a supervisor and its workers, which inherit the ignore (a worker ended on it, and was
+    started again: its requests in flight were lost, and clients waited for the new one)."""
     ignore_quit = {"preexec_fn": lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN)}
     with served_in_subprocess(
         catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", workers], popen_options=ignore_quit
     ) as served:
         served.process.send_signal(signal.SIGQUIT)
-        for worker in _workers(served):
+        quit_workers = _workers(served)
+        for worker in quit_workers:
             os.kill(worker, signal.SIGQUIT)
         time.sleep(2)
         with requests.Session() as fresh:
             assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
         assert served.alive()
+        assert [pid for pid in quit_workers if not _running(pid)] == [], served.stderr()
 
 
 def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forever(
@@ -605,6 +613,128 @@ def test_a_worker_killed_by_a_signal_is_started_again(catalog_server: Any, tmp_p
             with requests.Session() as fresh:
                 assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
         assert served.alive()
+
+
+def test_workers_that_take_longer_than_uvicorns_five_seconds_to_start_still_serve(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """On a loaded host a worker's imports took 8.7 s, and uvicorn killed every worker that had not
+    answered within 5 s: the port was bound, and clients hung. Every process here (the parent and
+    each worker) takes 7 s more to start."""
+    slow = tmp_path / "slow_start"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(7)\n")
+    path = os.pathsep.join([str(slow), *filter(None, [os.environ.get("PYTHONPATH")])])
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"], env={"PYTHONPATH": path}
+    ) as served:
+        workers = _workers(served)
+        assert len(workers) == 2
+        assert requests.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
+        time.sleep(6)  # a health check or more of each worker
+        assert _workers(served) == workers and "died" not in served.stderr(), served.stderr()
+
+
+def test_workers_that_end_before_they_answer_are_started_again_at_once(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """The supervisor waits for a starting worker's first answer (after its imports). A worker
+    that ended meanwhile held that wait, and with it every restart, for the whole health-check
+    timeout, while no worker served: uvicorn's supervisor kept its own copy of the worker's end
+    of the pipe, so the wait never saw the end. Each worker here takes 10 s to start."""
+    with _served_with_slow_workers(catalog_server.endpoint, tmp_path, warehouse, seconds=10) as served:
+        deadline = time.monotonic() + 60
+        while len(starting := _workers(served)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(starting) == 2, served.stderr()
+        time.sleep(1.5)  # the supervisor is waiting for the first one's answer
+        for worker in starting:
+            os.kill(worker, signal.SIGKILL)
+        killed = time.monotonic()
+        while len(started_again := [pid for pid in _workers(served) if pid not in starting]) < 2:
+            assert time.monotonic() < killed + 30, served.stderr()
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        assert took < 5 and set(_workers(served)) == set(started_again), f"started again {took:.1f} s after they ended"
+        deadline = time.monotonic() + 90  # and they serve, once started (the port refused until then)
+        while not _answers(served):
+            assert time.monotonic() < deadline, served.stderr()
+            time.sleep(0.2)
+
+
+def test_the_port_opens_when_a_worker_can_answer_and_the_address_is_printed_then(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """While the workers start, a client is refused (and may retry elsewhere) instead of waiting on
+    a port that no process answers; the address is printed once a worker answers on it. Each
+    worker here takes 8 s to start."""
+    with _served_with_slow_workers(catalog_server.endpoint, tmp_path, warehouse, seconds=8) as served:
+        printed: dict[str, Any] = {}
+
+        def read_the_address() -> None:
+            assert served.process.stdout is not None
+            printed["line"] = served.process.stdout.readline().decode()
+            try:  # at once, as a script that waits for the line does
+                printed["status"] = requests.post(_exists(served), json={}, timeout=(1, 5)).status_code
+            except requests.RequestException as exc:
+                printed["status"] = exc
+
+        reader = threading.Thread(target=read_the_address, daemon=True)
+        reader.start()
+        refused = 0
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                answered = requests.post(_exists(served), json={}, timeout=(1, 5))
+            except requests.ReadTimeout:
+                pytest.fail(f"a connection was taken and not answered:\n{served.stderr()}")
+            except requests.ConnectionError:
+                refused += 1
+                time.sleep(0.2)
+                continue
+            assert answered.ok
+            break
+        reader.join(10)
+    assert refused > 0  # the workers were still starting
+    assert printed["line"].startswith(f"Lance REST Namespace on {served.uri} "), printed
+    assert printed["status"] == 200, printed
+
+
+@contextlib.contextmanager
+def _served_with_slow_workers(endpoint: str, tmp_path: Path, warehouse: str, seconds: float) -> Iterator[ServedProcess]:
+    """``serve --workers 2`` whose workers each take ``seconds`` more to start (as on a loaded
+    host), started and not waited for; its stdout a pipe."""
+    slow = tmp_path / "slow_workers"
+    slow.mkdir()  # multiprocessing starts each worker with --multiprocessing-fork
+    (slow / "sitecustomize.py").write_text(
+        f"import sys, time\nif '--multiprocessing-fork' in sys.orig_argv:\n    time.sleep({seconds})\n"
+    )
+    path = os.pathsep.join([str(slow), *filter(None, [os.environ.get("PYTHONPATH")])])
+    port = _free_port()
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", str(tmp_path)]
+    stderr_path = str(tmp_path / "serve.stderr")
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(
+            [*command, "--port", str(port), "--workers", "2"],
+            env={**os.environ, "PYTHONPATH": path},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    try:
+        yield ServedProcess(f"http://127.0.0.1:{port}", process, warehouse, stderr_path)
+    finally:
+        stop_process(process)
+
+
+def _exists(served: ServedProcess) -> str:
+    return f"{served.uri}/v1/namespace/{served.warehouse}/exists"
+
+
+def _answers(served: ServedProcess) -> bool:
+    try:
+        return requests.post(_exists(served), json={}, timeout=30).ok
+    except requests.ConnectionError:
+        return False
 
 
 def _workers(served: ServedProcess) -> list[int]:

@@ -281,27 +281,27 @@ def test_a_cleanup_by_location_that_removed_the_catalogs_latest_version_is_refus
     assert managed_ns.count_table_rows({"id": table_id}).count == 130
 
 
-def test_a_version_written_by_location_is_a_409_through_the_server(
+def test_a_version_written_by_location_is_adopted_before_the_server_answers_on_the_table(
     managed_ns: IcebergLanceNamespace, server: Any, db: list[str]
 ) -> None:
+    """Through the server, a version written by location (by a client that found the location
+    there) is what the next answer on the table sees: adopted first, then the write lands after it."""
     table_id = [*db, "events"]
     location = lance.write_dataset(_rows(0, 100), namespace_client=managed_ns, table_id=table_id).uri
     _append(managed_ns, table_id, _rows(100, 10))
     lance.write_dataset(_rows(500, 5), location, mode="append")
     table = f"{server.uri}/v1/table/{'$'.join(table_id)}"
     merge = "on=id&when_matched_update_all=true&when_not_matched_insert_all=true"
-    staged = {"version": 4, "manifest_path": stage_manifest(location, 4)}
     for answer in (
         requests.post(f"{table}/insert", data=ipc(_rows(110, 10)), timeout=30),
         requests.post(f"{table}/merge_insert?{merge}", data=ipc(_rows(0, 3)), timeout=30),
-        requests.post(f"{table}/version/create", json=staged, timeout=30),  # what pylance sends through the server
     ):
-        assert (answer.status_code, answer.json()["code"]) == (409, 19), answer.text
-        assert re.search(WRITTEN_BY_LOCATION, answer.json()["error"]), answer.text
-    rest = lance.namespace.RestNamespace(uri=server.uri)  # pylance over REST: refused, as in process
-    with pytest.raises(OSError, match="Commit result for version 4 is unknown"):
-        lance.write_dataset(_rows(110, 10), namespace_client=rest, table_id=table_id, mode="append")
-    assert _versions(managed_ns, table_id) == [1, 2] and _staged(location) == []
+        assert answer.status_code == 200, answer.text
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5]
+    rest = lance.namespace.RestNamespace(uri=server.uri)  # pylance over REST: its append lands too
+    lance.write_dataset(_rows(120, 10), namespace_client=rest, table_id=table_id, mode="append")
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5, 6] and _staged(location) == []
+    assert lance.dataset(location).count_rows() == 135
 
 
 def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_table(

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import lance
+import lance.namespace
 import pyarrow as pa
 import pytest
 from lance_namespace import (
@@ -21,6 +22,7 @@ from lance_namespace import (
 from lance_namespace.errors import (
     InvalidInputError,
     NamespaceNotFoundError,
+    PermissionDeniedError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TableVersionNotFoundError,
@@ -274,6 +276,63 @@ def test_register_existing_name_raises_table_already_exists_unless_overwrite(
     ns.register_table(RegisterTableRequest(id=[*db, "t"], location=second, mode="Overwrite"))
     assert ns.describe_table(DescribeTableRequest(id=[*db, "t"])).location == second
     assert store.dataset(first).count_rows() == 1  # the replaced registration's data is untouched
+
+
+def test_register_relative_location_names_a_dataset_in_the_namespace_directory(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
+    lance.write_dataset(pa.table({"id": [1, 2, 3]}), namespace_client=ns, table_id=[*db, "physical"])
+    gone = ns.deregister_table(DeregisterTableRequest(id=[*db, "physical"]))
+    relative = gone.location.rsplit("/", 1)[1]  # what pylance's own REST tests register again
+    registered = ns.register_table(RegisterTableRequest(id=[*db, "registered"], location=relative))
+    assert registered.location == relative  # answered as asked, as Lance's directory namespace does
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "registered"])).location == gone.location
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "registered"]).count_rows() == 3
+    store.write_lance(store.at(*db, "sub", "nested.lance"), rows=2)
+    ns.register_table(RegisterTableRequest(id=[*db, "nested"], location="./sub/nested.lance"))
+    assert ns.describe_table(DescribeTableRequest(id=[*db, "nested"])).location == store.at(*db, "sub", "nested.lance")
+
+
+def test_register_relative_location_follows_the_ownership_rules_of_an_absolute_one(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=ns, table_id=[*db, "owned"])
+    relative = ns.describe_table(DescribeTableRequest(id=[*db, "owned"])).location.rsplit("/", 1)[1]
+    with pytest.raises(PermissionDeniedError):  # another entry owns it
+        ns.register_table(RegisterTableRequest(id=[*db, "twin"], location=relative))
+    with pytest.raises(InvalidInputError):  # no dataset there
+        ns.register_table(RegisterTableRequest(id=[*db, "twin"], location="nothing-here.lance"))
+    with pytest.raises(PermissionDeniedError):  # under the root, a table directory ends in .lance
+        ns.register_table(RegisterTableRequest(id=[*db, "twin"], location="plain-directory"))
+    assert _tables(ns, db) == ["owned"]
+
+
+@pytest.mark.parametrize(
+    "relative", ["../outside.lance", "sub/../../outside.lance", "sub//t.lance", "t.lance/", "%2e%2e/outside.lance"]
+)
+def test_register_relative_location_that_escapes_or_has_empty_parts_raises_invalid_input(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, relative: str
+) -> None:
+    store.write_lance(store.at(db[0], "outside.lance"))  # what an escape from the namespace's directory would reach
+    store.write_lance(store.at(*db, "sub", "t.lance"))
+    with pytest.raises(InvalidInputError):
+        ns.register_table(RegisterTableRequest(id=[*db, "t"], location=relative))
+    assert _tables(ns, db) == []
+
+
+def test_pylance_rest_client_registers_a_relative_location(
+    ns: IcebergLanceNamespace, rest: lance.namespace.RestNamespace, db: list[str], store: Store
+) -> None:
+    declared = ns.declare_table(DeclareTableRequest(id=[*db, "physical"]))
+    store.write_lance(declared.location, rows=2)
+    gone = rest.deregister_table(DeregisterTableRequest(id=[*db, "physical"]))
+    relative = gone.location.rsplit("/", 1)[1]
+    registered = rest.register_table(RegisterTableRequest(id=[*db, "registered"], location=relative))
+    assert registered.location == relative
+    rest.table_exists(TableExistsRequest(id=[*db, "registered"]))
+    assert rest.describe_table(DescribeTableRequest(id=[*db, "registered"])).location == declared.location
+    with pytest.raises(InvalidInputError):
+        rest.register_table(RegisterTableRequest(id=[*db, "escaped"], location="../registered.lance"))
 
 
 def test_rename_table_within_the_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:

@@ -60,8 +60,9 @@ def test_an_append_costs_one_catalog_commit_two_looks_and_one_rename(
     # a look past the latest version (a writer by location) when pylance asks for it, a look that
     # the new version's final manifest is not there before the commit, and after it the move into
     # place (on a local disk a hard link, made by name: no look); the latest version's own final
-    # manifest, moved into place by this process, is not looked up again
-    assert file_operations == ["stat_files", "stat_files", "move_unless_taken"]
+    # manifest, moved into place by this process, is not looked up again; the staged manifest is
+    # read once, to check that it names only the table's own files
+    assert file_operations == ["stat_files", "stat_files", "read_file", "move_unless_taken"]
     listed = managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1}).versions
     assert [v.version for v in listed] == [3] and listed[0].manifest_path.endswith(".manifest")
     assert lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows() == 3

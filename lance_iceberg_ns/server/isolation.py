@@ -1,0 +1,308 @@
+"""Data work in worker processes, so that nothing a client sends can stop the server.
+
+pylance aborts its process when an allocation fails (Rust cannot recover from one), and a client
+can make it ask for any amount: views sharing one string, a dictionary cast to plain strings, a
+literal copied into every row. Bounds close each such shape as it is found; isolation closes the
+class. Every request that runs pylance on a client's input (every route ``routes`` does not know
+to be catalog-only) runs in a worker process (``worker``), one request at a time, each worker
+with a memory ceiling. A worker that dies answers its own request, and only that one:
+
+- an allocation over the ceiling is the input's doing: InvalidInputError (400), naming the ceiling;
+- any other end (a signal, the system's OOM killer) is ServiceUnavailableError (503): retry.
+
+Another worker is started at once in its place. The server process keeps the catalog routes,
+health, metrics and the event loop: none of them waits behind data work, and none shares its memory.
+
+Workers belong to the process, not to one app: apps with the same ceiling share them (each app
+sends its recipe, the bridge's properties, with each request; a worker keeps the bridges it built).
+An app starts its ``data_threads`` workers with it, in the background (a request that comes first
+waits for the first one ready); idle ones are kept up to the largest ``data_threads`` of the apps,
+and stop when their pipe closes: when the server stops, or ends in any way.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import fcntl
+import logging
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lance_namespace import LanceNamespace
+from lance_namespace.errors import (
+    InvalidInputError,
+    LanceNamespaceError,
+    ServiceUnavailableError,
+    from_error_code,
+)
+from pydantic import BaseModel
+from starlette.responses import Response
+
+from lance_iceberg_ns import limits
+from lance_iceberg_ns.server.logs import redact
+from lance_iceberg_ns.server.routes import Route
+from lance_iceberg_ns.server.worker import READY, WORKER_MODULE, read_message, write_message
+
+logger = logging.getLogger(__name__)
+
+START_SECONDS = 120.0  # how long a worker may take to import pylance and say it is ready (a loaded host)
+STOP_SECONDS = 5.0
+PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
+_TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
+_ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a worker builds the namespace that answers a request: the bridge's properties (secrets
+    included: never shown), for each caller's token when the server forwards it."""
+
+    properties: Mapping[str, str] = field(repr=False)
+    forward_bearer_token: bool = False
+    key: str = field(default_factory=lambda: secrets.token_hex(8))
+
+    @classmethod
+    def of(
+        cls, namespace: LanceNamespace | None, properties: Mapping[str, str] | None, forward_bearer_token: bool
+    ) -> Recipe | None:
+        """The recipe of what a server serves, or None for a namespace a worker cannot rebuild
+        (another implementation, or a subclass of the bridge): its data work stays in process."""
+        from lance_iceberg_ns import IcebergLanceNamespace
+
+        if properties is not None:
+            return cls(dict(properties), forward_bearer_token)
+        if type(namespace) is IcebergLanceNamespace:
+            return cls(namespace.properties, forward_bearer_token)
+        return None
+
+
+class Isolated:
+    """An app's data routes, answered by the worker processes of its ceiling."""
+
+    def __init__(self, recipe: Recipe, memory_mb: int, data_threads: int) -> None:
+        self.recipe = recipe
+        self.workers = DataWorkers.of(memory_mb)
+        self.workers.keep_at_least(data_threads)
+
+    def answer(self, route: Route, request: BaseModel, body: bytes, token: str | None) -> Response:
+        """``route``'s operation on ``request`` (and its Arrow IPC ``body``) in a worker, as the HTTP
+        answer; raises the Lance error the operation raised, or the one its worker's end means."""
+        encoded = request.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        header = {
+            "operation": route.operation,
+            "recipe": self.recipe.key,
+            "properties": dict(self.recipe.properties),
+            "token": token if self.recipe.forward_bearer_token else None,
+            "arrived": time.monotonic(),
+            "max_data_bytes": limits.max_data_bytes(),  # the server's cap on what a body decodes to
+            "request_bytes": len(encoded),
+        }
+        answer, content = self.workers.run(header, encoded, body if route.arrow_body else b"")
+        if answer["kind"] == "error":
+            error = from_error_code(int(answer["code"]), str(answer["message"]))
+            if answer.get("status"):
+                error.http_status = int(answer["status"])  # type: ignore[attr-defined]  # 413 beyond a size limit
+            raise error
+        return Response(bytes(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
+
+
+class DataWorkers:
+    """The worker processes of one memory ceiling in this process. Idle ones are taken in turn
+    (each keeps the datasets and indices it read open: in turn, every one is warm), and a request
+    that finds none idle starts one of its own."""
+
+    _by_ceiling: dict[int, DataWorkers] = {}
+    _creating = threading.Lock()
+
+    @classmethod
+    def of(cls, memory_mb: int) -> DataWorkers:
+        with cls._creating:
+            workers = cls._by_ceiling.get(memory_mb)
+            if workers is None:
+                workers = cls._by_ceiling[memory_mb] = cls(memory_mb)
+            return workers
+
+    def __init__(self, memory_mb: int) -> None:
+        if memory_mb < 1:
+            raise ValueError("memory_mb must be at least 1")
+        self.memory_mb = memory_mb
+        self._idle: collections.deque[_Worker] = collections.deque()
+        self._starting = 0  # started in the background, not yet ready
+        self._alive = 0  # idle, busy or starting
+        self._keep = 0
+        self._changed = threading.Condition()
+
+    def keep_at_least(self, count: int) -> None:
+        """Keep ``count`` workers (an app's ``data_threads``), starting those missing now."""
+        with self._changed:
+            self._keep = max(self._keep, count)
+            missing = self._keep - self._alive
+        for _ in range(missing):
+            self._start_in_background()
+
+    def run(self, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        """One request on an idle worker; the worker's end, if it ends, as a Lance error."""
+        worker = self._take()
+        try:
+            answer = worker.call(header, *payload)
+        except (OSError, EOFError, ValueError):
+            error = worker.ended(self.memory_mb)
+            self._let_go(worker)
+            self._start_in_background()  # in its place
+            raise error from None
+        self._give_back(worker)
+        return answer
+
+    def close(self) -> None:
+        """Stop the idle workers; a busy one stops when its request ends."""
+        with self._changed:
+            idle, self._idle, self._keep = list(self._idle), collections.deque(), 0
+        for worker in idle:
+            worker.stop()
+            self._let_go(worker)
+
+    def _take(self) -> _Worker:
+        deadline = time.monotonic() + START_SECONDS
+        with self._changed:
+            while not self._idle and self._starting and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
+            if self._idle:
+                return self._idle.popleft()
+            self._alive += 1
+        worker = _Worker(self.memory_mb)
+        try:
+            worker.wait_ready()
+        except (OSError, EOFError, ValueError):
+            error = worker.ended(self.memory_mb)
+            self._let_go(worker)
+            raise error from None
+        return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._changed:
+            kept = len(self._idle) < self._keep
+            if kept:
+                self._idle.append(worker)
+                self._changed.notify()
+        if not kept:
+            worker.stop()
+            self._let_go(worker)
+
+    def _let_go(self, worker: _Worker) -> None:
+        with self._changed:
+            self._alive -= 1
+
+    def _start_in_background(self) -> None:
+        with self._changed:
+            self._starting += 1
+            self._alive += 1
+        threading.Thread(target=self._start, name="data-worker-start", daemon=True).start()
+
+    def _start(self) -> None:
+        worker = None
+        try:
+            worker = _Worker(self.memory_mb)
+            worker.wait_ready()
+        except (OSError, EOFError, ValueError):
+            if worker is not None:
+                logger.warning("A data worker did not start: %s", worker.ended(self.memory_mb))
+            worker = None
+        finally:
+            with self._changed:
+                self._starting -= 1
+                if worker is not None and len(self._idle) < self._keep:
+                    self._idle.append(worker)
+                    worker = None
+                else:
+                    self._alive -= 1
+                self._changed.notify_all()
+        if worker is not None:
+            worker.stop()
+
+
+class _Worker:
+    """One worker process: requests down its stdin, answers up its stdout, its stderr relayed to
+    this process's log (the last lines kept, to say why it ended)."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", WORKER_MODULE, str(memory_mb << 20)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            start_new_session=True,  # a Ctrl-C or a signal to the server's group is the server's to handle
+        )
+        for pipe in (self.process.stdin, self.process.stdout):  # a body or an answer in fewer wake-ups
+            with contextlib.suppress(OSError, AttributeError):
+                fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
+        self._tail: collections.deque[bytes] = collections.deque(maxlen=_TAIL_LINES)
+        self._relay = threading.Thread(target=self._relay_stderr, name="data-worker-log", daemon=True)
+        self._relay.start()
+
+    def wait_ready(self) -> None:
+        """Returns once the worker has imported what it runs; EOFError if it ended first."""
+        assert self.process.stdout is not None
+        message = read_message(self.process.stdout)
+        if message is None or message[0].get("kind") != READY:
+            raise EOFError("the worker ended before it was ready")
+
+    def call(self, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        write_message(self.process.stdin, header, *payload)
+        answer = read_message(self.process.stdout)
+        if answer is None:
+            raise EOFError("the worker ended")
+        return answer
+
+    def ended(self, memory_mb: int) -> LanceNamespaceError:
+        """The error that answers the request this worker was running when it ended."""
+        self.stop()
+        self._relay.join(STOP_SECONDS)
+        tail = b"".join(self._tail)
+        allocation = _ALLOCATION_FAILED.search(tail)
+        if allocation:
+            return InvalidInputError(
+                f"The request needs more memory than a data worker may use ({memory_mb} MiB): an allocation "
+                f"of {int(allocation[1])} bytes failed"
+            )
+        code = self.process.returncode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        return ServiceUnavailableError(
+            f"The data worker running the request ended ({how}); whether a write took effect is unknown: retry"
+        )
+
+    def stop(self) -> None:
+        """Close its pipe (an idle worker ends at once), and end it if it does not."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _relay_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in iter(self.process.stderr.readline, b""):
+            self._tail.append(line)
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                logger.warning("data worker %d: %s", self.process.pid, redact(text))
+
+
+@atexit.register
+def _stop_workers() -> None:
+    for workers in list(DataWorkers._by_ceiling.values()):
+        workers.close()

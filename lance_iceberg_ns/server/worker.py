@@ -1,0 +1,174 @@
+"""A data worker: the process in which the server runs one data request at a time (``isolation``).
+
+``python -m lance_iceberg_ns.server.worker MEMORY_BYTES`` caps its own memory first
+(``RLIMIT_DATA``: a larger allocation fails, and pylance, which cannot recover from a failed
+allocation, ends this process, not the server), then reads requests from its stdin and writes
+answers to its stdout, one message each (``write_message``). Everything else it prints, its
+logging and Lance's own, goes to stderr, which the server relays to its log.
+
+A request names the operation, the recipe of the namespace to run it on (its key and the bridge's
+properties, sent down the pipe, never on a command line or in the environment) and the caller's bearer token
+when the server forwards it; it carries the request as JSON and the Arrow IPC body. The answer is
+the HTTP answer itself (status, media type, bytes), rendered here as the server renders a result
+(``responses.render_result``), or the Lance error to raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from typing import IO, Any
+
+_LENGTHS = struct.Struct("<IQ")  # header bytes, payload bytes
+WORKER_MODULE = __name__ if __name__ != "__main__" else "lance_iceberg_ns.server.worker"
+READY = "ready"
+
+
+# --- the wire: one message is a JSON header and a payload of bytes ------------------------------------
+
+
+def write_message(stream: IO[bytes], header: dict[str, Any], *payload: bytes) -> None:
+    """One message: the lengths, the header as JSON, then the payload's parts back to back."""
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    size = sum(len(part) for part in payload)
+    for part in (_LENGTHS.pack(len(encoded), size) + encoded, *payload):
+        view = memoryview(part)
+        while view:  # a pipe may take part of a large write
+            view = view[stream.write(view) or 0 :]
+
+
+def read_message(stream: IO[bytes]) -> tuple[dict[str, Any], bytearray] | None:
+    """The next message (header, payload), or None when the stream ended between messages.
+    EOFError when it ends inside one. The payload is read into one buffer, never copied."""
+    lengths = _read_exactly(stream, _LENGTHS.size, at_start=True)
+    if lengths is None:
+        return None
+    header_size, payload_size = _LENGTHS.unpack(lengths)
+    header = json.loads(_read_exactly(stream, header_size) or b"")
+    return header, _read_exactly(stream, payload_size) or bytearray()
+
+
+def _read_exactly(stream: IO[bytes], size: int, at_start: bool = False) -> bytearray | None:
+    buffer = bytearray(size)
+    view, read = memoryview(buffer), 0
+    while read < size:
+        count = stream.readinto(view[read:])  # type: ignore[attr-defined]
+        if not count:
+            if at_start and read == 0:
+                return None
+            raise EOFError("the stream ended inside a message")
+        read += count
+    return buffer
+
+
+# --- the worker ---------------------------------------------------------------------------------
+
+
+def main(memory_bytes: int) -> None:
+    """Serve requests from stdin until it closes (the server stopped, or let this worker go)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    answers = os.fdopen(os.dup(1), "wb", buffering=0)  # stdout is the server's alone:
+    os.dup2(2, 1)  # a library's print goes to stderr
+    requests = os.fdopen(0, "rb", buffering=0)
+
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    runner = _Runner()
+    write_message(answers, {"kind": READY})
+    while (message := read_message(requests)) is not None:
+        header, payload = message
+        answer_header, content = runner.answer(header, payload)
+        write_message(answers, answer_header, content)
+
+
+class _Runner:
+    """Runs requests on the namespaces their recipes describe, kept by recipe and token."""
+
+    def __init__(self) -> None:
+        from lance_iceberg_ns.cache import RecentlyUsed
+        from lance_iceberg_ns.server.routes import ROUTES
+
+        self._routes = {route.operation: route for route in ROUTES}
+        self._namespaces: RecentlyUsed[tuple[str, str | None], Any] = RecentlyUsed(16, on_evict=_close)
+
+    def answer(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes]:
+        from lance_namespace.errors import ErrorCode, LanceNamespaceError
+
+        from lance_iceberg_ns.data import request_arrived
+        from lance_iceberg_ns.errors.translation import is_panic
+        from lance_iceberg_ns.limits import data_bytes_allowed
+
+        arrived = request_arrived.set(float(header["arrived"]))
+        try:
+            with data_bytes_allowed(int(header["max_data_bytes"])):
+                return self._run(header, payload)
+        except LanceNamespaceError as exc:
+            status = getattr(exc, "http_status", None)
+            return {"kind": "error", "code": int(exc.code), "message": str(exc), "status": status}, b""
+        except MemoryError:  # an allocation over the ceiling that Python, not pylance, made
+            message = "The request needs more memory than a data worker may use"
+            return {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}, b""
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # a panic inside pylance is the input's doing; anything else is ours
+            panic = is_panic(exc)
+            if not panic:
+                import logging
+
+                logging.getLogger(WORKER_MODULE).error(
+                    "Unexpected failure in %s", header.get("operation"), exc_info=exc
+                )
+            code = ErrorCode.INVALID_INPUT if panic else ErrorCode.INTERNAL
+            message = "pylance could not process the request" if panic else "Internal error"
+            return {"kind": "error", "code": int(code), "message": message, "status": None}, b""
+        finally:
+            request_arrived.reset(arrived)
+
+    def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes]:
+        import lance_namespace
+        from pydantic import BaseModel
+
+        from lance_iceberg_ns.jobs.adoption import adopt_before_answering
+        from lance_iceberg_ns.operation import as_operated
+        from lance_iceberg_ns.server.responses import render_result
+
+        route = self._routes[header["operation"]]
+        namespace = self._namespace(header["recipe"], header["properties"], header.get("token"))
+        request_size = int(header["request_bytes"])
+        model = getattr(lance_namespace, route.model)
+        parts = memoryview(payload)
+        request = model.model_validate_json(bytes(parts[:request_size]))
+        if route.names_one_table:  # what a writer by location did through this server is seen first
+            adopt_before_answering(namespace, as_operated(namespace, route.operation, request).id)
+        method = getattr(namespace, route.operation)
+        result = method(request, parts[request_size:]) if route.arrow_body else method(request)
+        if route.response_field and isinstance(result, BaseModel):
+            result = getattr(result, route.response_field)
+        response = render_result(result)
+        return {"kind": "answer", "status": response.status_code, "media_type": response.media_type}, bytes(
+            response.body
+        )
+
+    def _namespace(self, recipe: str, properties: dict[str, str], token: str | None) -> Any:
+        """The bridge of ``recipe`` (for the caller's ``token`` when the server forwards it),
+        built on first use and kept while it is among the 16 most recently used."""
+        namespace = self._namespaces.get((recipe, token))
+        if namespace is None:
+            from lance_iceberg_ns import IcebergLanceNamespace
+
+            namespace = IcebergLanceNamespace(**(properties if token is None else {**properties, "auth_token": token}))
+            self._namespaces.keep((recipe, token), namespace)
+        return namespace
+
+
+def _close(namespace: Any) -> None:
+    namespace.close()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -1,0 +1,186 @@
+"""Data work runs in worker processes: an allocation bomb, or a worker killed outright, fails its own
+request only. The server process lives, other clients (catalog and data alike) are answered within
+the probe's deadline, the victims' data is unchanged, and the next request finds a new worker.
+
+The bombs are those that ended the server before its data work was isolated: each asks pylance for
+far more memory than a worker may take. Whatever refuses them (a bound on the input, or the
+worker's ceiling), the answer is a 4xx with the spec's body and nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import requests
+
+from lance_iceberg_ns import limits
+
+from ..helpers import files_under, ipc
+from ..liveness import ServedProcess, answered_while, served_in_subprocess
+
+WORKER_MEMORY_MB = 1024
+ARROW_STREAM = {"content-type": "application/vnd.apache.arrow.stream"}
+INVALID_INPUT, SERVICE_UNAVAILABLE = 13, 17
+ROWS = 100_000
+MEGABYTE = "x" * (1 << 20)
+
+
+@dataclass
+class Served:
+    process: ServedProcess
+    namespace: str  # warehouse$db
+    victim: Path
+
+    @property
+    def uri(self) -> str:
+        return self.process.uri
+
+
+def post(uri: str, path: str, body: Any = None, data: bytes | None = None) -> requests.Response:
+    if data is not None:
+        return requests.post(f"{uri}{path}", data=data, headers=ARROW_STREAM, timeout=120)
+    return requests.post(f"{uri}{path}", json=body if body is not None else {}, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def served(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("isolated")
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    arguments = ["--data-worker-memory-mb", str(WORKER_MEMORY_MB), "--data-threads", "2"]
+    with served_in_subprocess(catalog_server.endpoint, str(root), warehouse, extra_args=arguments) as process:
+        namespace = f"{warehouse}$db"
+        assert post(process.uri, f"/v1/namespace/{namespace}/create").status_code == 200
+        created = post(process.uri, f"/v1/table/{namespace}$victim/create", data=ipc(pa.table({"id": range(100)})))
+        assert created.status_code == 200, created.text
+        yield Served(process, namespace, Path(created.json()["location"].removeprefix("file://")))
+
+
+def shared_views(rows: int, value: str) -> pa.Array:
+    """A ``string_view`` column whose every view points at the same long string: a small body
+    that names ``rows * len(value)`` bytes."""
+    data = value.encode()
+    view = struct.pack("<i4sii", len(data), data[:4], 0, 0)  # length, prefix, buffer 0, offset 0
+    return pa.Array.from_buffers(pa.string_view(), rows, [None, pa.py_buffer(view * rows), pa.py_buffer(data)])
+
+
+def one_value_dictionary(rows: int, value: str) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array([value]))
+
+
+def worker_pids() -> set[int]:
+    """The data workers of every server on this machine started with this module's ceiling."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"lance_iceberg_ns.server.worker" in command and str(WORKER_MEMORY_MB << 20).encode() in command:
+            found.add(int(entry.name))
+    return found
+
+
+def victim_is_intact(served: Served, before: dict[str, Any]) -> None:
+    assert files_under(served.victim) == before
+    count = post(served.uri, f"/v1/table/{served.namespace}$victim/count_rows", {})
+    assert count.status_code == 200 and count.json() == 100, count.text
+
+
+def assert_refused_as_input(response: requests.Response) -> None:
+    assert response.status_code in (400, 413), response.text[:500]  # 413: a bound on sizes refused it
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["code"] == INVALID_INPUT
+
+
+def test_string_views_sharing_one_long_string_fail_their_own_request_only(served: Served) -> None:
+    before = files_under(served.victim)
+    body = ipc(pa.table({"s": shared_views(ROWS, MEGABYTE)}))
+    assert len(body) < 3 << 20  # 100 GB named by a body of under 3 MB
+    for path in (f"/v1/table/{served.namespace}$views/create", f"/v1/table/{served.namespace}$victim/insert"):
+        answer = answered_while(served.process, lambda path=path: post(served.uri, path, data=body))
+        assert_refused_as_input(answer)
+    assert post(served.uri, f"/v1/table/{served.namespace}$views/exists").status_code == 404
+    victim_is_intact(served, before)
+
+
+def test_a_dictionary_cast_to_plain_strings_fails_its_own_request_only(served: Served) -> None:
+    before = files_under(served.victim)
+    small = pa.table({"d": one_value_dictionary(10, "y" * 1000)})
+    assert post(served.uri, f"/v1/table/{served.namespace}$dict/create", data=ipc(small)).status_code == 200
+    big = ipc(pa.table({"d": one_value_dictionary(ROWS, MEGABYTE)}))
+    answer = answered_while(
+        served.process, lambda: post(served.uri, f"/v1/table/{served.namespace}$dict/insert", data=big)
+    )
+    assert_refused_as_input(answer)
+    query = {"k": 100, "vector": {}, "columns": {"column_aliases": {"c": "arrow_cast(d, 'LargeUtf8')"}}}
+    answer = answered_while(served.process, lambda: post(served.uri, f"/v1/table/{served.namespace}$dict/query", query))
+    assert answer.status_code == 200, answer.text[:300]  # ten rows of a kilobyte: nothing to refuse
+    victim_is_intact(served, before)
+
+
+def test_a_literal_copied_into_a_million_rows_fails_its_own_request_only(served: Served) -> None:
+    before = files_under(served.victim)
+    rows = ipc(pa.table({"id": pa.array(range(1_000_000), pa.int64())}))
+    assert post(served.uri, f"/v1/table/{served.namespace}$wide/create", data=rows).status_code == 200
+    path = f"/v1/table/{served.namespace}$wide/query"
+    for literal_bytes in (60_000, 3_000):  # over the bound on literals; under it, 3 GB: over the ceiling
+        literal = "'" + "z" * literal_bytes + "'"
+        for expression in (f"coalesce(NULL, {literal})", f"arrow_cast({literal}, 'LargeUtf8')"):
+            query = {"k": 1_000_000, "vector": {}, "columns": {"column_aliases": {"id": "id", "c": expression}}}
+            answer = answered_while(served.process, lambda query=query: post(served.uri, path, query))
+            assert_refused_as_input(answer)
+            if literal_bytes < limits.MAX_LITERAL_BYTES:
+                assert f"more memory than a data worker may use ({WORKER_MEMORY_MB} MiB)" in answer.json()["error"]
+    victim_is_intact(served, before)
+
+
+def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served) -> None:
+    """A worker that ends for another reason (here SIGKILL, as the system's OOM killer sends it)
+    answers 503; the table is as it was, and the next request on it finds a new worker."""
+    before = files_under(served.victim)
+    vectors = np.random.default_rng(3).random((50_000, 64), dtype=np.float32)
+    rows = pa.table({"id": range(50_000), "v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 64)})
+    table = f"/v1/table/{served.namespace}$indexed"
+    assert post(served.uri, f"{table}/create", data=ipc(rows)).status_code == 200
+    outcome: dict[str, requests.Response] = {}
+    index = {"column": "v", "index_type": "IVF_PQ", "num_partitions": 64, "num_sub_vectors": 16}
+    building = threading.Thread(target=lambda: outcome.update(answer=post(served.uri, f"{table}/create_index", index)))
+    building.start()
+    busy: set[int] = set()
+    deadline = time.monotonic() + 60
+    while not busy and building.is_alive() and time.monotonic() < deadline:
+        busy = {pid for pid in worker_pids() if _running(pid)}  # idle workers sleep on their pipe
+        time.sleep(0.01)
+    assert busy, "no worker was seen running the index build"
+    for pid in busy:
+        os.kill(pid, signal.SIGKILL)
+    building.join(120)
+    answer = outcome["answer"]
+    assert answer.status_code == 503, answer.text[:300]
+    assert answer.json()["code"] == SERVICE_UNAVAILABLE and "SIGKILL" in answer.json()["error"]
+    listed = post(served.uri, f"{table}/index/list", {})
+    assert listed.status_code == 200 and listed.json()["indexes"] == [], listed.text
+    assert post(served.uri, f"{table}/count_rows", {}).json() == 50_000
+    assert served.process.alive()
+    victim_is_intact(served, before)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+    except OSError:
+        return False
