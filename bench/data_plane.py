@@ -6,8 +6,9 @@ open (the floor: no server, no request).
 Data: 100,000 rows of 128-d float32 vectors with an IVF_PQ index; queries ask for k=10 with a new
 random vector each call. Both servers run in their own processes or threads on this machine; the
 client is pylance's native RestNamespace, as Lance itself would use it. Latency is measured with
-sequential calls (p50, p99), after 1,000 warm-up calls on each path (servers are measured warm:
-the local catalog is a JVM, which compiles its request path as it serves); the three paths take
+sequential calls (p50, p99), after 16 clients have queried each server for 3 seconds and 1,000
+warm-up calls on each path (servers are measured warm: the local catalog is a JVM, which compiles its
+request path as it serves, and each of our data workers keeps the index it read); the paths take
 turns, 30 calls at a time, so that a slow stretch of a shared machine falls on all of them alike.
 Throughput is measured with 4 client threads. Then 16 clients, each a RestNamespace of its own on a
 thread of its own, query one server at a time for 5 seconds in all, the servers taking turns in four
@@ -248,12 +249,12 @@ def main() -> None:
                 OURS_INTERVAL: searches(lance.namespace.RestNamespace(uri=bounded_uri)),
                 BARE: searches(lance.namespace.RestNamespace(uri=bare_uri)),
             }
+            for at in (f"http://127.0.0.1:{adapter.port}", uri, bounded_uri):  # every thread and worker warm
+                concurrent(lambda at=at: searches(lance.namespace.RestNamespace(uri=at)), args.clients, WARM_SECONDS)
             queries = interleaved_latency(paths, args.calls, rounds=max(1, args.calls // 30), warmup=args.warmup)
             for name, search in paths.items():
                 queries[name]["q/s"] = throughput(search, args.threads)
             servers = {REFERENCE: f"http://127.0.0.1:{adapter.port}", OURS: uri}
-            for at in servers.values():  # every thread (and data worker) of each server warm, as the paths above
-                concurrent(lambda at=at: searches(lance.namespace.RestNamespace(uri=at)), args.clients, WARM_SECONDS)
             together = concurrent_in_turns(servers, args.clients, args.seconds, rounds=4)
             for _ in range(args.insert_rounds):  # taking turns, as the queries do
                 inserts[REFERENCE].append(timed(lambda: insert(reference, more)))

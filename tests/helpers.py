@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -12,7 +13,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -246,3 +248,24 @@ def declares_at_one_location(
     assert keys_under(location) == [MARKER]
     owner = files.read_file(location, MARKER, ns.settings.storage_options)
     assert owner is not None and winners[0].encode() in owner
+
+
+@contextmanager
+def server_text_log(logger: str) -> Iterator[io.StringIO]:
+    """What ``logger`` (and the loggers below it) write meanwhile, as ``serve`` writes its text log,
+    with the audit logger at INFO."""
+    from lance_iceberg_ns.server.logs import AUDIT_LOGGER, RequestIdFilter, TextFormatter, log_config
+
+    written = io.StringIO()
+    handler = logging.StreamHandler(written)
+    handler.setFormatter(TextFormatter(log_config("text")["formatters"]["line"]["fmt"]))
+    handler.addFilter(RequestIdFilter())
+    audit, attached = logging.getLogger(AUDIT_LOGGER), logging.getLogger(logger)
+    level = audit.level
+    audit.setLevel(logging.INFO)
+    attached.addHandler(handler)
+    try:
+        yield written
+    finally:
+        attached.removeHandler(handler)
+        audit.setLevel(level)

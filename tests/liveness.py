@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
@@ -130,3 +131,26 @@ def answered_while(served: ServedProcess, attack: Callable[[], T]) -> T:
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome.get("value")  # type: ignore[return-value]
+
+
+@dataclass
+class Served:
+    """A served subprocess with a namespace for the attacks (``warehouse$db``) and a victim table."""
+
+    process: ServedProcess
+    namespace: str  # warehouse$db
+    victim: Path  # the victim table's location
+
+    @property
+    def uri(self) -> str:
+        return self.process.uri
+
+
+ARROW_STREAM = {"content-type": "application/vnd.apache.arrow.stream"}
+
+
+def post(uri: str, path: str, body: Any = None, data: bytes | None = None) -> requests.Response:
+    """A POST of a JSON body, or of Arrow IPC stream bytes (``data``)."""
+    if data is not None:
+        return requests.post(f"{uri}{path}", data=data, headers=ARROW_STREAM, timeout=120)
+    return requests.post(f"{uri}{path}", json=body if body is not None else {}, timeout=120)

@@ -15,9 +15,10 @@ health, metrics and the event loop: none of them waits behind data work, and non
 
 Workers belong to the process, not to one app: apps with the same ceiling share them (each app
 sends its recipe, the bridge's properties, with each request; a worker keeps the bridges it built).
-An app starts its ``data_threads`` workers with it, in the background (a request that comes first
-waits for the first one ready); idle ones are kept up to the largest ``data_threads`` of the apps,
-and stop when their pipe closes: when the server stops, or ends in any way.
+An app starts two workers with it, in the background (a request that comes first waits for the
+first one ready), and more as requests find none idle; idle ones are kept up to the largest
+``data_threads`` of the apps, and taken in turn. They stop when their pipe closes: when the server
+stops, or ends in any way.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ logger = logging.getLogger(__name__)
 
 START_SECONDS = 120.0  # how long a worker may take to import pylance and say it is ready (a loaded host)
 STOP_SECONDS = 5.0
+STARTED_WITH_THE_APP = 2  # workers started before any request: each takes about 250 MB once pylance is loaded
 PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
 _TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
 _ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
@@ -92,7 +94,7 @@ class Isolated:
     def __init__(self, recipe: Recipe, memory_mb: int, data_threads: int) -> None:
         self.recipe = recipe
         self.workers = DataWorkers.of(memory_mb)
-        self.workers.keep_at_least(data_threads)
+        self.workers.keep_at_least(data_threads, start=min(data_threads, STARTED_WITH_THE_APP))
 
     def answer(self, route: Route, request: BaseModel, body: bytes, token: str | None) -> Response:
         """``route``'s operation on ``request`` (and its Arrow IPC ``body``) in a worker, as the HTTP
@@ -142,11 +144,12 @@ class DataWorkers:
         self._keep = 0
         self._changed = threading.Condition()
 
-    def keep_at_least(self, count: int) -> None:
-        """Keep ``count`` workers (an app's ``data_threads``), starting those missing now."""
+    def keep_at_least(self, count: int, start: int) -> None:
+        """Keep up to ``count`` idle workers (an app's ``data_threads``), and have at least
+        ``start`` of them running or starting now (the others start when requests need them)."""
         with self._changed:
             self._keep = max(self._keep, count)
-            missing = self._keep - self._alive
+            missing = start - self._alive
         for _ in range(missing):
             self._start_in_background()
 

@@ -44,11 +44,10 @@ from lance_iceberg_ns.errors.translation import is_panic, translated_errors
 
 from ..helpers import files_under
 from ..helpers import ipc as ipc_stream
-from ..liveness import ServedProcess, answered_while, served_in_subprocess
+from ..liveness import ARROW_STREAM, Served, answered_while, post, served_in_subprocess
 
 ROWS = 2_000
 Q = [0.5] * 8
-ARROW_STREAM = {"content-type": "application/vnd.apache.arrow.stream"}
 INVALID_INPUT, TABLE_NOT_FOUND, INVALID_TABLE_STATE = 13, 4, 19
 
 
@@ -316,23 +315,6 @@ REFERENCE: dict[str, tuple[int, int | None] | str] = {
 
 
 # --- the server under attack ----------------------------------------------------------------------
-
-
-@dataclass
-class Served:
-    process: ServedProcess
-    namespace: str  # warehouse$db
-    victim: Path  # the victim table's location
-
-    @property
-    def uri(self) -> str:
-        return self.process.uri
-
-
-def post(uri: str, path: str, body: Any = None, data: bytes | None = None) -> requests.Response:
-    if data is not None:
-        return requests.post(f"{uri}{path}", data=data, headers=ARROW_STREAM, timeout=120)
-    return requests.post(f"{uri}{path}", json=body if body is not None else {}, timeout=120)
 
 
 def create_victim(uri: str, namespace: str, table: str = "victim") -> Path:

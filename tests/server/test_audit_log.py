@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import re
 import subprocess
 import sys
@@ -19,7 +18,9 @@ import requests
 from lance_namespace import CreateNamespaceResponse, LanceNamespace
 
 from lance_iceberg_ns.server import serve_in_background
-from lance_iceberg_ns.server.logs import AUDIT_LOGGER, RequestIdFilter, TextFormatter, log_config
+from lance_iceberg_ns.server.logs import AUDIT_LOGGER
+
+from ..helpers import server_text_log
 
 
 class BlockingNamespace(LanceNamespace):
@@ -46,19 +47,8 @@ class BlockingNamespace(LanceNamespace):
 @pytest.fixture
 def audit_text() -> Iterator[io.StringIO]:
     """The audit logger written as ``serve`` writes it in the text format."""
-    written = io.StringIO()
-    handler = logging.StreamHandler(written)
-    handler.setFormatter(TextFormatter(log_config("text")["formatters"]["line"]["fmt"]))
-    handler.addFilter(RequestIdFilter())
-    audit = logging.getLogger(AUDIT_LOGGER)
-    level = audit.level
-    audit.setLevel(logging.INFO)
-    audit.addHandler(handler)
-    try:
+    with server_text_log(AUDIT_LOGGER) as written:
         yield written
-    finally:
-        audit.removeHandler(handler)
-        audit.setLevel(level)
 
 
 def test_the_start_line_is_written_before_the_operation_runs_and_the_outcome_after(audit_text: io.StringIO) -> None:

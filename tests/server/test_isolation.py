@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,30 +27,12 @@ import requests
 from lance_iceberg_ns import limits
 
 from ..helpers import files_under, ipc
-from ..liveness import ServedProcess, answered_while, served_in_subprocess
+from ..liveness import Served, answered_while, post, served_in_subprocess
 
 WORKER_MEMORY_MB = 1024
-ARROW_STREAM = {"content-type": "application/vnd.apache.arrow.stream"}
 INVALID_INPUT, SERVICE_UNAVAILABLE = 13, 17
 ROWS = 100_000
 MEGABYTE = "x" * (1 << 20)
-
-
-@dataclass
-class Served:
-    process: ServedProcess
-    namespace: str  # warehouse$db
-    victim: Path
-
-    @property
-    def uri(self) -> str:
-        return self.process.uri
-
-
-def post(uri: str, path: str, body: Any = None, data: bytes | None = None) -> requests.Response:
-    if data is not None:
-        return requests.post(f"{uri}{path}", data=data, headers=ARROW_STREAM, timeout=120)
-    return requests.post(f"{uri}{path}", json=body if body is not None else {}, timeout=120)
 
 
 @pytest.fixture(scope="module")

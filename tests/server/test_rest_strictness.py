@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -18,10 +17,9 @@ from lance_namespace import LanceNamespace
 
 from lance_iceberg_ns.limits import MAX_JSON_DEPTH, MAX_QUERY_NESTING, check_json_depth
 from lance_iceberg_ns.server import RunningServer, serve_in_background
-from lance_iceberg_ns.server.logs import AUDIT_LOGGER, RequestIdFilter, TextFormatter, log_config
 from lance_iceberg_ns.server.routes import ROUTES
 
-from ..helpers import ipc
+from ..helpers import ipc, server_text_log
 from .test_attacks_server import _deep_boolean_query
 
 JSON = {"content-type": "application/json"}
@@ -157,19 +155,8 @@ FORGED = "2030-01-01 00:00:00,000 INFO lance_iceberg_ns.audit [-] drop_table ['w
 @pytest.fixture
 def text_log() -> Iterator[io.StringIO]:
     """The server's loggers written as ``serve`` writes them in the text format."""
-    written = io.StringIO()
-    handler = logging.StreamHandler(written)
-    handler.setFormatter(TextFormatter(log_config("text")["formatters"]["line"]["fmt"]))
-    handler.addFilter(RequestIdFilter())
-    package, audit = logging.getLogger("lance_iceberg_ns"), logging.getLogger(AUDIT_LOGGER)
-    audit_level = audit.level
-    audit.setLevel(logging.INFO)
-    package.addHandler(handler)
-    try:
+    with server_text_log("lance_iceberg_ns") as written:
         yield written
-    finally:
-        package.removeHandler(handler)
-        audit.setLevel(audit_level)
 
 
 def test_a_newline_decoded_from_the_path_never_starts_a_log_line(text_log: io.StringIO) -> None:
