@@ -3,8 +3,12 @@ the lifecycle's purge/undrop race with several tables at once. Each test checks 
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import threading
 import time
+from pathlib import Path
 
 import lance
 import lance.namespace
@@ -16,7 +20,7 @@ from lance_namespace import (
     InsertIntoTableRequest,
     MergeInsertIntoTableRequest,
 )
-from lance_namespace.errors import TableAlreadyExistsError, TableNotFoundError
+from lance_namespace.errors import ServiceUnavailableError, TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.server import serve_in_background
@@ -222,3 +226,39 @@ def test_a_first_version_made_by_another_process_meanwhile_is_built_on(
     assert written.version == 2 and len(looks) >= 2
     assert written.count_rows() == (100 if operation == "create" else 110)
     assert store.dataset(location, version=1).count_rows() == 10  # the other process's version stays in the history
+
+
+def test_first_writes_take_turns_among_processes_and_wait_for_another_only_so_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine-wide turn is a lock file: held by another process (here another open file of
+    it, which the system treats alike), a first write waits, then gives up with ServiceUnavailable."""
+    from lance_iceberg_ns.data import opening
+
+    turns = opening._Turns(str(tmp_path / "turns"))
+    with turns.turn("/root/a.lance"):
+        (held,) = list((tmp_path / "turns").iterdir())
+    other = os.open(held, os.O_RDWR)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    monkeypatch.setattr(opening, "TURN_SECONDS", 0.3)
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailableError, match="first version"), turns.turn("/root/a.lance"):
+        pass
+    assert 0.3 <= time.monotonic() - started < 5
+    os.close(other)  # the other process ends: the turn is free
+    with turns.turn("/root/a.lance"):
+        pass
+
+
+def test_a_turn_directory_another_user_could_reach_is_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lance_iceberg_ns.data import opening
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with caplog.at_level(logging.WARNING), opening._Turns(str(shared)).turn("/root/a.lance"):
+        pass
+    assert list(shared.iterdir()) == []
+    assert "this process only" in caplog.text and "not a directory of this user's alone" in caplog.text

@@ -47,7 +47,9 @@ import copy
 import fcntl
 import functools
 import hashlib
+import logging
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -59,7 +61,12 @@ from typing import Generic, NoReturn, Protocol, TypeVar
 import lance
 import pyarrow as pa
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError, PermissionDeniedError
+from lance_namespace.errors import (
+    InvalidTableStateError,
+    LanceNamespaceError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+)
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import ResolvedTable, datasets, request_arrived
@@ -67,6 +74,7 @@ from lance_iceberg_ns.errors.pylance import state_refused
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.ownership import Entry
 
+logger = logging.getLogger(__name__)
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -102,23 +110,49 @@ class _Turns:
     @contextmanager
     def _among_processes(self, key: str) -> Iterator[None]:
         """The machine-wide turn of ``key``: one of ``TURN_FILES`` lock files, by the key's hash
-        (two tables sharing one take turns too). None where no lock file can be made."""
-        try:
-            directory = self._directory or os.path.join(tempfile.gettempdir(), f"lance-iceberg-ns-{os.getuid()}")
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % TURN_FILES
-            handle = os.open(os.path.join(directory, f"first-write-{bucket}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
+        (two tables sharing one take turns too), in a directory of this user's alone. Waits at most
+        ``TURN_SECONDS`` (ServiceUnavailableError: another process has held the turn that long).
+        Without such a directory (another user made it, the temporary directory is read-only), turns
+        are taken in this process only, and the log says why."""
+        handle = self._lock_file(key)
+        if handle is None:
             yield
             return
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            deadline = time.monotonic() + TURN_SECONDS
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise ServiceUnavailableError(
+                            f"Another process has been writing this table's first version for {TURN_SECONDS:g} s: "
+                            f"retry later"
+                        ) from None
+                    time.sleep(TURN_LOOK_SECONDS)
             yield
         finally:
             os.close(handle)  # lets go of the lock
 
+    def _lock_file(self, key: str) -> int | None:
+        directory = self._directory or os.path.join(tempfile.gettempdir(), f"lance-iceberg-ns-{os.getuid()}")
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            found = os.lstat(directory)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+                raise PermissionError(f"{directory} is not a directory of this user's alone")
+            bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % TURN_FILES
+            path = os.path.join(directory, f"first-write-{bucket}.lock")
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            logger.warning("First writes take turns in this process only: %s", exc)
+            return None
+
 
 TURN_FILES = 1_024
+TURN_SECONDS = 60.0  # the longest a first write waits for another process's
+TURN_LOOK_SECONDS = 0.02
 _FIRST_WRITES = _Turns()
 # How long a first write waits for one under way in another process, and how often it looks
 FIRST_WRITE_ELSEWHERE_SECONDS = 10.0

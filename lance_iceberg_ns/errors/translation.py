@@ -52,6 +52,7 @@ _TRANSLATIONS: tuple[tuple[type[BaseException], type[LanceNamespaceError]], ...]
     (requests.Timeout, ServiceUnavailableError),
     (requests.exceptions.ChunkedEncodingError, ServiceUnavailableError),  # the answer broke off
     (NotImplementedError, UnsupportedOperationError),
+    (MemoryError, InvalidInputError),  # an allocation over a data worker's ceiling: the request asked for it
     (StoreRefused, PermissionDeniedError),
     (StoreRejected, InvalidInputError),
     (StoreUnavailable, ServiceUnavailableError),

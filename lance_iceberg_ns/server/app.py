@@ -34,7 +34,11 @@ from lance_iceberg_ns.server.logs import forget_secrets_in_logs
 from lance_iceberg_ns.server.observability import RequestContext, forwarded_token_metrics_endpoint, metrics_endpoint
 from lance_iceberg_ns.server.responses import EveryFailureAnswered, install_error_handlers
 from lance_iceberg_ns.server.routes import ROUTES
-from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS, DEFAULT_DATA_WORKER_MEMORY_MB
+from lance_iceberg_ns.server.settings import (
+    DEFAULT_DATA_REQUEST_SECONDS,
+    DEFAULT_DATA_THREADS,
+    DEFAULT_DATA_WORKER_MEMORY_MB,
+)
 
 TITLE = "Lance REST Namespace"
 DESCRIPTION = "Lance tables, stored in an Iceberg REST catalog"
@@ -52,6 +56,7 @@ def create_app(
     data_threads: int = DEFAULT_DATA_THREADS,
     data_isolation: bool = True,
     data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB,
+    data_request_timeout: float = DEFAULT_DATA_REQUEST_SECONDS,
 ) -> Starlette:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
@@ -65,7 +70,8 @@ def create_app(
     ``data_threads``: how many requests that read or write data run at once (beyond it they wait;
     503 when four times as many wait); catalog requests have threads of their own (``capacity``).
     ``data_isolation``: run each data request in a worker process of its own at the time, with a
-    memory ceiling of ``data_worker_memory_mb`` MiB (``isolation``); a namespace other than the
+    memory ceiling of ``data_worker_memory_mb`` MiB, ended after ``data_request_timeout`` seconds
+    (``isolation``); a namespace other than the
     bridge itself, which a worker cannot rebuild, is served in process.
 
     Besides the Lance routes: ``/healthz`` and ``/readyz`` (no token needed, ``health``) and
@@ -78,7 +84,9 @@ def create_app(
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
     recipe = Recipe.of(namespace, properties, forward_bearer_token) if data_isolation else None
-    isolated = Isolated(recipe, data_worker_memory_mb, data_threads) if recipe is not None else None
+    isolated = (
+        Isolated(recipe, data_worker_memory_mb, data_threads, data_request_timeout) if recipe is not None else None
+    )
     app = Starlette()
     app.router.redirect_slashes = False  # a redirect would be built from the client's Host header
     documented = APIRouter()

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic_core
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import (
     InvalidInputError,
@@ -52,6 +53,7 @@ from starlette.responses import Response
 from lance_iceberg_ns import limits
 from lance_iceberg_ns.server.logs import redact
 from lance_iceberg_ns.server.routes import Route
+from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
 from lance_iceberg_ns.server.worker import READY, WORKER_MODULE, read_message, write_message
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ logger = logging.getLogger(__name__)
 START_SECONDS = 120.0  # how long a worker may take to import pylance and say it is ready (a loaded host)
 STOP_SECONDS = 5.0
 STARTED_WITH_THE_APP = 2  # workers started before any request: each takes about 250 MB once pylance is loaded
+IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
 PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
 _TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
 _ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
@@ -91,15 +94,19 @@ class Recipe:
 class Isolated:
     """An app's data routes, answered by the worker processes of its ceiling."""
 
-    def __init__(self, recipe: Recipe, memory_mb: int, data_threads: int) -> None:
+    def __init__(
+        self, recipe: Recipe, memory_mb: int, data_threads: int, request_seconds: float = DEFAULT_DATA_REQUEST_SECONDS
+    ) -> None:
         self.recipe = recipe
+        self.request_seconds = request_seconds
         self.workers = DataWorkers.of(memory_mb)
         self.workers.keep_at_least(data_threads, start=min(data_threads, STARTED_WITH_THE_APP))
 
     def answer(self, route: Route, request: BaseModel, body: bytes, token: str | None) -> Response:
         """``route``'s operation on ``request`` (and its Arrow IPC ``body``) in a worker, as the HTTP
         answer; raises the Lance error the operation raised, or the one its worker's end means."""
-        encoded = request.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        fields = request.model_dump(by_alias=True, exclude_unset=True)
+        encoded = pydantic_core.to_json(fields, inf_nan_mode="constants")  # a NaN the parser took stays one
         header = {
             "operation": route.operation,
             "recipe": self.recipe.key,
@@ -109,13 +116,13 @@ class Isolated:
             "max_data_bytes": limits.max_data_bytes(),  # the server's cap on what a body decodes to
             "request_bytes": len(encoded),
         }
-        answer, content = self.workers.run(header, encoded, body if route.arrow_body else b"")
+        answer, content = self.workers.run(self.request_seconds, header, encoded, body if route.arrow_body else b"")
         if answer["kind"] == "error":
             error = from_error_code(int(answer["code"]), str(answer["message"]))
             if answer.get("status"):
                 error.http_status = int(answer["status"])  # type: ignore[attr-defined]  # 413 beyond a size limit
             raise error
-        return Response(bytes(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
+        return Response(memoryview(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
 
 
 class DataWorkers:
@@ -139,6 +146,7 @@ class DataWorkers:
             raise ValueError("memory_mb must be at least 1")
         self.memory_mb = memory_mb
         self._idle: collections.deque[_Worker] = collections.deque()
+        self._busy: set[_Worker] = set()
         self._starting = 0  # started in the background, not yet ready
         self._alive = 0  # idle, busy or starting
         self._keep = 0
@@ -153,11 +161,12 @@ class DataWorkers:
         for _ in range(missing):
             self._start_in_background()
 
-    def run(self, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
-        """One request on an idle worker; the worker's end, if it ends, as a Lance error."""
+    def run(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        """One request on an idle worker, ended if it takes more than ``seconds``; the worker's end,
+        if it ends, as a Lance error."""
         worker = self._take()
         try:
-            answer = worker.call(header, *payload)
+            answer = worker.call(seconds, header, *payload)
         except (OSError, EOFError, ValueError):
             error = worker.ended(self.memory_mb)
             self._let_go(worker)
@@ -167,9 +176,13 @@ class DataWorkers:
         return answer
 
     def close(self) -> None:
-        """Stop the idle workers; a busy one stops when its request ends."""
+        """Stop every worker: the idle ones as they finish, the busy ones at once (the server is
+        going: nobody waits for their answers)."""
         with self._changed:
             idle, self._idle, self._keep = list(self._idle), collections.deque(), 0
+            busy = list(self._busy)
+        for worker in busy:
+            worker.process.kill()
         for worker in idle:
             worker.stop()
             self._let_go(worker)
@@ -180,7 +193,9 @@ class DataWorkers:
             while not self._idle and self._starting and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
             if self._idle:
-                return self._idle.popleft()
+                worker = self._idle.popleft()
+                self._busy.add(worker)
+                return worker
             self._alive += 1
         worker = _Worker(self.memory_mb)
         try:
@@ -189,20 +204,38 @@ class DataWorkers:
             error = worker.ended(self.memory_mb)
             self._let_go(worker)
             raise error from None
+        with self._changed:
+            self._busy.add(worker)
         return worker
 
     def _give_back(self, worker: _Worker) -> None:
         with self._changed:
+            self._busy.discard(worker)
             kept = len(self._idle) < self._keep
             if kept:
                 self._idle.append(worker)
                 self._changed.notify()
-        if not kept:
-            worker.stop()
-            self._let_go(worker)
+            resting = self._resting()
+        for stopped in resting if kept else [worker]:
+            stopped.stop()
+            self._let_go(stopped)
+
+    def _resting(self) -> list[_Worker]:
+        """The workers idle for ``IDLE_SECONDS``, taken off the idle ones (oldest first, as they are
+        taken in turn), beyond the ``STARTED_WITH_THE_APP`` kept in any case. Holds the lock."""
+        resting: list[_Worker] = []
+        now = time.monotonic()
+        while (
+            len(self._idle) > STARTED_WITH_THE_APP
+            and self._alive - len(resting) > STARTED_WITH_THE_APP
+            and now - self._idle[0].idle_since > IDLE_SECONDS
+        ):
+            resting.append(self._idle.popleft())
+        return resting
 
     def _let_go(self, worker: _Worker) -> None:
         with self._changed:
+            self._busy.discard(worker)
             self._alive -= 1
 
     def _start_in_background(self) -> None:
@@ -250,6 +283,8 @@ class _Worker:
             with contextlib.suppress(OSError, AttributeError):
                 fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._tail: collections.deque[bytes] = collections.deque(maxlen=_TAIL_LINES)
+        self.timed_out: float | None = None
+        self.idle_since = time.monotonic()
         self._relay = threading.Thread(target=self._relay_stderr, name="data-worker-log", daemon=True)
         self._relay.start()
 
@@ -260,13 +295,26 @@ class _Worker:
         if message is None or message[0].get("kind") != READY:
             raise EOFError("the worker ended before it was ready")
 
-    def call(self, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        """The answer to one request; the worker is ended if it takes more than ``seconds``."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        write_message(self.process.stdin, header, *payload)
-        answer = read_message(self.process.stdout)
+        self._tail.clear()  # what it wrote before this request says nothing of why it ends now
+        deadline = threading.Timer(seconds, self._out_of_time, (seconds,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            write_message(self.process.stdin, header, *payload)
+            answer = read_message(self.process.stdout)
+        finally:
+            deadline.cancel()
         if answer is None:
             raise EOFError("the worker ended")
+        self.idle_since = time.monotonic()
         return answer
+
+    def _out_of_time(self, seconds: float) -> None:
+        self.timed_out = seconds
+        self.process.kill()
 
     def ended(self, memory_mb: int) -> LanceNamespaceError:
         """The error that answers the request this worker was running when it ended."""
@@ -278,6 +326,11 @@ class _Worker:
             return InvalidInputError(
                 f"The request needs more memory than a data worker may use ({memory_mb} MiB): an allocation "
                 f"of {int(allocation[1])} bytes failed"
+            )
+        if self.timed_out is not None:
+            return ServiceUnavailableError(
+                f"The request took more than {self.timed_out:g} s in its data worker, which was ended; whether a "
+                f"write took effect is unknown"
             )
         code = self.process.returncode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"

@@ -35,6 +35,7 @@ DEFAULT_MAX_DATA_BODY_MB = 256
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a request's head and body
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
 DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # what one data worker process may allocate (server.isolation)
+DEFAULT_DATA_REQUEST_SECONDS = 900.0  # how long one data request may run in its worker (server.isolation)
 
 
 class ServeSettingsError(ValueError):
@@ -250,6 +251,13 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "and its worker replaced, and no other request is affected",
     ),
     ServeOption(
+        "--data-request-timeout",
+        Number(whole=False, minimum=0, above=True),
+        DEFAULT_DATA_REQUEST_SECONDS,
+        "seconds one data request may run in its worker; beyond it the worker is ended, the request answered "
+        "503 and the worker replaced",
+    ),
+    ServeOption(
         "--share-static-credentials",
         Switch(),
         False,
@@ -397,6 +405,7 @@ class ServeSettings:
     share_static_credentials: bool = False
     data_threads: int | None = None
     data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB
+    data_request_timeout: float = DEFAULT_DATA_REQUEST_SECONDS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     workers: int = 1
@@ -478,6 +487,7 @@ class ServeSettings:
             share_static_credentials=options["share_static_credentials"],
             data_threads=options["data_threads"],
             data_worker_memory_mb=options["data_worker_memory_mb"],
+            data_request_timeout=options["data_request_timeout"],
             host=host,
             port=options["port"],
             workers=options["workers"],
@@ -497,6 +507,7 @@ class ServeSettings:
             "forward_bearer_token": self.forward_bearer_token,
             "share_static_credentials": self.share_static_credentials,
             "data_worker_memory_mb": self.data_worker_memory_mb,
+            "data_request_timeout": self.data_request_timeout,
         }
         if self.max_data_body_bytes is not None:
             options["max_data_body_bytes"] = self.max_data_body_bytes

@@ -15,6 +15,7 @@ the HTTP answer itself (status, media type, bytes), rendered here as the server 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -24,12 +25,14 @@ from typing import IO, Any
 _LENGTHS = struct.Struct("<IQ")  # header bytes, payload bytes
 WORKER_MODULE = __name__ if __name__ != "__main__" else "lance_iceberg_ns.server.worker"
 READY = "ready"
+SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
+OOM_SCORE_ADJUSTMENT = 500
 
 
 # --- the wire: one message is a JSON header and a payload of bytes ------------------------------------
 
 
-def write_message(stream: IO[bytes], header: dict[str, Any], *payload: bytes) -> None:
+def write_message(stream: IO[bytes], header: dict[str, Any], *payload: bytes | bytearray | memoryview) -> None:
     """One message: the lengths, the header as JSON, then the payload's parts back to back."""
     encoded = json.dumps(header, separators=(",", ":")).encode()
     size = sum(len(part) for part in payload)
@@ -71,6 +74,9 @@ def main(memory_bytes: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    _end_with_the_server(os.getppid())
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
+        adjust.write(str(OOM_SCORE_ADJUSTMENT))  # the system's OOM killer takes a worker before the server
     answers = os.fdopen(os.dup(1), "wb", buffering=0)  # stdout is the server's alone:
     os.dup2(2, 1)  # a library's print goes to stderr
     requests = os.fdopen(0, "rb", buffering=0)
@@ -86,6 +92,20 @@ def main(memory_bytes: int) -> None:
         write_message(answers, answer_header, content)
 
 
+def _end_with_the_server(server: int) -> None:
+    """End this worker as soon as the server that started it is gone, however it ended: a request
+    under way is abandoned, as the server's own threads are."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == server:
+            time.sleep(SERVER_LOOK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="server-watch", daemon=True).start()
+
+
 class _Runner:
     """Runs requests on the namespaces their recipes describe, kept by recipe and token."""
 
@@ -96,8 +116,9 @@ class _Runner:
         self._routes = {route.operation: route for route in ROUTES}
         self._namespaces: RecentlyUsed[tuple[str, str | None], Any] = RecentlyUsed(16, on_evict=_close)
 
-    def answer(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes]:
+    def answer(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
         from lance_namespace.errors import ErrorCode, LanceNamespaceError
+        from pydantic import ValidationError
 
         from lance_iceberg_ns.data import request_arrived
         from lance_iceberg_ns.errors.translation import is_panic
@@ -110,6 +131,9 @@ class _Runner:
         except LanceNamespaceError as exc:
             status = getattr(exc, "http_status", None)
             return {"kind": "error", "code": int(exc.code), "message": str(exc), "status": status}, b""
+        except ValidationError as exc:  # a value the server's parser took and the request model does not
+            message = f"Invalid request: {exc.error_count()} field(s) refused"
+            return {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}, b""
         except MemoryError:  # an allocation over the ceiling that Python, not pylance, made
             message = "The request needs more memory than a data worker may use"
             return {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}, b""
@@ -129,11 +153,12 @@ class _Runner:
         finally:
             request_arrived.reset(arrived)
 
-    def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes]:
+    def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
         import lance_namespace
         from pydantic import BaseModel
 
         from lance_iceberg_ns.jobs.adoption import adopt_before_answering
+        from lance_iceberg_ns.limits import DataTooLargeError
         from lance_iceberg_ns.operation import as_operated
         from lance_iceberg_ns.server.responses import render_result
 
@@ -150,9 +175,12 @@ class _Runner:
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)
         response = render_result(result)
-        return {"kind": "answer", "status": response.status_code, "media_type": response.media_type}, bytes(
-            response.body
-        )
+        if len(response.body) > int(header["max_data_bytes"]):  # the server holds it until its client reads it
+            raise DataTooLargeError(
+                f"{route.operation}: the answer takes {len(response.body)} bytes, more than the server's "
+                f"{header['max_data_bytes']}: ask for fewer rows (k) or columns"
+            )
+        return {"kind": "answer", "status": response.status_code, "media_type": response.media_type}, response.body
 
     def _namespace(self, recipe: str, properties: dict[str, str], token: str | None) -> Any:
         """The bridge of ``recipe`` (for the caller's ``token`` when the server forwards it),

@@ -9,9 +9,14 @@ worker's ceiling), the answer is a 4xx with the spec's body and nothing is writt
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import signal
 import struct
+import tempfile
 import threading
 import time
 import uuid
@@ -25,6 +30,7 @@ import pytest
 import requests
 
 from lance_iceberg_ns import limits
+from lance_iceberg_ns.data import opening
 
 from ..helpers import files_under, ipc
 from ..liveness import Served, answered_while, post, served_in_subprocess
@@ -33,6 +39,7 @@ WORKER_MEMORY_MB = 1024
 INVALID_INPUT, SERVICE_UNAVAILABLE = 13, 17
 ROWS = 100_000
 MEGABYTE = "x" * (1 << 20)
+ROW = pa.table({"id": pa.array([1], pa.int64())})
 
 
 @pytest.fixture(scope="module")
@@ -163,5 +170,133 @@ def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served)
 def _running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+    except OSError:
+        return False
+
+
+def test_nan_in_a_request_is_the_same_request_in_its_worker(served: Served) -> None:
+    """A NaN the server's parser takes reaches the worker as a NaN, not as null (then a 500)."""
+    query = {"k": 3, "vector": {"single_vector": [float("nan")]}, "columns": {"column_names": ["id"]}}
+    answer = requests.post(
+        f"{served.uri}/v1/table/{served.namespace}$victim/query",
+        data=json.dumps(query),  # allow_nan: "NaN", as Python clients send it
+        headers={"content-type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 400, answer.text[:300]
+    assert answer.json()["code"] == INVALID_INPUT
+
+
+@pytest.fixture(scope="module")
+def strict(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server whose data requests may run 3 seconds and take or answer 1 MiB."""
+    root = tmp_path_factory.mktemp("strict")
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    arguments = ["--data-request-timeout", "3", "--max-data-body-mb", "1", "--data-threads", "2"]
+    with served_in_subprocess(catalog_server.endpoint, str(root), warehouse, extra_args=arguments) as process:
+        namespace = f"{warehouse}$db"
+        assert post(process.uri, f"/v1/namespace/{namespace}/create").status_code == 200
+        created = post(process.uri, f"/v1/table/{namespace}$victim/create", data=ipc(pa.table({"id": range(100)})))
+        assert created.status_code == 200, created.text
+        yield Served(process, namespace, Path(created.json()["location"].removeprefix("file://")))
+
+
+@contextlib.contextmanager
+def first_writes_held(location: str) -> Iterator[None]:
+    """The machine-wide turn of the first write at ``location`` held, as another process writing
+    that table's first version would hold it."""
+    directory = Path(tempfile.gettempdir()) / f"lance-iceberg-ns-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    handles = []
+    for key in {location, location.removeprefix("file://"), f"file://{location.removeprefix('file://')}"}:
+        bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % opening.TURN_FILES
+        handle = os.open(directory / f"first-write-{bucket}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handles.append(handle)
+    try:
+        yield
+    finally:
+        for handle in handles:
+            os.close(handle)
+
+
+def test_a_data_request_over_its_time_ends_its_worker_and_is_answered_503(strict: Served) -> None:
+    table = f"/v1/table/{strict.namespace}$held"
+    location = post(strict.uri, f"{table}/declare").json()["location"]
+    with first_writes_held(location):
+        started = time.monotonic()
+        answer = answered_while(strict.process, lambda: post(strict.uri, f"{table}/insert", data=ipc(ROW)))
+        took = time.monotonic() - started
+    assert answer.status_code == 503, answer.text[:300]
+    assert "took more than 3 s" in answer.json()["error"] and 3 <= took < 30
+    count = post(strict.uri, f"/v1/table/{strict.namespace}$victim/count_rows", {})
+    assert count.status_code == 200 and count.json() == 100  # the next request finds a worker
+    assert post(strict.uri, f"{table}/insert", data=ipc(ROW)).status_code == 200  # and the table its turn
+
+
+def test_an_answer_over_the_data_cap_is_413(strict: Served) -> None:
+    table = f"/v1/table/{strict.namespace}$long"
+    for rows in (range(100_000), range(100_000, 200_000)):  # 800 KB each, under the 1 MiB cap
+        done = post(
+            strict.uri, f"{table}/{'create' if rows.start == 0 else 'insert'}", data=ipc(pa.table({"id": rows}))
+        )
+        assert done.status_code == 200, done.text[:300]
+    query = {"k": 200_000, "vector": {}, "columns": {"column_names": ["id"]}}
+    answer = post(strict.uri, f"{table}/query", query)
+    assert answer.status_code == 413 and answer.json()["code"] == INVALID_INPUT, answer.text[:300]
+    assert "fewer rows" in answer.json()["error"]
+    assert post(strict.uri, f"{table}/query", {**query, "k": 1_000}).status_code == 200
+
+
+def test_workers_end_with_their_server_however_it_ends(catalog_server: Any, tmp_path: Path) -> None:
+    """Killed, the server leaves no worker behind: not an idle one, not one in the middle of a write
+    (which then never lands)."""
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    with served_in_subprocess(catalog_server.endpoint, str(tmp_path), warehouse) as process:
+        namespace = f"{warehouse}$db"
+        assert post(process.uri, f"/v1/namespace/{namespace}/create").status_code == 200
+        location = post(process.uri, f"/v1/table/{namespace}$late/declare").json()["location"]
+        with first_writes_held(location):
+            writing = threading.Thread(target=_insert_quietly, args=(process.uri, namespace), daemon=True)
+            writing.start()
+            deadline = time.monotonic() + 30
+            while len(workers_of(process.process.pid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            workers = workers_of(process.process.pid)
+            assert workers, "the server started no data worker"
+            process.process.kill()
+            process.process.wait(10)
+            deadline = time.monotonic() + 10
+            while [pid for pid in workers if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not [pid for pid in workers if _alive(pid)], "workers outlived their server"
+        time.sleep(1)  # the turn is free: a worker left behind would now write
+        assert not (Path(location.removeprefix("file://")) / "_versions").exists()
+
+
+def _insert_quietly(uri: str, namespace: str) -> None:
+    with contextlib.suppress(requests.RequestException):  # the server is killed under it
+        post(uri, f"/v1/table/{namespace}$late/insert", data=ipc(ROW))
+
+
+def workers_of(server: int) -> list[int]:
+    """The data workers the process ``server`` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                command = (entry / "cmdline").read_bytes()
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == server and b"lance_iceberg_ns.server.worker" in command:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, or a zombie nobody reaped (its process is gone all the same)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
