@@ -17,7 +17,7 @@ Workers belong to the process, not to one app: apps with the same ceiling share 
 sends its recipe, the bridge's properties, with each request; a worker keeps the bridges it built).
 An app starts two workers with it, in the background (a request that comes first waits for the
 first one ready), and more as requests find none idle; idle ones are kept up to the largest
-``data_threads`` of the apps, and taken in turn. They stop when their pipe closes: when the server
+``data_threads`` of the apps (beyond two, for ``IDLE_SECONDS``). They stop when their pipe closes: when the server
 stops, or ends in any way.
 """
 
@@ -30,6 +30,7 @@ import fcntl
 import logging
 import re
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -126,9 +127,9 @@ class Isolated:
 
 
 class DataWorkers:
-    """The worker processes of one memory ceiling in this process. Idle ones are taken in turn
-    (each keeps the datasets and indices it read open: in turn, every one is warm), and a request
-    that finds none idle starts one of its own."""
+    """The worker processes of one memory ceiling in this process. The idle one used last is taken
+    first (it has the datasets and indices open, and the rest can rest), and a request that finds
+    none idle starts one of its own."""
 
     _by_ceiling: dict[int, DataWorkers] = {}
     _creating = threading.Lock()
@@ -193,7 +194,7 @@ class DataWorkers:
             while not self._idle and self._starting and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
             if self._idle:
-                worker = self._idle.popleft()
+                worker = self._idle.pop()  # the one used last: its caches are warm
                 self._busy.add(worker)
                 return worker
             self._alive += 1
@@ -221,8 +222,8 @@ class DataWorkers:
             self._let_go(stopped)
 
     def _resting(self) -> list[_Worker]:
-        """The workers idle for ``IDLE_SECONDS``, taken off the idle ones (oldest first, as they are
-        taken in turn), beyond the ``STARTED_WITH_THE_APP`` kept in any case. Holds the lock."""
+        """The workers idle for ``IDLE_SECONDS``, taken off the idle ones (those used longest ago
+        first), beyond the ``STARTED_WITH_THE_APP`` kept in any case. Holds the lock."""
         resting: list[_Worker] = []
         now = time.monotonic()
         while (
@@ -299,22 +300,17 @@ class _Worker:
         """The answer to one request; the worker is ended if it takes more than ``seconds``."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self._tail.clear()  # what it wrote before this request says nothing of why it ends now
-        deadline = threading.Timer(seconds, self._out_of_time, (seconds,))
-        deadline.daemon = True
-        deadline.start()
-        try:
-            write_message(self.process.stdin, header, *payload)
-            answer = read_message(self.process.stdout)
-        finally:
-            deadline.cancel()
+        write_message(self.process.stdin, header, *payload)
+        answered, _, _ = select.select([self.process.stdout], [], [], seconds)  # its answer comes all at once
+        if not answered:
+            self.timed_out = seconds
+            self.process.kill()
+        answer = read_message(self.process.stdout)
         if answer is None:
             raise EOFError("the worker ended")
         self.idle_since = time.monotonic()
         return answer
 
-    def _out_of_time(self, seconds: float) -> None:
-        self.timed_out = seconds
-        self.process.kill()
 
     def ended(self, memory_mb: int) -> LanceNamespaceError:
         """The error that answers the request this worker was running when it ended."""
