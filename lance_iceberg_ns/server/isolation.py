@@ -311,7 +311,6 @@ class _Worker:
         self.idle_since = time.monotonic()
         return answer
 
-
     def ended(self, memory_mb: int) -> LanceNamespaceError:
         """The error that answers the request this worker was running when it ended."""
         self.stop()
