@@ -164,8 +164,10 @@ class LocationPolicy:
         location = normalize_location(raw)
         base = self.base_of(location)
         if base is None:
+            kind = "paths" if is_local(location) else "URIs"  # the reference's words, which clients look for
             raise PermissionDeniedError(
-                f"The location {location!r} is outside the storage root and the allowed locations"
+                f"Absolute {kind} are not allowed outside the storage root and the allowed locations: "
+                f"the location {location!r} is outside them"
             )
         if is_local(location) and not self._really_inside(location, base):
             raise PermissionDeniedError(f"The location {location!r} leads outside {base!r} through a symbolic link")
@@ -222,8 +224,8 @@ class LocationPolicy:
         is not yet confined."""
         if any(part in ("", "..") for part in relative.split("/")):
             raise InvalidInputError(
-                f"A relative location names a place under its namespace's directory, without '..' "
-                f"or empty parts: {relative!r}"
+                f"Path traversal is not allowed: a relative location names a place under its namespace's "
+                f"directory, without '..' or empty parts: {relative!r}"
             )
         directory = self.namespace_directory(namespace)
         location = normalize_location(f"{directory}/{relative}")

@@ -331,8 +331,12 @@ def test_pylance_rest_client_registers_a_relative_location(
     assert registered.location == relative
     rest.table_exists(TableExistsRequest(id=[*db, "registered"]))
     assert rest.describe_table(DescribeTableRequest(id=[*db, "registered"])).location == declared.location
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError, match="Path traversal is not allowed"):  # the reference's words
         rest.register_table(RegisterTableRequest(id=[*db, "escaped"], location="../registered.lance"))
+    for outside, words in (("/tmp/elsewhere.lance", "Absolute paths"), ("s3://bucket/t.lance", "Absolute URIs")):
+        with pytest.raises(PermissionDeniedError, match=f"{words} are not allowed outside the storage root"):
+            rest.register_table(RegisterTableRequest(id=[*db, "outside"], location=outside))
+    assert _tables(ns, db) == ["registered"]
 
 
 def test_rename_table_within_the_warehouse(ns: IcebergLanceNamespace, db: list[str]) -> None:
