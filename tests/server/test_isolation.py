@@ -42,17 +42,24 @@ MEGABYTE = "x" * (1 << 20)
 ROW = pa.table({"id": pa.array([1], pa.int64())})
 
 
-@pytest.fixture(scope="module")
-def served(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("isolated")
+@contextlib.contextmanager
+def serving_a_victim(endpoint: str, root: Path, *arguments: str) -> Iterator[Served]:
+    """``serve`` with ``arguments`` in a subprocess, with a namespace and a 100-row victim table."""
     warehouse = f"wh_{uuid.uuid4().hex[:10]}"
-    arguments = ["--data-worker-memory-mb", str(WORKER_MEMORY_MB), "--data-threads", "2"]
-    with served_in_subprocess(catalog_server.endpoint, str(root), warehouse, extra_args=arguments) as process:
+    with served_in_subprocess(endpoint, str(root), warehouse, extra_args=arguments) as process:
         namespace = f"{warehouse}$db"
         assert post(process.uri, f"/v1/namespace/{namespace}/create").status_code == 200
         created = post(process.uri, f"/v1/table/{namespace}$victim/create", data=ipc(pa.table({"id": range(100)})))
         assert created.status_code == 200, created.text
         yield Served(process, namespace, Path(created.json()["location"].removeprefix("file://")))
+
+
+@pytest.fixture(scope="module")
+def served(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("isolated")
+    arguments = ("--data-worker-memory-mb", str(WORKER_MEMORY_MB), "--data-threads", "2")
+    with serving_a_victim(catalog_server.endpoint, root, *arguments) as served:
+        yield served
 
 
 def shared_views(rows: int, value: str) -> pa.Array:
@@ -191,14 +198,9 @@ def test_nan_in_a_request_is_the_same_request_in_its_worker(served: Served) -> N
 def strict(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A server whose data requests may run 3 seconds and take or answer 1 MiB."""
     root = tmp_path_factory.mktemp("strict")
-    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
-    arguments = ["--data-request-timeout", "3", "--max-data-body-mb", "1", "--data-threads", "2"]
-    with served_in_subprocess(catalog_server.endpoint, str(root), warehouse, extra_args=arguments) as process:
-        namespace = f"{warehouse}$db"
-        assert post(process.uri, f"/v1/namespace/{namespace}/create").status_code == 200
-        created = post(process.uri, f"/v1/table/{namespace}$victim/create", data=ipc(pa.table({"id": range(100)})))
-        assert created.status_code == 200, created.text
-        yield Served(process, namespace, Path(created.json()["location"].removeprefix("file://")))
+    arguments = ("--data-request-timeout", "3", "--max-data-body-mb", "1", "--data-threads", "2")
+    with serving_a_victim(catalog_server.endpoint, root, *arguments) as served:
+        yield served
 
 
 @contextlib.contextmanager
