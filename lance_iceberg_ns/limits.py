@@ -34,6 +34,8 @@ MAX_PAGE_LIMIT = 10_000  # names or versions in one page; more pages are a page_
 MAX_PROPERTIES = 100  # entries in one request's properties
 MAX_PROPERTY_KEY_BYTES = 255  # UTF-8 bytes of a property key
 MAX_PROPERTY_VALUE_BYTES = 8 * 1024  # UTF-8 bytes of a property value
+# Schema and field metadata of a table's rows, keys and values, in bytes: every describe answers it
+MAX_SCHEMA_METADATA_BYTES = 1024 * 1024
 # Arrays and objects one within another in any JSON a client sends (a body, a map in the query
 # string): Python's own parser recursed 5,000 levels into a RecursionError. A search nested the
 # most it may be (MAX_QUERY_NESTING, three levels each) takes 53.

@@ -21,7 +21,13 @@ from lance.schema import LanceSchema
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.data.schema import column_count
-from lance_iceberg_ns.limits import MAX_IPC_MESSAGES, DataTooLargeError, check_column_count, max_data_bytes
+from lance_iceberg_ns.limits import (
+    MAX_IPC_MESSAGES,
+    MAX_SCHEMA_METADATA_BYTES,
+    DataTooLargeError,
+    check_column_count,
+    max_data_bytes,
+)
 
 # Buffers copied to 64-byte boundaries where the body left them elsewhere: pyarrow's own
 # "DataTypeSpecific" leaves a string_view's 16-byte views at 8, and pylance panics on them.
@@ -73,6 +79,7 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
     try:
         with pa.ipc.open_stream(pa.py_buffer(data), options=_ALIGNED) as reader:
             check_column_count(column_count(reader.schema), f"{operation}: the rows")  # before any batch is read
+            check_schema_metadata(reader.schema, f"{operation}: the rows")
             table = reader.read_all()
         table.validate()  # the buffers' sizes: what the size below reads is there
         if not table.schema.names:
@@ -85,6 +92,23 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as exc:
         raise InvalidInputError(f"{operation}: the request body is not valid Arrow IPC data ({exc})") from None
     return table
+
+
+def check_schema_metadata(schema: pa.Schema, what: str) -> None:
+    """The schema's metadata and its fields' (nested ones too), keys and values together, at most
+    ``MAX_SCHEMA_METADATA_BYTES``: a table's schema is read whole by every describe, so its size is
+    what each answer costs; ``InvalidInputError`` naming ``what`` otherwise."""
+    total = 0
+    pending: list[pa.Field] = list(schema)
+    for key, value in (schema.metadata or {}).items():
+        total += len(key) + len(value)
+    while pending:
+        field = pending.pop()
+        for key, value in (field.metadata or {}).items():
+            total += len(key) + len(value)
+        pending.extend(field.type.field(index) for index in range(getattr(field.type, "num_fields", 0)))
+    if total > MAX_SCHEMA_METADATA_BYTES:
+        raise InvalidInputError(f"{what}: schema metadata may take at most {MAX_SCHEMA_METADATA_BYTES} bytes")
 
 
 def check_storable(schema: pa.Schema, operation: str) -> None:

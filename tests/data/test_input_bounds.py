@@ -200,6 +200,25 @@ def test_rows_with_more_columns_than_the_bound_are_refused_before_anything_is_wr
     assert version(ns, table) == written and store.contents(store.root) == before
 
 
+@pytest.mark.parametrize("where", ["schema", "nested-field"])
+def test_rows_whose_schema_metadata_passes_the_bound_are_refused_before_anything_is_written(
+    ns: IcebergLanceNamespace, db: list[str], table: list[str], where: str
+) -> None:
+    """Every describe answers a table's schema whole: its metadata is bounded like any other input."""
+    heavy = {b"k": b"x" * limits.MAX_SCHEMA_METADATA_BYTES}
+    inner = pa.field("inner", pa.int64(), metadata=heavy if where == "nested-field" else None)
+    rows = pa.table({"s": pa.array([{"inner": 1}], pa.struct([inner]))})
+    if where == "schema":
+        rows = rows.replace_schema_metadata(heavy)
+    written = version(ns, table)
+    with pytest.raises(InvalidInputError, match="schema metadata may take at most"):
+        ns.create_table(ln.CreateTableRequest(id=[*db, "heavy"]), ipc_stream(rows))
+    assert_not_created(ns, [*db, "heavy"])
+    light = pa.table({"id": [1]}).replace_schema_metadata({b"k": b"x" * 1000})  # well within it
+    ns.create_table(ln.CreateTableRequest(id=[*db, "light"]), ipc_stream(light))
+    assert version(ns, table) == written
+
+
 @on_both_stores
 def test_a_table_of_exactly_the_bound_is_created_read_whole_and_cannot_grow_past_it(
     ns: IcebergLanceNamespace, db: list[str]
