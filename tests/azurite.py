@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 from obstore.store import AzureStore
 
+from .liveness import free_port
 from .servers import LoopbackServer
 
 ACCOUNT = "devstoreaccount1"
@@ -34,12 +35,6 @@ INSTALL_HINT = f"npm install --prefix {INSTALL_PREFIX} azurite"
 def executable() -> str | None:
     """The ``azurite-blob`` command, on the PATH or under ``INSTALL_PREFIX``; None when neither has it."""
     return shutil.which("azurite-blob") or shutil.which("azurite-blob", path=str(INSTALL_PREFIX / "node_modules/.bin"))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _accepts(port: int) -> bool:
@@ -98,7 +93,7 @@ def start() -> Azurite:
     if command is None:
         raise RuntimeError(f"azurite-blob is not installed: {INSTALL_HINT}")
     directory = Path(tempfile.mkdtemp(prefix="azurite-"))
-    port = _free_port()
+    port = free_port()
     log = directory.with_suffix(".log")
     arguments = [
         command,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 from . import stores
 from .docker_fixture import compose_rest_fixture, docker_rest_fixture
 from .helpers import CommandLine, environment_variables
+from .liveness import free_port
 from .stores import Store
 
 SERVER_KIND = os.environ.get("LANCE_ICEBERG_NS_TEST_SERVER", "local")
@@ -186,19 +186,13 @@ def rest(server: RunningServer) -> lance.namespace.RestNamespace:
     return lance.namespace.RestNamespace(uri=server.uri)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """moto's S3 server on loopback, with a bucket ``lake``."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port())
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
     server.start()
     endpoint = f"http://127.0.0.1:{server._port}"
     requests.put(f"{endpoint}/lake", timeout=30).raise_for_status()

@@ -38,6 +38,11 @@ class ServedProcess:
     warehouse: str
     stderr_path: str = field(repr=False)
 
+    @property
+    def probe_url(self) -> str:
+        """A cheap question any client may ask: whether the warehouse exists."""
+        return f"{self.uri}/v1/namespace/{self.warehouse}/exists"
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
@@ -46,7 +51,7 @@ class ServedProcess:
             return handle.read()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -62,10 +67,12 @@ def served_in_subprocess(
     env: Mapping[str, str] | None = None,
     stderr_dir: str | None = None,
     popen_options: Mapping[str, Any] | None = None,
+    wait: bool = True,
 ) -> Iterator[ServedProcess]:
     """Serve the catalog at ``endpoint`` with ``root`` from a child process; stopped on exit.
-    ``popen_options`` go to ``subprocess.Popen`` (``stderr`` there replaces the file)."""
-    port = _free_port()
+    ``popen_options`` go to ``subprocess.Popen`` (``stderr`` there replaces the file). With
+    ``wait``, yielded once it answers (60 s at most)."""
+    port = free_port()
     arguments = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
     arguments += ["--port", str(port), *extra_args]
     for key, value in (properties or {}).items():
@@ -77,7 +84,7 @@ def served_in_subprocess(
     served = ServedProcess(f"http://127.0.0.1:{port}", process, warehouse, stderr_path)
     try:
         deadline = time.monotonic() + 60
-        while not _answers(served):
+        while wait and not answers(served):
             if not served.alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"lance-iceberg-ns serve did not start: {served.stderr()[-2000:]}")
             time.sleep(0.1)
@@ -86,16 +93,21 @@ def served_in_subprocess(
         stop_process(process)
 
 
-def _probe_url(served: ServedProcess) -> str:
-    return f"{served.uri}/v1/namespace/{served.warehouse}/exists"
-
-
-def _answers(served: ServedProcess) -> bool:
+def answers(served: ServedProcess) -> bool:
+    """Whether the server answers its probe (whatever it answers) within the probe's deadline."""
     try:
-        requests.post(_probe_url(served), json={}, timeout=PROBE_DEADLINE_SECONDS)
+        requests.post(served.probe_url, json={}, timeout=PROBE_DEADLINE_SECONDS)
     except requests.RequestException:
         return False
     return True
+
+
+def is_running(pid: int) -> bool:
+    """Whether the process is there and not a zombie (ended, waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def answered_while(served: ServedProcess, attack: Callable[[], T]) -> T:
@@ -117,7 +129,7 @@ def answered_while(served: ServedProcess, attack: Callable[[], T]) -> T:
     while attacker.is_alive() or probes == 0:
         started = time.monotonic()
         try:
-            requests.post(_probe_url(served), json={}, timeout=PROBE_DEADLINE_SECONDS * 5)
+            requests.post(served.probe_url, json={}, timeout=PROBE_DEADLINE_SECONDS * 5)
         except requests.RequestException as exc:
             raise AssertionError(
                 f"the server stopped answering during the attack ({exc}); alive={served.alive()}\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,15 +14,11 @@ import requests
 from lance_iceberg_ns import demo
 from lance_iceberg_ns.demo import run_demo
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from ..liveness import free_port
 
 
 def test_local_catalog_command_serves_the_iceberg_rest_api(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -127,7 +122,7 @@ def test_serve_command_answers_pylance_over_the_iceberg_catalog(catalog_server: 
     import lance.namespace
     from lance_namespace import CreateNamespaceRequest, ListNamespacesRequest
 
-    port = _free_port()
+    port = free_port()
     endpoint = catalog_server.endpoint  # type: ignore[attr-defined]
     command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", str(tmp_path)]
     command += ["--port", str(port), "--property", "table_type_cache_seconds=5", "--auth-token", "cli-token"]

@@ -18,7 +18,6 @@ import fractions
 import functools
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ from lance_iceberg_ns.errors.translation import is_panic, translated_errors
 
 from ..helpers import files_under
 from ..helpers import ipc as ipc_stream
-from ..liveness import ARROW_STREAM, Served, answered_while, post, served_in_subprocess
+from ..liveness import ARROW_STREAM, Served, answered_while, free_port, post, served_in_subprocess
 
 ROWS = 2_000
 Q = [0.5] * 8
@@ -430,12 +429,6 @@ def test_a_table_whose_files_are_gone_is_not_found_and_half_gone_is_invalid_stat
 # --- pylance's own server, for comparison ----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class ReferenceServer:
     """``RestAdapter("dir")`` in a process of its own, started again when an attack ends it."""
 
@@ -452,7 +445,7 @@ class ReferenceServer:
         self.uri = ""
 
     def start(self) -> None:
-        port = _free_port()
+        port = free_port()
         self.uri = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
             [sys.executable, "-c", self.SCRIPT, str(self.root), str(port)],

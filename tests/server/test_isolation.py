@@ -33,7 +33,7 @@ from lance_iceberg_ns import limits
 from lance_iceberg_ns.data import opening
 
 from ..helpers import files_under, ipc
-from ..liveness import Served, answered_while, post, served_in_subprocess
+from ..liveness import Served, answered_while, is_running, post, served_in_subprocess
 
 WORKER_MEMORY_MB = 1024
 INVALID_INPUT, SERVICE_UNAVAILABLE = 13, 17
@@ -158,7 +158,7 @@ def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served)
     busy: set[int] = set()
     deadline = time.monotonic() + 60
     while not busy and building.is_alive() and time.monotonic() < deadline:
-        busy = {pid for pid in worker_pids() if _running(pid)}  # idle workers sleep on their pipe
+        busy = {pid for pid in worker_pids() if _on_cpu(pid)}  # idle workers sleep on their pipe
         time.sleep(0.01)
     assert busy, "no worker was seen running the index build"
     for pid in busy:
@@ -174,7 +174,7 @@ def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served)
     victim_is_intact(served, before)
 
 
-def _running(pid: int) -> bool:
+def _on_cpu(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
     except OSError:
@@ -271,7 +271,7 @@ def test_workers_end_with_their_server_however_it_ends(catalog_server: Any, tmp_
             deadline = time.monotonic() + 10
             while [pid for pid in workers if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert not [pid for pid in workers if _alive(pid)], "workers outlived their server"
+            assert not [pid for pid in workers if is_running(pid)], "workers outlived their server"
         time.sleep(1)  # the turn is free: a worker left behind would now write
         assert not (Path(location.removeprefix("file://")) / "_versions").exists()
 
@@ -294,11 +294,3 @@ def workers_of(server: int) -> list[int]:
             if parent == server and b"lance_iceberg_ns.server.worker" in command:
                 found.append(int(entry.name))
     return found
-
-
-def _alive(pid: int) -> bool:
-    """Running, or a zombie nobody reaped (its process is gone all the same)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -212,7 +212,7 @@ def test_serve_with_workers_in_process_serves_stops_and_puts_back_what_it_set(
     from lance_iceberg_ns.cli import main
     from lance_iceberg_ns.cli.serving import SERVING_VARIABLES
 
-    from ..liveness import _free_port
+    from ..liveness import free_port
 
     for name in SERVING_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -220,7 +220,7 @@ def test_serve_with_workers_in_process_serves_stops_and_puts_back_what_it_set(
     environment = {name: os.environ.get(name) for name in SERVING_VARIABLES}
     stopping = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
     handlers = {sig: signal.getsignal(sig) for sig in stopping}
-    port, answers = _free_port(), []
+    port, answers = free_port(), []
     returned, interrupting = threading.Event(), threading.Lock()
 
     def ask_then_interrupt() -> None:  # never after serve returned: the SIGINT would end the test session

@@ -30,22 +30,15 @@ from lance_iceberg_ns.server import create_app_from_env, serve_in_background
 from lance_iceberg_ns.server.health import PROBE_EVERY_SECONDS
 from lance_iceberg_ns.server.observability import AUDITED_OPERATIONS, METRIC_NAMES, READ_ONLY_OPERATIONS
 from lance_iceberg_ns.server.routes import ROUTES
-from lance_iceberg_ns.testing import stop_process
 
 from ..conftest import RequestCounter
 from ..docker_fixture import docker_available
-from ..liveness import ServedProcess, served_in_subprocess
+from ..liveness import ServedProcess, answers, free_port, is_running, served_in_subprocess
 from ..stubs import CONFIG_ANSWER, JsonHandler, StubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "tok-" + "7" * 24
 STORAGE_SECRET = "storage-secret-" + "9" * 16
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class ScriptedCatalog(StubServer):
@@ -114,7 +107,7 @@ def test_healthz_and_readyz_answer_without_a_token_when_the_catalog_answers(endp
 
 
 def test_readyz_is_503_with_a_one_line_reason_that_leaks_nothing_when_the_catalog_is_dead(tmp_path: Path) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     properties = {
         "endpoint": f"http://admin:pa55word-xyz@127.0.0.1:{port}",
         "root": str(tmp_path),
@@ -151,7 +144,7 @@ def _serve(*arguments: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 def test_serve_fails_fast_when_the_catalog_does_not_answer(tmp_path: Path) -> None:
-    endpoint = f"http://admin:pa55word-xyz@127.0.0.1:{_free_port()}"
+    endpoint = f"http://admin:pa55word-xyz@127.0.0.1:{free_port()}"
     started = time.monotonic()
     done = _serve("--endpoint", endpoint, "--root", str(tmp_path), "--port", "0", "--catalog-wait", "1")
     assert done.returncode == 5, done.stderr
@@ -161,7 +154,7 @@ def test_serve_fails_fast_when_the_catalog_does_not_answer(tmp_path: Path) -> No
 
 
 def test_serve_with_no_catalog_wait_starts_not_ready(tmp_path: Path) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     with served_in_subprocess(dead, str(tmp_path), "wh", extra_args=["--catalog-wait", "0"]) as served:
         assert requests.get(f"{served.uri}/healthz", timeout=10).status_code == 200
         assert requests.get(f"{served.uri}/readyz", timeout=10).status_code == 503
@@ -455,7 +448,7 @@ def test_two_workers_end_as_one_server_process_ends(
     assert "Traceback" not in output, output
     assert len(children) >= 2, children
     deadline = time.monotonic() + 10
-    while (running := [child for child in children if _running(child)]) and time.monotonic() < deadline:
+    while (running := [child for child in children if is_running(child)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert running == [], f"left running after the supervisor ended: {running}"
 
@@ -481,7 +474,7 @@ def test_ctrl_backslash_in_a_terminal_ends_a_server_with_workers(
     assert "Traceback" not in output, output
     assert "Received SIGQUIT, exiting." in output, output
     deadline = time.monotonic() + 10
-    while (running := [pid for pid in workers if _running(pid)]) and time.monotonic() < deadline:
+    while (running := [pid for pid in workers if is_running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert running == [], f"left running after the supervisor ended: {running}"
 
@@ -505,7 +498,7 @@ def test_sigquit_ignored_where_the_server_started_is_ignored_by_it(
         with requests.Session() as fresh:
             assert fresh.post(f"{served.uri}/v1/namespace/{warehouse}/exists", json={}, timeout=30).ok
         assert served.alive()
-        assert [pid for pid in quit_workers if not _running(pid)] == [], served.stderr()
+        assert [pid for pid in quit_workers if not is_running(pid)] == [], served.stderr()
 
 
 def test_a_worker_that_cannot_start_stops_the_server_instead_of_restarting_forever(
@@ -581,7 +574,7 @@ def test_a_process_manager_stops_workers_that_cannot_build_the_app(tmp_path: Pat
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "missing"),
     }
     factory = "lance_iceberg_ns.server:create_app_from_env"
-    command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--workers", "2", "--port", str(_free_port())]
+    command = [sys.executable, "-m", "uvicorn", "--factory", factory, "--workers", "2", "--port", str(free_port())]
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
     assert "is not a directory this server can write" in done.stderr, done.stderr
     assert "failed to start, stopping the parent process" in done.stderr, done.stderr
@@ -592,7 +585,7 @@ def _processes_with(variable: bytes) -> list[int]:
     """The running processes whose environment holds ``variable`` (``NAME=value``)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and _running(int(entry.name)):
+        if entry.name.isdigit() and is_running(int(entry.name)):
             with contextlib.suppress(OSError):
                 if variable in (entry / "environ").read_bytes().split(b"\0"):
                     found.append(int(entry.name))
@@ -657,7 +650,7 @@ def test_workers_that_end_before_they_answer_are_started_again_at_once(
         took = time.monotonic() - killed
         assert took < 5 and set(_workers(served)) == set(started_again), f"started again {took:.1f} s after they ended"
         deadline = time.monotonic() + 90  # and they serve, once started (the port refused until then)
-        while not _answers(served):
+        while not answers(served):
             assert time.monotonic() < deadline, served.stderr()
             time.sleep(0.2)
 
@@ -675,7 +668,7 @@ def test_the_port_opens_when_a_worker_can_answer_and_the_address_is_printed_then
             assert served.process.stdout is not None
             printed["line"] = served.process.stdout.readline().decode()
             try:  # at once, as a script that waits for the line does
-                printed["status"] = requests.post(_exists(served), json={}, timeout=(1, 5)).status_code
+                printed["status"] = requests.post(served.probe_url, json={}, timeout=(1, 5)).status_code
             except requests.RequestException as exc:
                 printed["status"] = exc
 
@@ -685,7 +678,7 @@ def test_the_port_opens_when_a_worker_can_answer_and_the_address_is_printed_then
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
-                answered = requests.post(_exists(served), json={}, timeout=(1, 5))
+                answered = requests.post(served.probe_url, json={}, timeout=(1, 5))
             except requests.ReadTimeout:
                 pytest.fail(f"a connection was taken and not answered:\n{served.stderr()}")
             except requests.ConnectionError:
@@ -710,45 +703,22 @@ def _served_with_slow_workers(endpoint: str, tmp_path: Path, warehouse: str, sec
         f"import sys, time\nif '--multiprocessing-fork' in sys.orig_argv:\n    time.sleep({seconds})\n"
     )
     path = os.pathsep.join([str(slow), *filter(None, [os.environ.get("PYTHONPATH")])])
-    port = _free_port()
-    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", str(tmp_path)]
-    stderr_path = str(tmp_path / "serve.stderr")
-    with open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(
-            [*command, "--port", str(port), "--workers", "2"],
-            env={**os.environ, "PYTHONPATH": path},
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-    try:
-        yield ServedProcess(f"http://127.0.0.1:{port}", process, warehouse, stderr_path)
-    finally:
-        stop_process(process)
-
-
-def _exists(served: ServedProcess) -> str:
-    return f"{served.uri}/v1/namespace/{served.warehouse}/exists"
-
-
-def _answers(served: ServedProcess) -> bool:
-    try:
-        return requests.post(_exists(served), json={}, timeout=30).ok
-    except requests.ConnectionError:
-        return False
+    with served_in_subprocess(
+        endpoint,
+        str(tmp_path),
+        warehouse,
+        extra_args=["--workers", "2"],
+        env={"PYTHONPATH": path},
+        popen_options={"stdout": subprocess.PIPE},
+        wait=False,
+    ) as served:
+        yield served
 
 
 def _workers(served: ServedProcess) -> list[int]:
     """The worker processes of ``serve --workers`` (not multiprocessing's resource tracker)."""
-    running = [pid for pid in _children(served) if _running(pid)]
+    running = [pid for pid in _children(served) if is_running(pid)]
     return [pid for pid in running if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
-
-
-def _running(pid: int) -> bool:
-    """Whether the process is there and not a zombie (ended, waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _children(served: ServedProcess) -> list[int]:
@@ -1044,7 +1014,7 @@ def test_the_image_builds_and_serves() -> None:
     tag = f"lance-iceberg-ns-test:{uuid.uuid4().hex[:8]}"
     subprocess.run(["docker", "build", "-t", tag, "-f", "docker/Dockerfile", "."], cwd=ROOT, check=True, timeout=1800)
     try:
-        port = _free_port()
+        port = free_port()
         run = ["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:2333", "-e", "LANCE_ICEBERG_NS_CATALOG_WAIT=0"]
         run += ["-e", f"LANCE_ICEBERG_NS_AUTH_TOKEN={TOKEN}"]  # it listens on every address: a token it needs
         container = subprocess.run(
