@@ -27,7 +27,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.endpoints import arrow_body_doc, documented_endpoint, namespace_resolver, serving_endpoint
-from lance_iceberg_ns.server.guard import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_DATA_BODY_BYTES, GuardMiddleware
+from lance_iceberg_ns.server.guard import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_DATA_BODY_BYTES,
+    DEFAULT_MAX_HELD_BYTES,
+    GuardMiddleware,
+)
 from lance_iceberg_ns.server.health import CatalogProbe, HealthRoutes
 from lance_iceberg_ns.server.isolation import Isolated, Recipe
 from lance_iceberg_ns.server.logs import forget_secrets_in_logs
@@ -52,6 +57,7 @@ def create_app(
     forward_bearer_token: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_data_body_bytes: int = DEFAULT_MAX_DATA_BODY_BYTES,
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
     share_static_credentials: bool = False,
     data_threads: int = DEFAULT_DATA_THREADS,
     data_isolation: bool = True,
@@ -64,7 +70,8 @@ def create_app(
     ``auth_tokens``: bearer tokens the server requires (none: open). ``forward_bearer_token``: use
     each caller's bearer token as the Iceberg catalog token (needs ``properties``).
     ``max_body_bytes`` caps JSON bodies, ``max_data_body_bytes`` the Arrow IPC bodies of the data
-    routes (413 beyond either, checked as the body streams in).
+    routes (413 beyond either, checked as the body streams in). ``max_held_bytes``: the request and
+    answer bodies the server holds at once (at least one largest body); a request beyond it is 503.
     ``share_static_credentials``: also answer clients with the secret ``storage.*`` options the
     bridge is configured with; by default they get the catalog's vended credentials, or none.
     ``data_threads``: how many requests that read or write data run at once (beyond it they wait;
@@ -112,6 +119,7 @@ def create_app(
         auth_tokens=list(auth_tokens),
         max_body_bytes=max_body_bytes,
         max_data_body_bytes=max_data_body_bytes,
+        max_held_bytes=max_held_bytes,
     )
     app.add_middleware(HealthRoutes, probe=probe)  # outside the guard: probes carry no token
     app.add_middleware(EveryFailureAnswered)  # probes too; inside the request's context (its ID in the log)

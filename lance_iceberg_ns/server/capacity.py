@@ -49,25 +49,65 @@ class WorkerThreads:
         """Data requests waiting for a thread."""
         return max(0, self._data_requests - self.data_threads)
 
-    def check_room(self, route: Route) -> None:
-        """ServiceUnavailableError when ``route`` reads or writes data and its queue is full; checked
-        before a body is read, and again as the request takes its place in the queue."""
+    def check_room(self, route: Route, data: bool | None = None) -> None:
+        """ServiceUnavailableError when ``route`` reads or writes data (or ``data`` says this request
+        does) and its queue is full; checked before a body is read, and again as the request takes
+        its place in the queue."""
         waiting = self.waiting
-        if route.reads_or_writes_data and waiting >= self.most_waiting:
+        if (route.reads_or_writes_data if data is None else data) and waiting >= self.most_waiting:
             raise ServiceUnavailableError(
                 f"The server is busy: {waiting} data requests are waiting for one of its "
                 f"{self.data_threads} data threads; retry later"
             )
 
-    async def run(self, route: Route, function: Callable[..., T], *args: object) -> T:
-        """``function(*args)`` in a worker thread of ``route``'s kind, once it is the request's turn.
+    async def run(self, route: Route, function: Callable[..., T], *args: object, data: bool | None = None) -> T:
+        """``function(*args)`` in a worker thread of ``route``'s kind (or of ``data``'s, for a
+        request of a catalog route that opens a dataset), once it is the request's turn.
         A request cancelled while its call runs waits for the call (anyio shields it), so that the
         count stays that of the threads' calls."""
-        if not route.reads_or_writes_data:
+        data = route.reads_or_writes_data if data is None else data
+        if not data:
             return await run_in_threadpool(function, *args)
-        self.check_room(route)  # no await between the check and joining the queue: the cap is exact
+        self.check_room(route, data)  # no await between the check and joining the queue: the cap is exact
         self._data_requests += 1
         try:
             return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
         finally:
             self._data_requests -= 1
+
+
+class HeldBytes:
+    """The request and answer bodies this server process holds at once, within ``most`` bytes.
+
+    Each body is taken before it is read (its declared length, or as it streams in) and each answer
+    before it is sent, and given back when its request is done (``guard.GuardMiddleware``): a
+    request that would take more is answered 503 at once, so that many bodies uploading at once, or
+    answers their clients do not read, cannot grow the server's memory beyond ``most``. Used on the
+    event loop only."""
+
+    def __init__(self, most: int) -> None:
+        if most < 1:
+            raise ValueError("most must be at least 1 byte")
+        self.most = most
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit; they are counted as held when they do."""
+        if size > 0 and self.held + size > self.most:
+            return False
+        self.held += max(size, 0)
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.held -= size
+
+    def refusal(self, size: int) -> str:
+        """Why ``size`` more bytes were refused: the 503's message."""
+        return (
+            f"The server is busy: it holds {_mib(self.held)} of request and answer bodies, and {_mib(size)} more "
+            f"would pass its limit of {_mib(self.most)}; retry later"
+        )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"

@@ -13,6 +13,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin
 from urllib.parse import unquote, unquote_plus
 
@@ -231,12 +232,13 @@ def serving_endpoint(
     (reading the path and the query string, parsing and validating the body, the operation, the
     answer) runs in a worker thread, so that no request's work holds up the event loop and every
     other client. A data request finding its queue full is refused before its body is read.
-    With ``isolated``, a data route's operation runs in a worker process (``isolation``)."""
+    With ``isolated``, every request that opens a dataset runs in a worker process (``isolation``):
+    a data route's, and a catalog route's that asks for what only the dataset knows (parsed on a
+    catalog thread, then answered from a data thread)."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
     query = _QueryString(route, model)
-    in_worker = isolated if route.reads_or_writes_data else None
 
-    def answer(http_request: Request, body: bytes) -> Response:
+    def answer(http_request: Request, body: bytes) -> Response | _DataOfACatalogRoute:
         arguments = query.arguments(http_request)
         if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
             arguments["id_as_sent"] = arguments["id"]
@@ -250,8 +252,10 @@ def serving_endpoint(
         namespace = resolve(http_request)
         operated = as_operated(namespace, route.operation, request)
         record_audited_ids(http_request.scope, operated)  # a bare name placed
-        if in_worker is not None:
-            return in_worker.answer(route, request, body, bearer_token(http_request.headers.getlist("authorization")))
+        if isolated is not None and route.opens_data(request):
+            if not route.reads_or_writes_data:  # on a catalog thread: to a data thread first
+                return _DataOfACatalogRoute(request)
+            return isolated_answer(http_request, request, body)
         if route.names_one_table:  # what a writer by location did through this server is seen first
             adopt_before_answering(namespace, operated.id)
         method = getattr(namespace, route.operation)
@@ -262,17 +266,32 @@ def serving_endpoint(
             result = getattr(result, route.response_field)  # the body is one field of the response
         return render_result(result)
 
+    def isolated_answer(http_request: Request, request: BaseModel, body: bytes) -> Response:
+        assert isolated is not None
+        return isolated.answer(route, request, body, bearer_token(http_request.headers.getlist("authorization")))
+
     async def endpoint(http_request: Request) -> Response:
         threads.check_room(route)
         arrived = request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
         try:
             body = await http_request.body() if route.json_body or route.arrow_body else b""
-            return await threads.run(route, answer, http_request, body)
+            answered = await threads.run(route, answer, http_request, body)
+            if isinstance(answered, _DataOfACatalogRoute):
+                return await threads.run(route, isolated_answer, http_request, answered.request, body, data=True)
+            return answered
         finally:  # the app may run in its caller's own task (httpx's ASGI transport): leave no stale moment
             request_arrived.reset(arrived)
 
     endpoint.__name__ = route.operation
     return endpoint
+
+
+@dataclass(frozen=True)
+class _DataOfACatalogRoute:
+    """A request of a catalog route that opens a dataset (``Route.opens_data``), parsed on a
+    catalog thread, to be answered in a data worker from a data thread."""
+
+    request: BaseModel
 
 
 class _QueryString:

@@ -1,15 +1,20 @@
 """What a request must pass before any route runs: a valid bearer token when the server requires
-one, a body within its cap, and the whole request read in time with a head of bounded size, so
-that no caller reaches a namespace unauthenticated and no body, slow client or huge head can
-exhaust the server's memory or connections.
+one, a body within its cap and within what the server may hold at once, and the whole request read
+in time with a head of bounded size; and what its answer must pass: room among the bodies the
+server holds, and a client that reads it. So no caller reaches a namespace unauthenticated, and no
+body, answer, slow client or huge head can exhaust the server's memory or connections.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hmac
 import json
 import re
+import struct
+import termios
 from collections.abc import Sequence
 
 from lance_namespace.errors import ErrorCode, UnauthenticatedError
@@ -18,12 +23,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from lance_iceberg_ns.limits import DEFAULT_MAX_DATA_BYTES, data_bytes_allowed
+from lance_iceberg_ns.server.capacity import HeldBytes
 from lance_iceberg_ns.server.responses import error_body, error_response
 from lance_iceberg_ns.server.routes import ROUTES
 from lance_iceberg_ns.server.settings import DEFAULT_REQUEST_READ_TIMEOUT
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DATA_BODY_BYTES = DEFAULT_MAX_DATA_BYTES  # Arrow IPC bodies of the data routes (create, insert, merge)
+DEFAULT_MAX_HELD_BYTES = 4 * DEFAULT_MAX_DATA_BODY_BYTES  # request and answer bodies held at once
+FREE_BYTES = 64 * 1024  # a body or an answer this small is not counted among those held (a head's size)
+ANSWER_TAKEN_BYTES = 64 * 1024  # what a client must take of its answer each read timeout, or be cut off
+ANSWER_PART_BYTES = 1 << 20  # an answer is sent in parts of this size, each once the client took the last
 # The routes whose bodies are Arrow IPC data, as one pattern over request paths.
 _DATA_ROUTES = re.compile(
     "|".join(f"^{re.escape(route.path).replace(re.escape('{id}'), '[^/]+')}$" for route in ROUTES if route.arrow_body)
@@ -46,13 +56,24 @@ def bearer_token(authorizations: Sequence[str]) -> str | None:
 class GuardMiddleware:
     """Checks the bearer token (when tokens are configured) and caps the request body, before any
     route runs (data routes, whose bodies are Arrow IPC, have a cap of their own); both failures
-    answer with the spec's error body."""
+    answer with the spec's error body. Every body and answer is counted among those the server
+    holds (``HeldBytes``) while its request runs: 503 when one would not fit. An answer goes out
+    in parts, each sent once the client has taken the last (a client that takes none for the read
+    timeout is cut off, ``ReadDeadlineProtocol``), so that it stays counted until it is out."""
 
-    def __init__(self, app: ASGIApp, auth_tokens: Sequence[str], max_body_bytes: int, max_data_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        auth_tokens: Sequence[str],
+        max_body_bytes: int,
+        max_data_body_bytes: int,
+        max_held_bytes: int = DEFAULT_MAX_HELD_BYTES,
+    ) -> None:
         self.app = app
         self.auth_tokens = [token.encode() for token in auth_tokens]
         self.max_body_bytes = max_body_bytes
         self.max_data_body_bytes = max_data_body_bytes
+        self.held = HeldBytes(max(max_held_bytes, max_data_body_bytes, max_body_bytes))  # one largest body fits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -75,8 +96,15 @@ class GuardMiddleware:
         if declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, receive, send, limit)
             return
-        with data_bytes_allowed(self.max_data_body_bytes):  # what an Arrow body may decompress to, too
-            await self.app(scope, self._capped(receive, limit), send)
+        request = _Held(self.held, int(declared) if declared.isdigit() else 0)
+        if not self.held.take(request.taken):
+            await self._busy(scope, receive, send, request.taken)
+            return
+        try:
+            with data_bytes_allowed(self.max_data_body_bytes):  # what an Arrow body may decompress to, too
+                await self.app(scope, request.receive(receive, limit), request.send(send, scope))
+        finally:
+            self.held.give_back(request.taken)
 
     def _authorized(self, token: str | None) -> bool:
         if token is None:
@@ -85,7 +113,29 @@ class GuardMiddleware:
         return any(hmac.compare_digest(presented, allowed) for allowed in self.auth_tokens)
 
     @staticmethod
-    def _capped(receive: Receive, limit: int) -> Receive:
+    async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        message = f"The request body exceeds {limit} bytes"
+        response = error_response(message, ErrorCode.INVALID_INPUT, scope.get("path", ""), status=413)
+        await response(scope, receive, send)
+
+    async def _busy(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        message = self.held.refusal(size)
+        await error_response(message, ErrorCode.SERVICE_UNAVAILABLE, scope.get("path", ""))(scope, receive, send)
+
+
+class _Held:
+    """What one request holds among the server's bodies: its body (the length it declared, taken
+    before it is read, and whatever streams in beyond it) and its answer (taken as it starts).
+    A body or an answer of at most ``FREE_BYTES`` is not counted: like a request's head, it costs
+    a connection no more than that, and a catalog request always has room."""
+
+    def __init__(self, held: HeldBytes, declared: int) -> None:
+        self.held = held
+        self.body_counted = max(declared, FREE_BYTES)  # the body's bytes taken already, or free
+        self.taken = declared if declared > FREE_BYTES else 0
+
+    def receive(self, receive: Receive, limit: int) -> Receive:
+        """``receive``, refusing a body beyond ``limit`` (413) or beyond the room left (503)."""
         seen = 0
 
         async def capped_receive() -> Message:
@@ -95,15 +145,52 @@ class GuardMiddleware:
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     raise BodyTooLarge()
+                if seen > self.body_counted:  # streamed past its declared length (or with none)
+                    if not self.held.take(seen - self.body_counted):
+                        raise NoRoomToHold(self.held.refusal(seen - self.body_counted))
+                    self.taken += seen - self.body_counted
+                    self.body_counted = seen
             return message
 
         return capped_receive
 
-    @staticmethod
-    async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        message = f"The request body exceeds {limit} bytes"
-        response = error_response(message, ErrorCode.INVALID_INPUT, scope.get("path", ""), status=413)
-        await response(scope, receive, send)
+    def send(self, send: Send, scope: Scope) -> Send:
+        """``send``, taking room for the answer as it starts (a 503 in its place when there is none)
+        and sending its body in parts of ``ANSWER_PART_BYTES``."""
+        refused = False
+
+        async def held_send(message: Message) -> None:
+            nonlocal refused
+            if refused:
+                return  # the answer's body, after the 503 sent in its place
+            if message["type"] == "http.response.start":
+                length = next((value for key, value in message.get("headers", ()) if key == b"content-length"), b"")
+                size = int(length) if length.isdigit() and int(length) > FREE_BYTES else 0
+                if not self.held.take(size):
+                    refused = True
+                    answer = error_response(
+                        self.held.refusal(size), ErrorCode.SERVICE_UNAVAILABLE, scope.get("path", "")
+                    )
+                    await answer(scope, _nothing_more, send)
+                    return
+                self.taken += size
+                await send(message)
+                return
+            body = message.get("body", b"")
+            if message["type"] != "http.response.body" or len(body) <= ANSWER_PART_BYTES:
+                await send(message)
+                return
+            view, more = memoryview(body), message.get("more_body", False)
+            for start in range(0, len(view), ANSWER_PART_BYTES):
+                last = start + ANSWER_PART_BYTES >= len(view)
+                part = view[start : start + ANSWER_PART_BYTES]
+                await send({"type": "http.response.body", "body": part, "more_body": more or not last})
+
+        return held_send
+
+
+async def _nothing_more() -> Message:
+    return {"type": "http.disconnect"}
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -112,6 +199,13 @@ class BodyTooLarge(StarletteHTTPException):
 
     def __init__(self) -> None:
         super().__init__(413, "The request body is too large")
+
+
+class NoRoomToHold(StarletteHTTPException):
+    """A streamed body went past the room left among the bodies the server holds: 503."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message)
 
 
 DEFAULT_MAX_HEAD_BYTES = 64 * 1024
@@ -131,6 +225,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
+        self._taking: asyncio.TimerHandle | None = None  # for the client to take some of its answer
         self._head_bytes = 0
         self._reading = False  # a request has begun and is not read in full
         self._head_read = False
@@ -172,7 +267,45 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_deadline()
+        self._stop_taking_deadline()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._stop_taking_deadline()
+        self._taking_from(self._unsent())
+
+    def resume_writing(self) -> None:
+        self._stop_taking_deadline()
+        super().resume_writing()
+
+    def _taking_from(self, buffered: int) -> None:
+        """Cut the client off unless, within ``read_timeout``, it takes ``ANSWER_TAKEN_BYTES`` of
+        the ``buffered`` answer bytes waiting for it (or all of them)."""
+
+        def check() -> None:
+            now = self._unsent()
+            if buffered - now >= min(ANSWER_TAKEN_BYTES, buffered):
+                self._taking_from(now)
+            else:
+                self.transport.abort()  # the app's send returns: the answer is let go
+
+        self._taking = self.loop.call_later(self.read_timeout, check)
+
+    def _unsent(self) -> int:
+        """The answer bytes not yet taken by the client: those waiting in the transport, and in the
+        system's send queue for the socket (where Linux tells it), which may hold megabytes."""
+        unsent = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            queued = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+            unsent += struct.unpack("i", queued)[0]
+        return unsent
+
+    def _stop_taking_deadline(self) -> None:
+        if self._taking is not None:
+            self._taking.cancel()
+            self._taking = None
 
     def send_400_response(self, msg: str) -> None:
         if not self._refused:  # a head refused as too large has its answer already

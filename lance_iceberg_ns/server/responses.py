@@ -110,7 +110,8 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
         if exc.status_code == 405:
             answer.headers["Allow"] = ", ".join(allowed_methods(request))
         return answer
-    return await answer_error(str(exc.detail), ErrorCode.INVALID_INPUT, request.url.path, exc.status_code)
+    code = ErrorCode.SERVICE_UNAVAILABLE if exc.status_code == 503 else ErrorCode.INVALID_INPUT
+    return await answer_error(str(exc.detail), code, request.url.path, exc.status_code)
 
 
 def allowed_methods(request: Request) -> list[str]:

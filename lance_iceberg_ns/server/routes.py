@@ -25,6 +25,7 @@ class Route:
     body_field: str | None = None  # the JSON body is this one field of the request, not the request
     response_field: str | None = None  # the answer is this one field of the response (as Lance clients read it)
     request_model: str | None = None  # when it is not <Operation>Request
+    data_when: tuple[str, ...] = ()  # request fields that, when given, make a catalog operation open a dataset
 
     @property
     def model(self) -> str:
@@ -41,14 +42,20 @@ class Route:
         """Whether the operation touches Lance data (every operation not known to be catalog-only)."""
         return self.operation not in CATALOG_OPERATIONS
 
+    def opens_data(self, request: object) -> bool:
+        """Whether this request opens a dataset: every data operation's, and a catalog operation's
+        that asks for what only the dataset knows (``data_when``)."""
+        return self.reads_or_writes_data or any(getattr(request, name, None) is not None for name in self.data_when)
+
 
 def listing(operation: str, path: str, *query: str, request_model: str | None = None) -> Route:
     """A GET listing: its request fields (pagination and such) in the query string, no body."""
     return Route(operation, path, query, method="GET", json_body=False, request_model=request_model)
 
 
-# Answered from the Iceberg catalog (describe_table and register_table open a dataset's manifest at
-# most); dropping a table for good deletes its files and restoring one writes a version: data.
+# Answered from the Iceberg catalog (describe_table opens a dataset only when asked for its version
+# or schema, see Route.data_when); registering a table opens the dataset at the location a client
+# names, dropping one for good deletes its files and restoring one writes a version: data.
 CATALOG_OPERATIONS = frozenset(
     {
         "create_namespace",
@@ -61,7 +68,6 @@ CATALOG_OPERATIONS = frozenset(
         "describe_table",
         "table_exists",
         "deregister_table",
-        "register_table",
         "rename_table",
         "list_all_tables",
     }
@@ -82,7 +88,12 @@ ROUTES: tuple[Route, ...] = (
     listing("list_tables", "/v1/namespace/{id}/table/list", *TABLE_LISTING),
     # tables: catalog
     Route("declare_table", "/v1/table/{id}/declare"),
-    Route("describe_table", "/v1/table/{id}/describe", ("with_table_uri", "load_detailed_metadata", "check_declared")),
+    Route(
+        "describe_table",
+        "/v1/table/{id}/describe",
+        ("with_table_uri", "load_detailed_metadata", "check_declared"),
+        data_when=("load_detailed_metadata", "version"),
+    ),
     Route("table_exists", "/v1/table/{id}/exists"),
     Route("drop_table", "/v1/table/{id}/drop", json_body=False),
     Route("deregister_table", "/v1/table/{id}/deregister"),

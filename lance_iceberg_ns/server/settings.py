@@ -32,6 +32,7 @@ DEFAULT_PORT = 2333
 DEFAULT_CATALOG_WAIT = 30.0
 DEFAULT_GRACEFUL_TIMEOUT = 30.0
 DEFAULT_MAX_DATA_BODY_MB = 256
+DEFAULT_MAX_HELD_MB = 4 * DEFAULT_MAX_DATA_BODY_MB  # request and answer bodies held at once (server.guard)
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a request's head and body
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
 DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # what one data worker process may allocate (server.isolation)
@@ -231,6 +232,13 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "the largest Arrow IPC body of a data request (create, insert, merge); 413 beyond it",
     ),
     ServeOption(
+        "--max-held-mb",
+        Number(minimum=1),
+        DEFAULT_MAX_HELD_MB,
+        "the request and answer bodies the server holds at once, all clients together (at least one largest "
+        "body); a request or an answer that would pass it is answered 503",
+    ),
+    ServeOption(
         "--request-read-timeout",
         Number(whole=False, minimum=0, above=True),
         DEFAULT_REQUEST_READ_TIMEOUT,
@@ -402,6 +410,7 @@ class ServeSettings:
     auth_tokens: tuple[str, ...] = field(default=(), repr=False)
     forward_bearer_token: bool = False
     max_data_body_bytes: int | None = None
+    max_held_bytes: int | None = None
     share_static_credentials: bool = False
     data_threads: int | None = None
     data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB
@@ -484,6 +493,7 @@ class ServeSettings:
             auth_tokens=tokens,
             forward_bearer_token=options["forward_bearer_token"],
             max_data_body_bytes=options["max_data_body_mb"] * 1024 * 1024,
+            max_held_bytes=options["max_held_mb"] * 1024 * 1024,
             share_static_credentials=options["share_static_credentials"],
             data_threads=options["data_threads"],
             data_worker_memory_mb=options["data_worker_memory_mb"],
@@ -511,6 +521,8 @@ class ServeSettings:
         }
         if self.max_data_body_bytes is not None:
             options["max_data_body_bytes"] = self.max_data_body_bytes
+        if self.max_held_bytes is not None:
+            options["max_held_bytes"] = self.max_held_bytes
         if self.data_threads is not None:
             options["data_threads"] = self.data_threads
         return options

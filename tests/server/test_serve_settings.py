@@ -33,8 +33,9 @@ def test_no_variable_gives_every_default(own_environment: dict[str, str]) -> Non
     own_environment.update(BRIDGE)
     settings = ServeSettings.from_environment()
     for option in SERVE_OPTIONS:
-        if option.field == "max_data_body_mb":
-            assert settings.max_data_body_bytes == option.default * 1024 * 1024
+        if option.field in ("max_data_body_mb", "max_held_mb"):
+            in_bytes = option.field.removesuffix("_mb") + "_bytes"
+            assert getattr(settings, in_bytes) == option.default * 1024 * 1024, option.flag
         elif option.field != "auth_token_file":
             assert getattr(settings, option.field) == option.default, option.flag
     assert settings.properties == {"endpoint": "http://127.0.0.1:9", "root": "/data/lance"}
