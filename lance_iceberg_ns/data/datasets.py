@@ -1,10 +1,13 @@
 """Lance datasets by location: the one module that opens a dataset (``lance.dataset``), checks
 that one is there or that a version of it is the table's own, and hands rows to Lance's writer
-in the batches it takes best. ``data.opening`` keeps the datasets it opens for the data operations."""
+in the batches it takes best. Where ``opened_elsewhere`` holds, it opens none. ``data.opening``
+keeps the datasets it opens for the data operations."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import lance
 import pyarrow as pa
@@ -33,6 +36,32 @@ WRITE_BATCH_BYTES = 4 * 1024 * 1024
 Version = int | str | tuple[str, int | None] | None
 
 
+_OPENED_ELSEWHERE: ContextVar[bool] = ContextVar("lance_iceberg_ns.opened_elsewhere", default=False)
+
+
+class OpensADataset(BaseException):  # noqa: N818  (not an error: the request goes where datasets open)
+    """A dataset would be opened where ``opened_elsewhere`` holds: the request is to be run where
+    datasets may be opened (a data worker). A BaseException, so that no handler of errors takes it
+    for a dataset that is not there."""
+
+
+@contextmanager
+def opened_elsewhere() -> Iterator[None]:
+    """Within the block (on this thread), opening a dataset raises ``OpensADataset`` instead: the
+    server runs its catalog requests so, and answers in a data worker any that turns out to open
+    one (a manifest anybody with write access to a location wrote can end the process reading it)."""
+    token = _OPENED_ELSEWHERE.set(True)
+    try:
+        yield
+    finally:
+        _OPENED_ELSEWHERE.reset(token)
+
+
+def _may_open() -> None:
+    if _OPENED_ELSEWHERE.get():
+        raise OpensADataset()
+
+
 def version_on(branch: str | None, version: int | None) -> Version:
     """The version a request names: ``version`` of ``branch`` (main when none is named, or ``main``)."""
     return (branch, version) if branch and branch != "main" else version
@@ -43,6 +72,7 @@ def lance_dataset(
 ) -> lance.LanceDataset:
     """The one call that opens a dataset by its location (at ``version``: a number or a tag), with
     pylance's own errors; ``open_dataset`` types them."""
+    _may_open()
     return lance.dataset(location, version=version, storage_options=dict(storage_options) or None)
 
 
@@ -50,6 +80,7 @@ def dataset_of_manifest(location: str, storage_options: Mapping[str, str], messa
     """The dataset at ``location`` as a manifest no commit has named yet describes it (``message``:
     the manifest's protobuf message, ``versions.bases.manifest_message``), with pylance's own errors;
     its base paths and fragments read, its indices not (pylance reads those from the final manifest)."""
+    _may_open()
     return lance.LanceDataset(location, storage_options=dict(storage_options) or None, serialized_manifest=message)
 
 
@@ -109,6 +140,7 @@ def open_through_namespace(
 ) -> lance.LanceDataset:
     """A table's dataset opened through ``namespace``, so that for a table whose versions the
     catalog manages, the catalog names the latest version and takes every commit."""
+    _may_open()
     dataset = lance.dataset(namespace_client=namespace, table_id=list(table_id))
     return checkout(dataset, version, f"table {'.'.join(table_id)}")
 

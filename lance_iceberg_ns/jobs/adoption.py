@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 # client turns it so; a write by location in the seconds after that is seen on the next look).
 UNMANAGED_KEPT_SECONDS = 10.0
 _unmanaged: RecentlyUsed[tuple[str, tuple[str, ...]], bool] = RecentlyUsed(4_096, UNMANAGED_KEPT_SECONDS)
+REFUSED_KEPT_SECONDS = 60.0  # a next version found to be none of the table's is looked at again after this
+_refused: RecentlyUsed[tuple[str, tuple[str, ...], int], bool] = RecentlyUsed(4_096, REFUSED_KEPT_SECONDS)
 
 # Adopters that meet (two requests on one table, two server workers) each record what they found:
 # one that lost a compare-and-swap looks again, for versions written after the other looked
@@ -92,7 +94,8 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
     raises: a request on a table that is not there, not a Lance table or not managed answers for
     itself, and a version that is no version of the dataset (planted) stays unrecorded, so that
     writes stay refused by name (InvalidTableStateError) and reads see the catalog's latest. A
-    table found unmanaged is taken as such for ``UNMANAGED_KEPT_SECONDS``."""
+    table found unmanaged is taken as such for ``UNMANAGED_KEPT_SECONDS``, and a next version
+    found to be none of the table's as such for ``REFUSED_KEPT_SECONDS``."""
     if not isinstance(namespace, IcebergLanceNamespace):
         return []
     seen = (namespace.namespace_id(), tuple(table_id))
@@ -103,7 +106,8 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         if not table.managed:
             _unmanaged.keep(seen, True)
             return []
-        if not version_present(table.location, table.storage_options, _catalog_latest(namespace, table_id) + 1):
+        following = _catalog_latest(namespace, table_id) + 1
+        if _refused.get((*seen, following)) or not version_present(table.location, table.storage_options, following):
             return []
     except LanceNamespaceError:  # no such table, not a Lance table: the operation answers for itself
         return []
@@ -114,6 +118,7 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         return adopt_versions_written_by_location(namespace, table_id)
     except LanceNamespaceError as exc:  # planted, not its own location, or the catalog moved on meanwhile
         logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
+        _refused.keep((*seen, following), True)  # not read again at every request (a manifest may be huge)
         return []
 
 

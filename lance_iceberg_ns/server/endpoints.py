@@ -27,6 +27,7 @@ from pydantic import BaseModel, StrictStr, TypeAdapter, ValidationError
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import request_arrived
+from lance_iceberg_ns.data.datasets import OpensADataset, opened_elsewhere
 from lance_iceberg_ns.jobs.adoption import adopt_before_answering
 from lance_iceberg_ns.limits import check_json_depth, check_request_bounds
 from lance_iceberg_ns.operation import as_operated
@@ -256,8 +257,17 @@ def serving_endpoint(
             if not route.reads_or_writes_data:  # on a catalog thread: to a data thread first
                 return _DataOfACatalogRoute(request)
             return isolated_answer(http_request, request, body)
+        if isolated is None:
+            return in_process(namespace, request, operated.id, body)
+        try:  # a catalog request that turns out to open a dataset (versions to adopt, say) is a data worker's
+            with opened_elsewhere():
+                return in_process(namespace, request, operated.id, body)
+        except OpensADataset:
+            return _DataOfACatalogRoute(request)
+
+    def in_process(namespace: LanceNamespace, request: BaseModel, table_id: list[str], body: bytes) -> Response:
         if route.names_one_table:  # what a writer by location did through this server is seen first
-            adopt_before_answering(namespace, operated.id)
+            adopt_before_answering(namespace, table_id)
         method = getattr(namespace, route.operation)
         if not getattr(method, "checks_request_bounds", False):  # the bridge's operations check them themselves
             check_request_bounds(request)  # for whichever other namespace is behind the server
@@ -276,7 +286,7 @@ def serving_endpoint(
         try:
             body = await http_request.body() if route.json_body or route.arrow_body else b""
             answered = await threads.run(route, answer, http_request, body)
-            if isinstance(answered, _DataOfACatalogRoute):
+            if isinstance(answered, _DataOfACatalogRoute):  # with isolated, set
                 return await threads.run(route, isolated_answer, http_request, answered.request, body, data=True)
             return answered
         finally:  # the app may run in its caller's own task (httpx's ASGI transport): leave no stale moment
@@ -288,8 +298,9 @@ def serving_endpoint(
 
 @dataclass(frozen=True)
 class _DataOfACatalogRoute:
-    """A request of a catalog route that opens a dataset (``Route.opens_data``), parsed on a
-    catalog thread, to be answered in a data worker from a data thread."""
+    """A request of a catalog route that opens a dataset (``Route.opens_data``, or found to open
+    one as it ran: ``datasets.opened_elsewhere``), parsed on a catalog thread, to be answered in a
+    data worker from a data thread."""
 
     request: BaseModel
 

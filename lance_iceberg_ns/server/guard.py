@@ -13,6 +13,7 @@ import fcntl
 import hmac
 import json
 import re
+import socket
 import struct
 import termios
 from collections.abc import Sequence
@@ -218,7 +219,10 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
     ``read_timeout`` seconds of its first byte (and a second more per MiB of the body it declares),
     and its head (request line and headers) may be at most ``max_head_bytes``. A client that
     trickles a request or stops half way is answered 408 and cut off, a head too large 431, and a
-    connection that sends nothing is closed; none of them holds anything but a socket meanwhile."""
+    connection that sends nothing is closed; none of them holds anything but a socket meanwhile.
+    And an answer must be taken: a client that takes less than ``ANSWER_TAKEN_BYTES`` of it in
+    ``read_timeout`` seconds while the server waits to send more, or not all of it within
+    ``read_timeout`` and a second more per MiB, is cut off, so that its answer is let go."""
 
     read_timeout = DEFAULT_REQUEST_READ_TIMEOUT
     max_head_bytes = DEFAULT_MAX_HEAD_BYTES
@@ -226,6 +230,8 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._taking: asyncio.TimerHandle | None = None  # for the client to take some of its answer
+        self._answering: object = None  # the request cycle whose answer the client is taking
+        self._answer_by = 0.0  # when it must have taken all of it
         self._head_bytes = 0
         self._reading = False  # a request has begun and is not read in full
         self._head_read = False
@@ -273,6 +279,10 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
     def pause_writing(self) -> None:
         super().pause_writing()
         self._stop_taking_deadline()
+        if self.cycle is not self._answering:  # the answer's first wait: by when it must all be taken
+            self._answering = self.cycle
+            size = getattr(self.cycle, "expected_content_length", 0)
+            self._answer_by = self.loop.time() + self.read_timeout + size / BODY_BYTES_PER_SECOND
         self._taking_from(self._unsent())
 
     def resume_writing(self) -> None:
@@ -281,16 +291,26 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def _taking_from(self, buffered: int) -> None:
         """Cut the client off unless, within ``read_timeout``, it takes ``ANSWER_TAKEN_BYTES`` of
-        the ``buffered`` answer bytes waiting for it (or all of them)."""
+        the ``buffered`` answer bytes waiting for it (or all of them), and takes the whole answer
+        within ``read_timeout`` and a second per MiB of it (as a body must be sent)."""
 
         def check() -> None:
             now = self._unsent()
-            if buffered - now >= min(ANSWER_TAKEN_BYTES, buffered):
+            if buffered - now >= min(ANSWER_TAKEN_BYTES, buffered) and self.loop.time() < self._answer_by:
                 self._taking_from(now)
             else:
-                self.transport.abort()  # the app's send returns: the answer is let go
+                self._cut_off()
 
-        self._taking = self.loop.call_later(self.read_timeout, check)
+        wait = min(self.read_timeout, max(self._answer_by - self.loop.time(), 0.0))
+        self._taking = self.loop.call_later(wait, check)
+
+    def _cut_off(self) -> None:
+        """Close the connection at once, dropping what the system still holds to send (a reset,
+        not a close that would go on sending it), and let the app's send return: the answer is let go."""
+        sock = self.transport.get_extra_info("socket")
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def _unsent(self) -> int:
         """The answer bytes not yet taken by the client: those waiting in the transport, and in the

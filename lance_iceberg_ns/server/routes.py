@@ -44,13 +44,17 @@ class Route:
 
     def opens_data(self, request: object) -> bool:
         """Whether this request opens a dataset: every data operation's, and a catalog operation's
-        that asks for what only the dataset knows (``data_when``)."""
-        return self.reads_or_writes_data or any(getattr(request, name, None) is not None for name in self.data_when)
+        that asks for what only the dataset knows (``data_when``: a field given, and not false)."""
+        return self.reads_or_writes_data or any(
+            getattr(request, name, None) not in (None, False) for name in self.data_when
+        )
 
 
-def listing(operation: str, path: str, *query: str, request_model: str | None = None) -> Route:
+def listing(
+    operation: str, path: str, *query: str, request_model: str | None = None, data_when: tuple[str, ...] = ()
+) -> Route:
     """A GET listing: its request fields (pagination and such) in the query string, no body."""
-    return Route(operation, path, query, method="GET", json_body=False, request_model=request_model)
+    return Route(operation, path, query, "GET", False, request_model=request_model, data_when=data_when)
 
 
 # Answered from the Iceberg catalog (describe_table opens a dataset only when asked for its version
@@ -77,6 +81,7 @@ CATALOG_OPERATIONS = frozenset(
 TABLE_CREATIONS = frozenset({"create_table", "declare_table", "register_table"})
 
 TABLE_LISTING = ("page_token", "limit", "include_declared")
+DECLARED = ("include_declared",)  # a listing of declared tables looks for a dataset at each
 
 ROUTES: tuple[Route, ...] = (
     # namespaces
@@ -85,14 +90,14 @@ ROUTES: tuple[Route, ...] = (
     Route("describe_namespace", "/v1/namespace/{id}/describe"),
     Route("drop_namespace", "/v1/namespace/{id}/drop"),
     Route("namespace_exists", "/v1/namespace/{id}/exists"),
-    listing("list_tables", "/v1/namespace/{id}/table/list", *TABLE_LISTING),
+    listing("list_tables", "/v1/namespace/{id}/table/list", *TABLE_LISTING, data_when=DECLARED),
     # tables: catalog
-    Route("declare_table", "/v1/table/{id}/declare"),
+    Route("declare_table", "/v1/table/{id}/declare", data_when=("location",)),  # is a dataset there?
     Route(
         "describe_table",
         "/v1/table/{id}/describe",
         ("with_table_uri", "load_detailed_metadata", "check_declared"),
-        data_when=("load_detailed_metadata", "version"),
+        data_when=("load_detailed_metadata", "version", "check_declared"),
     ),
     Route("table_exists", "/v1/table/{id}/exists"),
     Route("drop_table", "/v1/table/{id}/drop", json_body=False),
@@ -100,7 +105,7 @@ ROUTES: tuple[Route, ...] = (
     Route("register_table", "/v1/table/{id}/register"),
     Route("rename_table", "/v1/table/{id}/rename"),
     Route("restore_table", "/v1/table/{id}/restore"),
-    listing("list_all_tables", "/v1/table", *TABLE_LISTING, request_model="ListTablesRequest"),
+    listing("list_all_tables", "/v1/table", *TABLE_LISTING, request_model="ListTablesRequest", data_when=DECLARED),
     # tables: data
     Route(
         "create_table",

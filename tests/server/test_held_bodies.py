@@ -182,3 +182,21 @@ def _guard(running: RunningServer) -> Any:
     while not isinstance(stack, GuardMiddleware):
         stack = stack.app
     return stack
+
+
+def test_a_client_taking_its_answer_at_a_trickle_is_cut_off_after_a_second_per_mib() -> None:
+    answer = 8 * MIB  # to be taken within the read timeout and 8 s
+    with _served(answer, max_held_mb=50) as (running, _):
+        connection = _connect(running, receive_buffer=4096)
+        _send_query(connection)
+        received, started = 0, time.monotonic()
+        with contextlib.suppress(ConnectionResetError):
+            while time.monotonic() - started < 60:
+                chunk = connection.recv(8192)
+                if not chunk:
+                    break
+                received += len(chunk)
+                time.sleep(0.08)  # about 100 KB/s: more than the 64 KiB each read timeout, yet 80 s in all
+        took = time.monotonic() - started
+        connection.close()
+    assert received < answer and took < READ_TIMEOUT + 8 + 10, (received, took)

@@ -340,3 +340,47 @@ def test_a_describe_that_opens_the_dataset_runs_in_a_worker_and_a_plain_one_in_t
     assert plain.status_code == 200 and "version" not in plain.json()
     assert isolated == ["create_table", "describe_table", "describe_table"]  # not the plain one
     assert opened_here == []  # the server process opened no dataset
+
+
+def test_the_server_process_opens_no_dataset_for_a_catalog_request(
+    catalog_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest is whatever anybody with write access to a location wrote there, and reading a
+    hostile one can end the process that reads it. So the server opens none itself: a catalog
+    request that turns out to need one (versions written by location to adopt, a declared table to
+    check, a place to check for a dataset) is answered in a data worker."""
+    import lance
+
+    from lance_iceberg_ns.server import serve_in_background
+
+    warehouse = f"wh_{uuid.uuid4().hex[:10]}"
+    properties = {"endpoint": catalog_server.endpoint, "root": str(tmp_path / "root")}
+    with serve_in_background(properties=properties, data_worker_memory_mb=WORKER_MEMORY_MB) as running:
+        namespace, table = f"{warehouse}$db", f"/v1/table/{warehouse}$db$m"
+        assert post(running.uri, f"/v1/namespace/{namespace}/create").status_code == 200
+        managed = {"properties": '{"table_version_management": "true"}'}
+        rows = ipc(pa.table({"id": range(5)}))
+        created = requests.post(f"{running.uri}{table}/create", data=rows, params=managed, timeout=120)
+        assert created.status_code == 200, created.text
+        location = created.json()["location"]
+        lance.write_dataset(pa.table({"id": range(5, 8)}), location, mode="append")  # behind the catalog
+        elsewhere = tmp_path / "root" / warehouse / "db" / "loose.lance"
+        lance.write_dataset(pa.table({"id": [1]}), str(elsewhere))
+
+        opened: list[str] = []
+        real_dataset, real_class = lance.dataset, lance.LanceDataset
+        monkeypatch.setattr(lance, "dataset", lambda *a, **k: opened.append(str(a[:1])) or real_dataset(*a, **k))
+        monkeypatch.setattr(lance, "LanceDataset", lambda *a, **k: opened.append(str(a[:1])) or real_class(*a, **k))
+        exists = post(running.uri, f"{table}/exists")
+        plain = post(running.uri, f"{table}/describe")
+        checked = post(running.uri, f"{table}/describe", {"check_declared": True})
+        listed = requests.get(f"{running.uri}/v1/namespace/{namespace}/table/list?include_declared=true", timeout=60)
+        declared = post(running.uri, f"/v1/table/{namespace}$loose/declare", {"location": str(elsewhere)})
+        monkeypatch.undo()
+        detailed = post(running.uri, f"{table}/describe", {"load_detailed_metadata": True})
+    assert opened == []  # in this process, the server's
+    assert exists.status_code == 200 and plain.status_code == 200, (exists.text, plain.text)
+    assert checked.status_code == 200 and checked.json().get("is_only_declared") is False, checked.text
+    assert listed.status_code == 200 and listed.json()["tables"] == ["m"], listed.text
+    assert declared.status_code == 400 and "register_table" in declared.json()["error"], declared.text
+    assert detailed.json()["version"] == 2  # the version written by location was adopted before the answer
