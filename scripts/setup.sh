@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepares a fresh machine: the JDK and the Debian jars the local Iceberg REST catalog and Spark's
-# Iceberg REST client run on, and the virtual environment at .venv/ (or $VENV) with the project
-# installed (extras given as arguments).
+# Prepares a fresh machine: the JDK the local Iceberg REST catalog and Spark run on (their jars come
+# from Maven Central on first use, into the project's cache), and the virtual environment at .venv/
+# (or $VENV) with the project installed (extras given as arguments).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-local}"
@@ -9,11 +9,6 @@ venv="${VENV:-.venv}"
 
 need_apt=()
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
-[ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
-[ -f /usr/share/java/slf4j-simple.jar ] || need_apt+=(libslf4j-java)
-# Apache HttpClient 5, for Iceberg's REST client in Spark (lance_iceberg_ns.testing.build.spark_rest_client_jars)
-[ -f /usr/share/java/httpclient5.jar ] || need_apt+=(libhttpclient5-java)
-[ -f /usr/share/java/httpcore5-h2.jar ] || need_apt+=(libhttpcore5-java)
 # Node, for the tests' Azure emulator (below)
 [ "$extras" != dev ] || command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -13,5 +13,5 @@ if [ $# -eq 0 ]; then
   # PySpark 3.5's own pandas checks use distutils' LooseVersion, deprecated on every call
   .venv-pyspark35/bin/python -m pytest -q -p no:cacheprovider \
     -W "ignore:distutils Version classes are deprecated:DeprecationWarning" tests/spark/test_spark.py tests/spark/test_spark_iceberg.py \
-    tests/spark/test_spark_iceberg_teams.py
+    tests/spark/test_spark_iceberg_teams.py tests/spark/test_spark_sql.py
 fi

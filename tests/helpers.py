@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 import lance
 import pyarrow as pa
-import pytest
 from lance_namespace import LanceNamespace
 from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.rest import RestCatalog
@@ -100,18 +99,6 @@ def ipc(table: pa.Table) -> bytes:
 def write_values(ns: LanceNamespace, table_id: list[str], values: list[int], mode: str = "create") -> str:
     """Write a one-column table ``v`` through a namespace, as pylance does; its location."""
     return lance.write_dataset(pa.table({"v": values}), namespace_client=ns, table_id=table_id, mode=mode).uri
-
-
-def skip_unless_pyspark_35() -> None:
-    """Skip the calling test module unless PySpark 3.5 is installed: Iceberg's Spark runtime jar of
-    the 'local' extra is built for it (scripts/test.sh runs those modules in .venv-pyspark35)."""
-    pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
-    if tuple(int(part) for part in pyspark.__version__.split(".")[:2]) != (3, 5):
-        pytest.skip(
-            f"Iceberg's Spark runtime jar of the 'local' extra is built for Spark 3.5 (Scala 2.12), "
-            f"this is PySpark {pyspark.__version__}: scripts/test.sh runs this module in .venv-pyspark35",
-            allow_module_level=True,
-        )
 
 
 def script_module(path: Path) -> ModuleType:

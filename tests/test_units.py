@@ -1,8 +1,7 @@
-"""The pure pieces: settings, identifiers, locations, paging and the relocation of class names."""
+"""The pure pieces: settings, identifiers, locations and paging."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from lance_iceberg_ns.errors.translation import public_message
 from lance_iceberg_ns.identifiers import parse_namespace_id, parse_table_id
 from lance_iceberg_ns.limits import check_page_limit, check_properties
 from lance_iceberg_ns.paging import page_after, take_page
-from lance_iceberg_ns.testing.build import ICEBERG_JACKSON, JACKSON_RELOCATION, PARQUET_JACKSON, relocate_names
 
 
 def test_settings_split_storage_and_iceberg_prefixes() -> None:
@@ -143,24 +141,6 @@ def test_table_types_are_remembered_per_endpoint_and_forgotten() -> None:
     disabled = shared_table_types("http://types.example", "anonymous", ttl_seconds=0)
     disabled.keep(("wh", ("db", "t")), True)
     assert disabled.get(("wh", ("db", "t"))) is None
-
-
-def test_relocation_rewrites_only_utf8_constants() -> None:
-    name = PARQUET_JACKSON + b"databind/ObjectMapper"
-    dotted = name.replace(b"/", b".")
-    pool = [
-        b"\x01" + struct.pack(">H", len(name)) + name,
-        b"\x05" + b"\x00" * 8,
-        b"\x01" + struct.pack(">H", len(dotted)) + dotted,
-    ]
-    # a Long constant takes two pool slots, so three entries make a count of 5
-    class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", 5) + b"".join(pool) + b"TAIL"
-    relocated = relocate_names(class_file, JACKSON_RELOCATION)
-    assert ICEBERG_JACKSON + b"databind/ObjectMapper" in relocated
-    assert ICEBERG_JACKSON.replace(b"/", b".") + b"databind.ObjectMapper" in relocated
-    assert PARQUET_JACKSON not in relocated
-    assert b"\x05" + b"\x00" * 8 in relocated  # the two-slot constant is copied as it was
-    assert relocated.endswith(b"TAIL")  # everything after the pool is untouched
 
 
 def test_read_tasks_are_even_sized_for_the_cores_and_capped_in_bytes() -> None:

@@ -7,6 +7,7 @@ tables, and ``source`` is ``format("lance")``, the Python data source of Spark 4
 """
 
 from lance_iceberg_ns.jobs.planned_writes import TableWrite, WriteResult
+from lance_iceberg_ns.spark.catalog import lance_catalog_conf
 from lance_iceberg_ns.spark.reads import (
     MAX_READ_BATCH_ROWS,
     MAX_TASK_BYTES,
@@ -27,6 +28,7 @@ __all__ = [
     "TableRead",
     "TableWrite",
     "WriteResult",
+    "lance_catalog_conf",
     "local_spark_session",
     "read_batch_rows",
     "read_lance",

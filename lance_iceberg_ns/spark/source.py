@@ -40,12 +40,12 @@ except ImportError as exc:  # PySpark 3.5
         "format('lance') needs PySpark 4 (Python data sources); on PySpark 3.5 use "
         "lance_iceberg_ns.spark.write_lance and read_lance"
     ) from exc
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lance_iceberg_ns.jobs.planned_writes import TableWrite
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
 from lance_iceberg_ns.spark.reads import TableRead
+from lance_iceberg_ns.spark.writes import spark_arrow_schema
 
 _SOURCE_OPTIONS = {
     "table",
@@ -166,13 +166,11 @@ class LanceDataSource(DataSource):  # type: ignore[misc]
             if self.options.get("existing_table") == "true":  # a view's: its table was dropped since
                 raise
             mode = "create"
-        session = SparkSession.getActiveSession()
-        timezone = session.conf.get("spark.sql.session.timeZone") if session else "UTC"
         plan = TableWrite.plan(
             ns,
             table_id,
             mode,
-            to_arrow_schema(schema, timezone=timezone),
+            spark_arrow_schema(schema),
             _vector_columns(self.options.get("vector_columns")),
             int(self.options.get("max_rows_per_file") or 1024 * 1024),
         )

@@ -9,7 +9,6 @@ deletes them later).
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,12 +44,11 @@ def local_spark_session(app_name: str, master: str = "local[2]", config: Mapping
     return session
 
 
-def _spark_arrow_schema(df: Any) -> pa.Schema:
+def spark_arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as Arrow's (timestamps in UTC, as PySpark 3.5 to 4.1 hand them over)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4
-        return to_arrow_schema(df.schema, timezone=df.sparkSession.conf.get("spark.sql.session.timeZone"))
-    return to_arrow_schema(df.schema)  # PySpark 3.5: timestamps in UTC
+    return to_arrow_schema(schema)
 
 
 def write_lance(
@@ -70,7 +68,7 @@ def write_lance(
     ``create`` over a table, TableNotFound for ``append``/``overwrite`` of a missing one).
     """
     ns = as_namespace(namespace)
-    plan = TableWrite.plan(ns, table_id, mode, _spark_arrow_schema(df), vector_columns, max_rows_per_file)
+    plan = TableWrite.plan(ns, table_id, mode, spark_arrow_schema(df.schema), vector_columns, max_rows_per_file)
     return plan.commit(_write_fragments(df, plan), ns)
 
 
@@ -101,7 +99,7 @@ def write_lance_together(
     from lance_iceberg_ns.jobs.atomic import PlannedWrite, write_planned_together
 
     planned = [
-        PlannedWrite(table_id, mode, _spark_arrow_schema(df), functools.partial(_write_fragments, df))
+        PlannedWrite(table_id, mode, spark_arrow_schema(df.schema), functools.partial(_write_fragments, df))
         for df, table_id, mode in writes
     ]
     return write_planned_together(namespace, planned, max_rows_per_file)

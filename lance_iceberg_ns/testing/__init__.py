@@ -2,9 +2,9 @@
 
 ``local_catalog()`` starts a small Java program that routes each request to Apache Iceberg's
 own ``CatalogHandlers`` (the handlers the ``apache/iceberg-rest-fixture`` image runs) over a
-``JdbcCatalog`` on SQLite. It is compiled on first use (see ``build``) and needs a JDK 17+,
-the ``snowpark-connect-deps-iceberg`` wheel and the Debian packages
-``libxerial-sqlite-jdbc-java libslf4j-java``.
+``JdbcCatalog`` on SQLite. It is compiled on first use (see ``build``) against Apache Iceberg's
+``iceberg-core`` and the other jars it needs, fetched once from Maven Central (see ``maven``), and
+needs a JDK 17+.
 
 ``prefix_style`` reproduces how real servers announce their API prefix:
 

@@ -1,25 +1,28 @@
-"""Spark's own Iceberg catalog (``type=rest``) on the catalog the bridge uses: what its SQL does to a
-Lance table's companion. Lance's files stay byte for byte what they were, and the table keeps
-reading its rows, whatever Spark is asked: writes are refused ("Invalid file format: lance"),
-garbage collection is refused ("GC is disabled"), and a plain DROP TABLE only removes the entry.
+"""Spark's own Iceberg catalog (``type=rest``, with Apache Iceberg's official Spark runtime from
+Maven Central) on the catalog the bridge uses: what its SQL does to a Lance table's companion, and
+to Spark's own Iceberg tables beside it. Lance's files stay byte for byte what they were, and the
+table keeps reading its rows, whatever Spark is asked: writes are refused ("Invalid file format:
+lance"), garbage collection is refused ("GC is disabled"), and a plain DROP TABLE only removes the
+entry; Spark's Iceberg tables in the same namespace are written and maintained as usual.
 
-Runs on PySpark 3.5 (the Iceberg runtime jar of the ``local`` extra is built for Spark 3.5 and
-Scala 2.12): ``scripts/test.sh`` runs it in ``.venv-pyspark35``."""
+Runs on the environment's PySpark with the runtime pinned for it
+(``lance_iceberg_ns.testing.iceberg_spark``): Spark 4.1 in the main environment, and Spark 3.5 in
+``.venv-pyspark35`` (``scripts/test.sh``)."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 
-from ..helpers import skip_unless_pyspark_35
-
-skip_unless_pyspark_35()
+pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark' extra")
 
 import lance  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -29,9 +32,18 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
 from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
-from lance_iceberg_ns.testing.build import spark_rest_client_jars  # noqa: E402
+from lance_iceberg_ns.testing import LocalCatalogUnavailable  # noqa: E402
+from lance_iceberg_ns.testing.iceberg_spark import iceberg_spark_runtime, iceberg_spark_runtime_jar  # noqa: E402
 
 from ..helpers import files_under, other_client  # noqa: E402
+
+try:
+    RUNTIME = iceberg_spark_runtime(pyspark.__version__)
+except LocalCatalogUnavailable as unpinned:  # a PySpark the project's extras do not install
+    pytest.skip(str(unpinned), allow_module_level=True)
+SPARK = tuple(int(part) for part in pyspark.__version__.split(".")[:2])
+# Spark 4.1 keeps the table property table_type for its own use and hides a catalog's value
+CATALOG_TABLE_TYPE_SHOWN = "lance" if SPARK < (4, 1) else None
 
 ROWS = 1000
 TEN_DAYS_AGO = (datetime.now() - timedelta(days=10)).timestamp()
@@ -75,7 +87,7 @@ def lake(catalog_server: object, tmp_path_factory: pytest.TempPathFactory) -> It
         "lance-iceberg-ns: Spark's Iceberg catalog",
         config={
             "spark.sql.shuffle.partitions": "2",
-            "spark.jars": ",".join(str(jar) for jar in spark_rest_client_jars()),
+            "spark.jars": str(iceberg_spark_runtime_jar(pyspark.__version__)),
             "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
             "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
             "spark.sql.catalog.lake.type": "rest",
@@ -132,7 +144,12 @@ def test_spark_sql_on_a_companion_leaves_the_lance_table_intact(lake: Lake) -> N
     assert [row.tableName for row in lake.spark.sql(f"SHOW TABLES IN lake.{db}").collect()] == ["events"]
     assert lake.spark.sql(f"SELECT count(*) AS n FROM {table}").collect()[0].n == 0
     properties = dict(lake.spark.sql(f"SHOW TBLPROPERTIES {table}").collect())
-    assert (properties["gc.enabled"], properties["table_type"]) == ("false", "lance")
+    assert (properties["gc.enabled"], properties["write.format.default"], properties["format"]) == (
+        "false",
+        "lance",
+        "iceberg/lance",
+    )
+    assert properties.get("table_type") == CATALOG_TABLE_TYPE_SHOWN
     intact()
 
     assert "Invalid file format: lance" in _refused(lake, f"INSERT INTO {table} VALUES ('x')")
@@ -190,3 +207,80 @@ def test_spark_cannot_expire_or_write_the_versions_of_a_managed_table(lake: Lake
     assert files_under(location) == before
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2]
     assert lance.dataset(namespace_client=ns, table_id=table_id).to_table()["id"].to_pylist() == [1, 2, 3]
+
+
+def _lance_table_beside(lake: Lake, db: str) -> tuple[IcebergLanceNamespace, Path, Callable[[], None]]:
+    """A Lance table ``events`` in the new namespace ``db``, aged; the namespace, its location and a
+    check that its files are byte for byte what they were and it still reads its rows."""
+    ns = lake.namespace()
+    ns.create_namespace(CreateNamespaceRequest(id=[lake.warehouse, db]))
+    rows = pa.table({"id": list(range(ROWS))})
+    location = Path(lance.write_dataset(rows, namespace_client=ns, table_id=[lake.warehouse, db, "events"]).uri)
+    before = _aged(location)
+
+    def intact() -> None:
+        assert files_under(location) == before
+        assert lance.dataset(str(location)).to_table() == rows
+
+    return ns, location, intact
+
+
+def _sql(lake: Lake, sql: str) -> list[Any]:
+    return lake.spark.sql(sql).collect()
+
+
+def test_spark_lists_lance_tables_as_empty_companions_beside_the_iceberg_tables_it_writes(lake: Lake) -> None:
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    ns, _, intact = _lance_table_beside(lake, db)
+    _sql(lake, f"CREATE TABLE lake.{db}.clicks (id BIGINT, page STRING) USING iceberg")
+    _sql(lake, f"INSERT INTO lake.{db}.clicks VALUES (1, 'home'), (2, 'cart')")
+
+    # SHOW TABLES lists both alike; the Lance table is its companion: one column, no rows, table_type=lance
+    assert sorted(row.tableName for row in _sql(lake, f"SHOW TABLES IN lake.{db}")) == ["clicks", "events"]
+    assert [row.col_name for row in _sql(lake, f"DESCRIBE TABLE lake.{db}.events")] == ["dummy"]
+    assert _sql(lake, f"SELECT count(*) AS n FROM lake.{db}.events")[0].n == 0
+    assert dict(_sql(lake, f"SHOW TBLPROPERTIES lake.{db}.events")).get("table_type") == CATALOG_TABLE_TYPE_SHOWN
+    assert sorted(_sql(lake, f"SELECT id, page FROM lake.{db}.clicks")) == [(1, "home"), (2, "cart")]
+    clicks = other_client(lake.endpoint, lake.warehouse).load_table((db, "clicks")).properties
+    events = other_client(lake.endpoint, lake.warehouse).load_table((db, "events")).properties
+    assert (events["table_type"], clicks.get("table_type", "").lower()) == ("lance", "")  # in the catalog
+    # the bridge lists only the Lance tables
+    assert ns.list_tables({"id": [lake.warehouse, db]}).tables == ["events"]
+    intact()
+
+
+def test_spark_maintenance_of_its_iceberg_tables_leaves_the_lance_tables_beside_them_intact(lake: Lake) -> None:
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    _, _, intact = _lance_table_beside(lake, db)
+    table = f"lake.{db}.clicks"
+    _sql(lake, f"CREATE TABLE {table} (id BIGINT, page STRING) USING iceberg")
+    for i in range(3):
+        _sql(lake, f"INSERT INTO {table} VALUES ({i}, 'page{i}')")
+    location = Path(urlparse(other_client(lake.endpoint, lake.warehouse).load_table((db, "clicks")).location()).path)
+    assert _sql(lake, f"SELECT count(*) AS n FROM {table}.snapshots")[0].n == 3
+
+    expired = _sql(
+        lake,
+        f"CALL lake.system.expire_snapshots(table => '{db}.clicks', "
+        "older_than => TIMESTAMP '2100-01-01 00:00:00', retain_last => 1)",
+    )
+    assert expired[0].deleted_manifest_lists_count == 2
+    assert _sql(lake, f"SELECT count(*) AS n FROM {table}.snapshots")[0].n == 1
+    assert _sql(lake, f"SELECT count(*) AS n FROM {table}")[0].n == 3
+    intact()
+
+    stray = location / "data" / "stray.parquet"  # a file no snapshot references, ten days old
+    stray.write_bytes(b"not referenced")
+    os.utime(stray, (TEN_DAYS_AGO, TEN_DAYS_AGO))
+    yesterday = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+    removed = _sql(
+        lake, f"CALL lake.system.remove_orphan_files(table => '{db}.clicks', older_than => TIMESTAMP '{yesterday}')"
+    )
+    assert [urlparse(row.orphan_file_location).path for row in removed] == [str(stray)]
+    assert not stray.exists() and _sql(lake, f"SELECT count(*) AS n FROM {table}")[0].n == 3
+    intact()
+
+    _sql(lake, f"DROP TABLE {table} PURGE")  # Spark's own table: its data files go with it
+    assert not [name for name in files_under(location) if name.startswith("data/")]
+    assert [row.tableName for row in _sql(lake, f"SHOW TABLES IN lake.{db}")] == ["events"]
+    intact()

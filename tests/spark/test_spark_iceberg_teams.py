@@ -2,35 +2,37 @@
 REST catalog, logging in with the page's OAuth2 credential), its Python blocks write the Lance
 table, and each SQL statement answers what the page says after its ``--``.
 
-Runs on PySpark 3.5 (the Iceberg runtime jar of the ``local`` extra is built for Spark 3.5 and
-Scala 2.12): ``scripts/test.sh`` runs it in ``.venv-pyspark35``, as tests/spark/test_spark_iceberg.py."""
+Runs on the environment's PySpark, with the page's block for that Spark: 4.1 in the main
+environment, 3.5 in ``.venv-pyspark35`` (``scripts/test.sh``), as tests/spark/test_spark_iceberg.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from ..helpers import skip_unless_pyspark_35
+from lance_iceberg_ns.spark import local_spark_session
+from lance_iceberg_ns.testing import local_catalog
+from lance_iceberg_ns.testing.iceberg_spark import ICEBERG_SPARK_RUNTIMES, iceberg_spark_runtime_jar
 
-skip_unless_pyspark_35()
-
-from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
-from lance_iceberg_ns.testing import local_catalog  # noqa: E402
-from lance_iceberg_ns.testing.build import spark_rest_client_jars  # noqa: E402
-
-from ..doc_blocks import code_blocks, with_live_values  # noqa: E402
-from .test_spark_iceberg import _fresh_jvm  # noqa: E402
+from ..doc_blocks import code_blocks, with_live_values
+from .test_spark_iceberg import RUNTIME, _fresh_jvm, pyspark
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "spark-iceberg-teams.md"
 
 
 def spark_defaults(endpoint: str) -> dict[str, str]:
-    """The page's first spark-defaults block, on the live catalog; its Maven package is swapped for
-    the same runtime's local jars (the tests do not download)."""
-    block = code_blocks(PAGE, "properties")[0]
-    settings = dict(line.split(None, 1) for line in with_live_values(block.code, endpoint, Path()).splitlines())
-    assert settings.pop("spark.jars.packages").startswith("org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:")
-    return {**settings, "spark.jars": ",".join(str(jar) for jar in spark_rest_client_jars())}
+    """The page's spark-defaults block for this Spark, on the live catalog. Each block's Maven
+    package must be a runtime pinned for its Spark, every pinned runtime must have a block, and the
+    blocks must differ in nothing else; the package is taken from the project's cache (fetched from
+    Maven Central once) rather than through Ivy in each session."""
+    blocks = [block for block in code_blocks(PAGE, "properties") if "spark.jars.packages" in block.code]
+    by_package = {}
+    for block in blocks:
+        settings = dict(line.split(None, 1) for line in with_live_values(block.code, endpoint, Path()).splitlines())
+        by_package[settings.pop("spark.jars.packages")] = settings
+    assert sorted(by_package) == sorted(runtime.coordinates for runtime in ICEBERG_SPARK_RUNTIMES.values())
+    assert all(settings == by_package[RUNTIME.coordinates] for settings in by_package.values())
+    return {**by_package[RUNTIME.coordinates], "spark.jars": str(iceberg_spark_runtime_jar(pyspark.__version__))}
 
 
 def statements() -> list[tuple[str, str]]:

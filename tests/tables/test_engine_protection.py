@@ -6,7 +6,6 @@ in tests/spark/test_spark_iceberg.py."""
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
-from lance_iceberg_ns.testing.build import HC5_RELOCATION, relocate_names
 
 from ..helpers import (
     CliResult,
@@ -237,18 +235,3 @@ def test_duckdb_cannot_write_to_a_companion(
     assert lance.dataset(str(location)).to_table()["v"].to_pylist() == [1, 2, 3]
     write_values(ns, table_id, [4], mode="append")  # the bridge writes as before
     assert ns.count_table_rows({"id": table_id}).count == 4
-
-
-def test_relocation_renames_several_packages_in_one_pass() -> None:
-    names = [
-        b"org/apache/hc/client5/http/impl/classic/HttpClients",
-        b"org.apache.hc.core5.http.HttpHost",
-        b"java/lang/Object",
-    ]
-    pool = b"".join(b"\x01" + struct.pack(">H", len(name)) + name for name in names)
-    class_file = b"\xca\xfe\xba\xbe\x00\x00\x00\x3d" + struct.pack(">H", len(names) + 1) + pool + b"TAIL"
-    relocated = relocate_names(class_file, HC5_RELOCATION)
-    assert b"org/apache/iceberg/shaded/org/apache/hc/client5/http/impl/classic/HttpClients" in relocated
-    assert b"org.apache.iceberg.shaded.org.apache.hc.core5.http.HttpHost" in relocated
-    assert relocated.count(b"iceberg/shaded") + relocated.count(b"iceberg.shaded") == 2  # each renamed once
-    assert b"java/lang/Object" in relocated and relocated.endswith(b"TAIL")

@@ -50,7 +50,6 @@ import org.apache.iceberg.jdbc.JdbcClientPool;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.Transaction;
 import org.apache.iceberg.Transactions;
 import org.apache.iceberg.rest.requests.CommitTransactionRequest;
@@ -63,9 +62,9 @@ import org.apache.iceberg.rest.requests.UpdateNamespacePropertiesRequest;
 import org.apache.iceberg.rest.requests.UpdateTableRequest;
 import org.apache.iceberg.rest.responses.ConfigResponse;
 import org.apache.iceberg.rest.responses.ErrorResponse;
-import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
-import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 public class LocalRestCatalog {
   /** How /v1/config announces the API prefix, and which paths the server routes. */
@@ -620,7 +619,7 @@ public class LocalRestCatalog {
         case "GET":
           Namespace parent =
               query.containsKey("parent")
-                  ? Namespace.of(RESTUtil.NAMESPACE_SPLITTER.splitToStream(query.get("parent")).toArray(String[]::new))
+                  ? RESTUtil.namespaceFromQueryParam(query.get("parent"))
                   : Namespace.empty();
           return ok(
               pageSize == null
@@ -643,7 +642,7 @@ public class LocalRestCatalog {
     if (parts.size() < 2 || !parts.get(0).equals("namespaces")) {
       return null;
     }
-    Namespace namespace = RESTUtil.decodeNamespace(parts.get(1));
+    Namespace namespace = RESTUtil.decodeNamespace(parts.get(1), RESTUtil.NAMESPACE_SEPARATOR_URLENCODED_UTF_8);
 
     if (matches(parts, "namespaces", "*")) {
       switch (method) {
@@ -702,17 +701,15 @@ public class LocalRestCatalog {
               return new Reply(304, null);
             }
           }
-          LoadTableResponse loaded = CatalogHandlers.loadTable(catalog, table);
+          // "refs": only the snapshots that branches and tags reference
+          LoadTableResponse loaded =
+              CatalogHandlers.loadTable(
+                  catalog,
+                  table,
+                  "refs".equals(snapshots)
+                      ? RESTCatalogProperties.SnapshotMode.REFS
+                      : RESTCatalogProperties.SnapshotMode.ALL);
           String etag = etagOf(loaded.metadataLocation(), snapshots);
-          if ("refs".equals(query.get("snapshots"))) { // only the snapshots that branches and tags reference
-            loaded =
-                LoadTableResponse.builder()
-                    .withTableMetadata(
-                        TableMetadata.buildFrom(loaded.tableMetadata()).suppressHistoricalSnapshots().build())
-                    .addAllConfig(loaded.config())
-                    .addAllCredentials(loaded.credentials())
-                    .build();
-          }
           Reply reply = tableReply(loaded, exchange);
           return new Reply(reply.status, reply.body, Map.of("ETag", etag));
         case "HEAD":
