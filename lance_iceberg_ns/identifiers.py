@@ -8,7 +8,8 @@ storage root, since default table locations are derived from them, and must name
   twin (and the two cannot both be created);
 * invisible, format, bidirectional-control, private-use, unassigned and line/paragraph-separator
   characters are refused: two names that look alike must be alike;
-* the trash namespace (``__lance_trash__``, any case) is reserved for soft-deleted tables;
+* the trash namespace (``lance_iceberg_ns_trash``, any case) is reserved for soft-deleted tables,
+  and so is ``__lance_trash__``, where earlier versions kept them;
 * namespace levels may not contain ``.``: catalogs join levels with dots, so ``ns.x`` would alias
   the nested namespace ``ns`` / ``x``. The warehouse and a table's name may keep dots.
 """
@@ -17,14 +18,21 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-# The child namespace that holds a namespace's soft-deleted tables (see ``tables.tombstones``).
-TRASH_NAMESPACE = "__lance_trash__"
+# The namespace at the top of each warehouse that holds its soft-deleted tables (``tables.tombstones``).
+# Made of lowercase letters and underscores, starting and ending with a letter, not starting with
+# "aws": the strictest catalogs (S3 Tables and its look-alikes) refuse any other namespace name.
+TRASH_NAMESPACE = "lance_iceberg_ns_trash"
+# Where earlier versions kept a namespace's soft-deleted tables: its child namespace of this name,
+# which those catalogs refuse. Still reserved, still read, and emptied into ``TRASH_NAMESPACE``.
+LEGACY_TRASH_NAMESPACE = "__lance_trash__"
+TRASH_NAMESPACES = frozenset({TRASH_NAMESPACE, LEGACY_TRASH_NAMESPACE})
 _PATH_CHARACTERS = re.compile(r"[/\\]")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # Unicode categories of characters that do not show, or change how the others show: controls (Cc),
@@ -57,8 +65,8 @@ def _check_part(part: object, kind: str) -> str:
         raise InvalidInputError(f"Identifier part {part!r} is not allowed: it could leave the storage root")
     if part != part.strip():
         raise InvalidInputError(f"Identifier part {part!r} has leading or trailing whitespace")
-    if part.casefold() == TRASH_NAMESPACE:
-        raise InvalidInputError(f"{TRASH_NAMESPACE} is reserved for soft-deleted tables: {part!r} cannot be used")
+    if part.casefold() in TRASH_NAMESPACES:
+        raise InvalidInputError(f"{part.casefold()} is reserved for soft-deleted tables: {part!r} cannot be used")
     if len(part.encode()) > MAX_PART_BYTES:
         raise InvalidInputError(f"Identifier part {part[:40]!r}... is longer than {MAX_PART_BYTES} bytes")
     return part
@@ -152,6 +160,22 @@ def in_default_namespace(raw: Any, default: Sequence[str]) -> Any:
     return raw
 
 
-def trash_path(namespace_path: tuple[str, ...]) -> tuple[str, ...]:
-    """The trash namespace of a namespace (inside the warehouse's catalog)."""
-    return (*namespace_path, TRASH_NAMESPACE)
+def trash_path(namespace_path: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The trash namespace that holds the soft-deleted tables of ``namespace_path``: the
+    warehouse's one, at its top, whatever the namespace (inside the warehouse's catalog). Being
+    no namespace's child, it never keeps a namespace whose tables were all dropped from being
+    dropped, and no drop ever needs to remove it."""
+    return (TRASH_NAMESPACE,)
+
+
+def legacy_trash_path(namespace_path: tuple[str, ...]) -> tuple[str, ...]:
+    """Where earlier versions kept the soft-deleted tables of ``namespace_path``: its child
+    namespace ``__lance_trash__``."""
+    return (*namespace_path, LEGACY_TRASH_NAMESPACE)
+
+
+def aside_name(why: str) -> str:
+    """A new name for an entry set aside in the trash while it is ``why`` (``deregistered``,
+    ``replaced``, ``dropped``): lowercase letters, digits and underscores, as the strictest
+    catalogs require, and never a tombstone's (``tables.tombstones``)."""
+    return f"{why}_{uuid.uuid4().hex[:12]}"

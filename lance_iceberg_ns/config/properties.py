@@ -80,9 +80,9 @@ def _endpoint(raw: Any, key: str, _: Mapping[str, Any]) -> str:
     return endpoint.rstrip("/")
 
 
-def _root(raw: Any, key: str, _: Mapping[str, Any]) -> str:
+def _root(raw: Any, key: str, _: Mapping[str, Any]) -> str | None:
     if not raw:
-        return os.getcwd()
+        return None  # the catalog places tables (``location_mode``)
     if not isinstance(raw, str | os.PathLike):
         raise InvalidInputError(f"Property '{key}' must be a path or a URI, got a {type(raw).__name__}")
     text = os.fspath(raw)
@@ -91,6 +91,23 @@ def _root(raw: Any, key: str, _: Mapping[str, Any]) -> str:
     if text.startswith("file:"):
         text = text[len("file:") :]
     return os.path.abspath(os.path.expanduser(text))
+
+
+LOCATION_MODES = ("root", "catalog")
+
+
+def _location_mode(raw: Any, key: str, earlier: Mapping[str, Any]) -> str:
+    """Who places a table declared without a location: the bridge under ``root``, or the catalog.
+    Unset: ``root`` when a root is given, ``catalog`` otherwise."""
+    root = earlier.get("root")
+    if raw is None or not str(raw).strip():
+        return "root" if root else "catalog"
+    mode = str(raw).strip().lower()
+    if mode not in LOCATION_MODES:
+        raise InvalidInputError(f"Property '{key}' must be root or catalog, got {raw!r}")
+    if mode == "root" and not root:
+        raise InvalidInputError(f"Property '{key}' is root: give the property 'root', under which tables are placed")
+    return mode
 
 
 def _text(raw: Any, _key: str, _: Mapping[str, Any]) -> Any:
@@ -228,9 +245,22 @@ PROPERTIES: tuple[Property, ...] = (
         "root",
         _root,
         None,
-        "the location of tables declared without one: `{root}/{warehouse}/{namespace...}/{table}-{suffix}.lance`",
-        "storage root; a relative path becomes absolute; object store URIs (`s3://…`) are kept as given",
-        shown_default="current directory",
+        "the location of tables declared without one, with `location_mode=root`: "
+        "`{root}/{warehouse}/{namespace...}/{table}-{suffix}.lance`",
+        "storage root; a relative path becomes absolute; object store URIs (`s3://…`) are kept as given. Tables, "
+        "wherever the catalog places them, must then lie under it or `allowed_locations`",
+        shown_default="none",
+    ),
+    Property(
+        "location_mode",
+        _location_mode,
+        None,
+        "where `declare_table` and `create_table` put a table given no location",
+        "`root`: under `root`, at a location the bridge picks; `catalog`: where the catalog places it "
+        "(`createTable` with no location: S3 Tables, SeaweedFS table buckets, Lakekeeper, Polaris), confined "
+        "to `root` and `allowed_locations` when either is given. See [where tables live](object-stores.md"
+        "#where-tables-live-root-or-catalog)",
+        shown_default="`root` when `root` is given, else `catalog`",
     ),
     Property(
         "warehouses",
@@ -238,7 +268,8 @@ PROPERTIES: tuple[Property, ...] = (
         None,
         "comma-separated warehouses: `list_namespaces` at the root answers them, `list_all_tables` walks them "
         "when given no id",
-        "Iceberg REST cannot list warehouses",
+        "Iceberg REST cannot list warehouses. On a catalog without warehouse prefixes, the first is the name of "
+        "its one warehouse (see [warehouses and prefixes](warehouses-and-prefixes.md))",
         shown_default="the pyiceberg catalog's `warehouse`, else none",
     ),
     Property(

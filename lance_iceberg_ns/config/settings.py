@@ -74,7 +74,8 @@ class Settings:
     # One field per entry of properties.PROPERTIES (its ``settings_field``); a field's default is
     # the table's, parsed (``default_of``), so that there is no second list of defaults.
     endpoint: str
-    root: str
+    root: str | None = default_of("root")  # None: no root (``location_mode`` is then ``catalog``)
+    location_mode: str = default_of("location_mode")  # "root" or "catalog"
     auth_token: str | None = default_of("auth_token")
     credential: str | None = default_of("credential")
     scope: str | None = default_of("scope")

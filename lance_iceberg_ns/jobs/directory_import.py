@@ -235,13 +235,15 @@ class _Namespaces:
 def copy_location(ns: IcebergLanceNamespace, target: Sequence[str], source_location: str) -> str:
     """Where the copy of the table at ``source_location`` imported as ``target`` lives: in the root,
     named after its source, so that a re-run finds it."""
-    settings = ns.settings
+    root = ns.settings.root
+    if root is None:
+        raise InvalidInputError("An import copies tables into the storage root: give root (this bridge has none)")
     *namespace, name = target
     digest = hashlib.sha256(normalize_location(source_location).encode()).hexdigest()[:8]
     segments = [*namespace, f"{name}-{digest}{TABLE_DIRECTORY_SUFFIX}"]
-    if not is_local(settings.root):
+    if not is_local(root):
         segments = [quote(segment, safe="") for segment in segments]
-    return ns.placement.locations.confine_requested("/".join([settings.root.rstrip("/"), *segments]))
+    return ns.placement.locations.confine_requested("/".join([root.rstrip("/"), *segments]))
 
 
 def _reachable(ns: IcebergLanceNamespace, location: str) -> bool:

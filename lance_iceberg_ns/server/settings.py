@@ -477,9 +477,10 @@ class ServeSettings:
                 f"(--auth-token-file, {AUTH_TOKEN_VARIABLE}), --forward-bearer-token, or --allow-anonymous "
                 f"to serve anyone who can reach the port"
             )
-        if not properties.get("root"):  # clients create tables under it: never the current directory
+        if not properties.get("root") and properties.get("location_mode") != "catalog":  # never the current directory
             raise ServeSettingsError(
-                "serve places data under the storage root: give --root DIR (or -p root=DIR, LANCE_ICEBERG_ROOT)"
+                "serve places data under the storage root: give --root DIR (or -p root=DIR, LANCE_ICEBERG_ROOT), "
+                "or -p location_mode=catalog where the catalog assigns each table's location"
             )
         if not properties.get("endpoint"):
             raise ServeSettingsError(
@@ -535,7 +536,7 @@ class ServeSettings:
     def shown_root(self) -> str:
         """The storage root as it may be shown."""
         bridge = self.bridge_settings()
-        return bridge.redact(bridge.root)
+        return bridge.redact(bridge.root or "")
 
     def bridge_settings(self) -> Settings:
         """The bridge's ``Settings`` from ``properties``."""

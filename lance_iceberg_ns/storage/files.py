@@ -544,9 +544,10 @@ def is_empty_directory(location: str, storage_options: Mapping[str, str]) -> boo
     return entries_at(location, storage_options) is None
 
 
-def delete_owned_files(location: str, storage_options: Mapping[str, str], marker: str) -> None:
+def delete_owned_files(location: str, storage_options: Mapping[str, str], *markers: str) -> None:
     """Delete what a table's location holds of its own (``OWNED_ENTRIES`` in order, then
-    ``marker``), and the location itself once empty. Anything else under it is left alone, and
+    ``markers``, wherever its marker may be), and the location itself once empty. Anything else
+    under it is left alone, and
     symbolic links are removed as links, never followed. On an object store: one paged listing of
     the location, bulk deletes, and nothing left behind (no placeholder of an empty directory).
     The caller has proved that the entry owns the location."""
@@ -555,10 +556,10 @@ def delete_owned_files(location: str, storage_options: Mapping[str, str], marker
         for entry in OWNED_ENTRIES:
             delete_files(location, [found.path for found in held if found.path.split("/")[0] == entry], storage_options)
         _delete_catalog_files_as_spelled(location, storage_options)
-        delete_files(location, [marker], storage_options)
+        delete_files(location, list(markers), storage_options)
         return
     root = local_path(location)
-    for entry in (*OWNED_ENTRIES, marker):
+    for entry in (*OWNED_ENTRIES, *markers):
         path = os.path.join(root, entry)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)  # removes links inside as links

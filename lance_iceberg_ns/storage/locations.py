@@ -11,7 +11,10 @@ is what gets opened:
 
 A table location must lie strictly under the root or one of the allowed locations; anything else
 is ``PermissionDeniedError``. Local locations are also checked after resolving symbolic links, so a
-link under the root cannot lead outside it.
+link under the root cannot lead outside it. A bridge given neither (the catalog places its tables,
+``location_mode=catalog``) takes the locations the catalog's entries name wherever they are: the
+ownership marker alone shows what is a table's own. A location a caller asks for is then refused,
+having nothing to lie under.
 
 A register may also name its dataset relative to the namespace's own directory under the root
 (``relative_location``), as Lance's directory namespace takes a location relative to its root.
@@ -133,6 +136,15 @@ def _local_path(path: str, original: str) -> str:
     return "/" + "/".join(_resolved_segments(path, original))
 
 
+def store_top(location: str) -> str:
+    """The top of the file system or bucket that holds a normalized ``location``: ``/``, or
+    ``scheme://bucket``."""
+    match = _SCHEME.match(location)
+    if match is None:
+        return "/"
+    return f"{match.group(1)}://{match.group(2).partition('/')[0]}"
+
+
 def is_inside(location: str, base: str) -> bool:
     """True when normalized ``location`` lies strictly under normalized ``base``."""
     return location.startswith(base.rstrip("/") + "/")
@@ -145,23 +157,34 @@ def overlaps(first: str, second: str) -> bool:
 
 @dataclass(frozen=True)
 class LocationPolicy:
-    """Where this bridge may put, read and delete table data: under ``root`` or an allowed location."""
+    """Where this bridge may put, read and delete table data: under ``root`` or an allowed location;
+    anywhere the catalog places tables when it has neither (``confined`` is then False)."""
 
-    root: str
+    root: str | None
     allowed: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, root: str, allowed: tuple[str, ...] | list[str] = ()) -> LocationPolicy:
-        return cls(normalize_location(root), tuple(normalize_location(place) for place in allowed if place))
+    def of(cls, root: str | None, allowed: tuple[str, ...] | list[str] = ()) -> LocationPolicy:
+        return cls(
+            normalize_location(root) if root else None, tuple(normalize_location(place) for place in allowed if place)
+        )
 
     @property
     def bases(self) -> tuple[str, ...]:
-        return (self.root, *self.allowed)
+        return (self.root, *self.allowed) if self.root else self.allowed
+
+    @property
+    def confined(self) -> bool:
+        """Whether table locations must lie under a root or an allowed location."""
+        return bool(self.bases)
 
     def confine(self, raw: str) -> str:
-        """The normal form of ``raw``, if it lies strictly under the root or an allowed location.
-        Raises ``PermissionDeniedError`` otherwise (and ``InvalidInputError`` for a non-location)."""
+        """The normal form of ``raw``, if it lies strictly under the root or an allowed location
+        (anywhere, when the policy has neither). Raises ``PermissionDeniedError`` otherwise (and
+        ``InvalidInputError`` for a non-location)."""
         location = normalize_location(raw)
+        if not self.confined:
+            return location
         base = self.base_of(location)
         if base is None:
             kind = "paths" if is_local(location) else "URIs"  # the reference's words, which clients look for
@@ -178,8 +201,14 @@ class LocationPolicy:
         bridge lays out itself, it must also be a table directory of that layout (a name ending in
         ``.lance`` inside a warehouse directory), so it can never hold a warehouse or namespace
         directory that other tables' default locations will need. Raises ``PermissionDeniedError``."""
+        if not self.confined:
+            raise PermissionDeniedError(
+                f"A table location {normalize_location(raw)!r} was asked for, but this bridge has no storage root and "
+                "no allowed locations (the catalog places its tables): give root or allowed_locations to place "
+                "tables yourself"
+            )
         location = self.confine(raw)
-        if self.base_of(location) == self.root:
+        if self.root and self.base_of(location) == self.root:
             below = location[len(self.root) + 1 :].split("/")
             if len(below) < 2 or not below[-1].endswith(TABLE_DIRECTORY_SUFFIX):
                 raise PermissionDeniedError(
@@ -208,13 +237,22 @@ class LocationPolicy:
         keeps it apart from namespace directories, whose names never contain a dot. Names are
         escaped in object-store URIs, and the result is confined like any other location."""
         *namespace, name = parts
-        directory = self._joined(self.root, namespace)
+        directory = self._joined(self._required_root(), namespace)
         return self.confine(self._joined(directory, [f"{name}-{uuid.uuid4().hex[:8]}{TABLE_DIRECTORY_SUFFIX}"]))
 
     def namespace_directory(self, namespace: list[str]) -> str:
         """Where ``default_location`` puts the tables of namespace ``[warehouse, ns...]``:
         ``{root}/{warehouse}/{ns...}``, normalized."""
-        return normalize_location(self._joined(self.root, namespace))
+        return normalize_location(self._joined(self._required_root(), namespace))
+
+    def _required_root(self) -> str:
+        """The root, for what is laid out under it; InvalidInputError when there is none."""
+        if self.root is None:
+            raise InvalidInputError(
+                "This bridge has no storage root (the catalog places its tables): give root to place tables, or "
+                "relative locations, under it"
+            )
+        return self.root
 
     def relative_location(self, namespace: list[str], relative: str) -> str:
         """``relative`` (``name.lance``, ``dir/name.lance``: names joined by single slashes)

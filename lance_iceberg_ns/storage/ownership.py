@@ -2,7 +2,14 @@
 
 Every location the bridge declares or registers gets a small file, ``.lance-iceberg-ns-owner.json``,
 naming the companion table that owns it: the one-off claim id it was created with, once created its
-Iceberg table UUID, and the entry's name in the catalog (warehouse and identifier).
+Iceberg table UUID, and the entry's name in the catalog (warehouse and identifier). An object store
+that takes no file at the top of a table, only in the directories a table format keeps there
+(SeaweedFS's table buckets: ``metadata/``, ``data/`` and ``_<lowercase>/``), holds it as
+``_lance_iceberg_ns/owner.json`` instead: the claim writes it there when the store refuses the top,
+and every proof looks there when the top holds none. A claim looks at its location for a marker
+in the other place, and takes its own back if there is one. Such a store refuses the top throughout
+(a table bucket takes no file outside a table's own directories), so a claim at the top looks above
+and below it only for markers at the top, as it always did; a claim in the directory looks for both.
 
 The name is what makes the marker unforgeable from the catalog. Iceberg's ``register_table``
 copies a table's UUID, properties and location from any metadata file into a new entry, and many
@@ -36,10 +43,16 @@ from dataclasses import dataclass, field, replace
 
 from lance_namespace.errors import InvalidInputError, PermissionDeniedError
 
+from lance_iceberg_ns.errors.storage import StoreRefused
 from lance_iceberg_ns.storage import files, trees
 from lance_iceberg_ns.storage.locations import is_local
 
 MARKER = ".lance-iceberg-ns-owner.json"
+# Where the marker is on a store that refuses a file at a table's top (see the module docstring):
+# a directory name of the form table buckets leave to a format (``_`` and lowercase letters).
+MARKER_DIRECTORY = "_lance_iceberg_ns"
+MARKER_IN_DIRECTORY = f"{MARKER_DIRECTORY}/owner.json"
+MARKER_ENTRIES = (MARKER, MARKER_DIRECTORY)  # what a listing of a location shows of its marker
 
 
 EntryName = tuple[str, ...]  # where the catalog holds an entry: (warehouse, *identifier)
@@ -110,57 +123,130 @@ class Owner:
 def read_owner(location: str, storage_options: Mapping[str, str]) -> Owner | None:
     """The marker at ``location``, or ``None`` when there is none."""
     found = _read_marker(location, storage_options)
-    return None if found is None else found[0]
+    return None if found is None else found.owner
 
 
-def _read_marker(location: str, storage_options: Mapping[str, str]) -> tuple[Owner, files.Written | None] | None:
-    """The marker at ``location`` and its tag (a rewrite on it writes over exactly that marker)."""
+@dataclass(frozen=True)
+class _Held:
+    """A marker as read or written: what it says, its tag (a rewrite on it writes over exactly that
+    marker), and where it is under its location (``MARKER`` or ``MARKER_IN_DIRECTORY``)."""
+
+    owner: Owner
+    written: files.Written | None
+    name: str = MARKER
+
+
+def marker_names(location: str) -> tuple[str, ...]:
+    """Where a marker may be under ``location``: at its top, and on an object store also in
+    ``MARKER_DIRECTORY``."""
+    return (MARKER,) if is_local(location) else (MARKER, MARKER_IN_DIRECTORY)
+
+
+def _read_marker(
+    location: str, storage_options: Mapping[str, str], names: tuple[str, ...] | None = None
+) -> _Held | None:
+    """The marker at ``location``: at its top, else in ``MARKER_DIRECTORY`` (of ``names``, when
+    given). A store that takes no file at the top refuses a read there too (403, not 404): only
+    when it refuses every place is that the credentials' refusal, and raised (``StoreRefused``)."""
+    refused: StoreRefused | None = None
+    answered = False
+    for name in marker_names(location) if names is None else names:
+        try:
+            found = _read_one(location, name, storage_options)
+        except StoreRefused as exc:
+            refused = refused or exc
+            continue
+        if found is not None:
+            return found
+        answered = True  # the credentials reach the location: a refused place holds no marker
+    if refused is not None and not answered:
+        raise refused
+    return None
+
+
+def _read_one(location: str, name: str, storage_options: Mapping[str, str]) -> _Held | None:
     try:
-        found = files.read_tagged(location, MARKER, storage_options)
+        found = files.read_tagged(location, name, storage_options)
     except files.NotOpened:  # a symbolic link where the marker should be: nobody's valid claim
-        return Owner("", None, (), "(a symbolic link in place of the ownership marker)"), None
-    return None if found is None else (Owner.from_json(found[0]), found[1])
+        return _Held(Owner("", None, (), "(a symbolic link in place of the ownership marker)"), None, name)
+    return None if found is None else _Held(Owner.from_json(found[0]), found[1], name)
 
 
-def _create_marker(location: str, owner: Owner, storage_options: Mapping[str, str]) -> files.Written | None:
-    """Write a new marker, only if there is none (None if there was one)."""
-    return files.create_file(location, MARKER, owner.to_json(), storage_options)
+def _create_marker(location: str, owner: Owner, storage_options: Mapping[str, str]) -> _Held | None:
+    """Write a new marker, only if there is none (None if there was one): at the top of the
+    location, or in ``MARKER_DIRECTORY`` where the store refuses the top. A claim that finds the
+    other place taken takes its own marker back: of two claims one in each place, neither wins."""
+    data = owner.to_json()
+    try:
+        written, name = files.create_file(location, MARKER, data, storage_options), MARKER
+    except StoreRefused:
+        if is_local(location):
+            raise
+        written, name = files.create_file(location, MARKER_IN_DIRECTORY, data, storage_options), MARKER_IN_DIRECTORY
+    if written is None:
+        return None
+    others = tuple(other for other in marker_names(location) if other != name)
+    if others and _marker_in(location, others, storage_options):
+        _remove_marker(location, name, storage_options)
+        return None
+    return _Held(owner, written, name)
 
 
-def _replace_marker(
-    location: str, owner: Owner, storage_options: Mapping[str, str], written: files.Written | None = None
-) -> bool:
-    """Write the marker over the one there, whole or not at all: a proof reading it meanwhile sees
-    the old or the new (False if it is gone: a purge that deleted the location meanwhile must not
-    see it made again; on an object store, also if it changed since ``written``)."""
-    return files.replace_file(location, MARKER, owner.to_json(), storage_options, written)
+def _looked_for(held: _Held) -> tuple[str, ...]:
+    """The places a claim whose marker is ``held`` looks for other tables' markers around it."""
+    return (MARKER,) if held.name == MARKER else (MARKER, MARKER_IN_DIRECTORY)
 
 
-def _remove_marker(location: str, storage_options: Mapping[str, str]) -> None:
-    files.delete_file(location, MARKER, storage_options)
+def _marker_in(location: str, names: tuple[str, ...], storage_options: Mapping[str, str]) -> bool:
+    """Whether a marker is at one of ``names`` under ``location``; a place the store refuses to
+    read (where it takes no file) holds none."""
+    try:
+        return _read_marker(location, storage_options, names) is not None
+    except StoreRefused:
+        return False
 
 
-def _markers_above(location: str, top: str, storage_options: Mapping[str, str]) -> str | None:
-    """The nearest directory strictly between ``top`` and ``location`` that holds a marker."""
+def _replace_marker(location: str, held: _Held, owner: Owner, storage_options: Mapping[str, str]) -> bool:
+    """Write ``owner`` over the marker ``held``, whole or not at all: a proof reading it meanwhile
+    sees the old or the new (False if it is gone: a purge that deleted the location meanwhile must
+    not see it made again; on an object store, also if it changed since ``held`` was read or written)."""
+    return files.replace_file(location, held.name, owner.to_json(), storage_options, held.written)
+
+
+def _remove_marker(location: str, name: str, storage_options: Mapping[str, str]) -> None:
+    files.delete_file(location, name, storage_options)
+
+
+def _markers_above(
+    location: str, top: str, storage_options: Mapping[str, str], names: tuple[str, ...] = (MARKER,)
+) -> str | None:
+    """The nearest directory strictly between ``top`` and ``location`` that holds a marker at one
+    of ``names``. Looking in ``MARKER_DIRECTORY`` too, a directory where the store refuses to read
+    a marker holds none (SeaweedFS's table buckets take files only inside a table's own directory)."""
+    tolerant = MARKER_IN_DIRECTORY in names
     parent = location.rsplit("/", 1)[0]
     while len(parent) > len(top.rstrip("/")) and parent.startswith(top.rstrip("/")):
-        if read_owner(parent, storage_options) is not None:
+        found = _marker_in(parent, names, storage_options) if tolerant else _read_marker(parent, storage_options, names)
+        if found:
             return parent
         parent = parent.rsplit("/", 1)[0]
     return None
 
 
-def _markers_below(location: str, storage_options: Mapping[str, str]) -> bool:
-    """Whether a directory strictly under ``location`` holds a marker (links are not followed)."""
-    return trees.holds_below(location, MARKER, storage_options)
+def _markers_below(location: str, storage_options: Mapping[str, str], names: tuple[str, ...] = (MARKER,)) -> bool:
+    """Whether a directory strictly under ``location`` holds a marker at one of ``names`` (links
+    are not followed)."""
+    folder = MARKER_DIRECTORY if MARKER_IN_DIRECTORY in names else ""
+    return trees.holds_below(location, MARKER, storage_options, folder)
 
 
 def check_free(location: str, top: str, storage_options: Mapping[str, str]) -> None:
     """What ``claim`` checks, without writing: raises ``PermissionDeniedError`` when an entry owns
     ``location``, a place above it or below it."""
+    names = marker_names(location)
     held = read_owner(location, storage_options)
-    conflict = _markers_above(location, top, storage_options)
-    inside = None if held or conflict else _markers_below(location, storage_options)
+    conflict = _markers_above(location, top, storage_options, names)
+    inside = None if held or conflict else _markers_below(location, storage_options, names)
     if held or conflict or inside:
         raise PermissionDeniedError(
             f"The location {location!r} is owned by, inside or around another table's; table locations must not overlap"
@@ -177,6 +263,7 @@ class Claim:
     made_from: str | None  # the topmost directory the claim created (local file systems)
     metadata_was_there: bool = True  # whether the location held a metadata/ directory when claimed
     written: files.Written | None = None  # the marker as the store tagged it when created
+    name: str = MARKER  # where the marker is under the location
 
     def undo(self) -> None:
         with contextlib.suppress(OSError):
@@ -214,8 +301,9 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
     if written is None:
         raise PermissionDeniedError(f"The location {location!r} belongs to another table")
     try:
-        conflict = _markers_above(location, top, storage_options)
-        inside = None if conflict else _markers_below(location, storage_options)
+        around = _looked_for(written)
+        conflict = _markers_above(location, top, storage_options, around)
+        inside = None if conflict else _markers_below(location, storage_options, around)
     except BaseException:
         made.undo()
         raise
@@ -223,14 +311,17 @@ def claim(location: str, top: str, owner: Owner, storage_options: Mapping[str, s
         made.undo()
         where = "inside the location of another table" if conflict else "around the location of another table"
         raise PermissionDeniedError(f"The location {location!r} lies {where}; table locations must not overlap")
-    return replace(made, written=written)
+    return replace(made, written=written.written, name=written.name)
 
 
 def stamp(location: str, owner: Owner, storage_options: Mapping[str, str], claimed: Claim | None = None) -> bool:
     """Complete a claim (``claimed``, when made by this process: its marker is then written over
     on the tag it was created with, without a look) with the table UUID the catalog gave the entry.
     False when the marker is no longer the claim's (taken meanwhile): the claim is lost."""
-    return _replace_marker(location, owner, storage_options, None if claimed is None else claimed.written)
+    if claimed is not None:
+        return _replace_marker(location, _Held(claimed.owner, claimed.written, claimed.name), owner, storage_options)
+    found = _read_marker(location, storage_options)
+    return found is not None and _replace_marker(location, found, owner, storage_options)
 
 
 def still_claimed(claimed: Claim) -> bool:
@@ -244,10 +335,9 @@ def let_go(location: str, entry: Entry, storage_options: Mapping[str, str]) -> b
     register adopts the location meanwhile. False (delete nothing) when it no longer names the
     entry: another entry claimed the location since."""
     found = _read_marker(location, storage_options)
-    if found is None or not found[0].names(entry) or found[0].releasing:
+    if found is None or not found.owner.names(entry) or found.owner.releasing:
         return False  # another's now, or another removal has it
-    marked = replace(found[0], releasing=uuid.uuid4().hex)
-    return _replace_marker(location, marked, storage_options, found[1])
+    return _replace_marker(location, found, replace(found.owner, releasing=uuid.uuid4().hex), storage_options)
 
 
 def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> None:
@@ -255,21 +345,20 @@ def release(location: str, entry: Entry, storage_options: Mapping[str, str]) -> 
     marked as being let go first, on the marker read, so that a register that adopted the
     location meanwhile keeps its own marker."""
     found = _read_marker(location, storage_options)
-    if found is not None and found[0].names(entry):
+    if found is not None and found.owner.names(entry):
         _remove_over(location, found, storage_options)
 
 
-def _remove_over(location: str, found: tuple[Owner, files.Written | None], storage_options: Mapping[str, str]) -> bool:
+def _remove_over(location: str, found: _Held, storage_options: Mapping[str, str]) -> bool:
     """Remove the marker ``found`` (and its tag) if it is still there and nobody else is letting
     it go: marked with a token of this removal first, on the tag, then deleted. A stamp, a
     let-go or another removal racing this one then fails, and no marker is removed that another
     claim wrote since."""
-    held, tag = found
-    if held.releasing:
+    if found.owner.releasing:
         return False  # another removal or deletion has it
-    if not _replace_marker(location, replace(held, releasing=uuid.uuid4().hex), storage_options, tag):
+    if not _replace_marker(location, found, replace(found.owner, releasing=uuid.uuid4().hex), storage_options):
         return False
-    _remove_marker(location, storage_options)
+    _remove_marker(location, found.name, storage_options)
     return True
 
 
@@ -298,17 +387,17 @@ def rewrite(location: str, expected: Owner, new: Owner | None, storage_options: 
     ``expected`` says; False otherwise. Carries a marker along a rename of its entry, and lets go
     of a location whose entry is gone from the catalog."""
     found = _read_marker(location, storage_options)
-    if found is None or found[0] != expected:
+    if found is None or found.owner != expected:
         return False
     if new is None:
-        return _remove_over(location, (replace(found[0], releasing=""), found[1]), storage_options)
-    return _replace_marker(location, new, storage_options, found[1])
+        return _remove_over(location, replace(found, owner=replace(found.owner, releasing="")), storage_options)
+    return _replace_marker(location, found, new, storage_options)
 
 
 def markers_under(top: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, Owner]]:
     """(location, marker) for every ownership marker under ``top`` (links are not followed; on a
     local disk not inside a location that holds one: a table's location holds no other table)."""
-    for location in trees.directories_holding(top, MARKER, storage_options):
+    for location in trees.directories_holding(top, MARKER, storage_options, MARKER_DIRECTORY):
         owner = read_owner(location, storage_options)
         if owner is not None:
             yield location, owner

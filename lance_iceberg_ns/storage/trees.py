@@ -17,21 +17,25 @@ from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import encoded_segment, is_local, local_path
 
 
-def holds_below(location: str, name: str, storage_options: Mapping[str, str]) -> bool:
-    """Whether a directory strictly under ``location`` holds a file ``name`` (see ``directories``
-    for what is looked into)."""
+def holds_below(location: str, name: str, storage_options: Mapping[str, str], folder: str = "") -> bool:
+    """Whether a directory strictly under ``location`` holds a file ``name`` (or a directory
+    ``folder``, when given); see ``directories`` for what is looked into."""
     walk = directories(location, storage_options)
     next(walk, None)  # the location itself
-    return any(name in names for _directory, names, _subfolders in walk)
+    return any(_holds(names, subfolders, name, folder) for _directory, names, subfolders in walk)
 
 
-def directories_holding(top: str, name: str, storage_options: Mapping[str, str]) -> Iterator[str]:
-    """The locations under ``top`` (itself included) that hold a file ``name``, none inside one
-    that does (see ``directories`` for what is looked into)."""
+def directories_holding(top: str, name: str, storage_options: Mapping[str, str], folder: str = "") -> Iterator[str]:
+    """The locations under ``top`` (itself included) that hold a file ``name`` (or a directory
+    ``folder``, when given), none inside one that does (see ``directories`` for what is looked into)."""
     for directory, names, subfolders in directories(top, storage_options):
-        if name in names:
+        if _holds(names, subfolders, name, folder):
             subfolders.clear()
             yield directory
+
+
+def _holds(names: set[str], subfolders: list[str], name: str, folder: str) -> bool:
+    return name in names or (bool(folder) and folder in subfolders)
 
 
 def directories(location: str, storage_options: Mapping[str, str]) -> Iterator[tuple[str, set[str], list[str]]]:

@@ -30,7 +30,7 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
 
 from lance_iceberg_ns.catalog.client_properties import answered_io_properties
-from lance_iceberg_ns.catalog.companions import Companions, Protected, shown, stored_properties
+from lance_iceberg_ns.catalog.companions import Companions, Protected, missing_protection, shown, stored_properties
 from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import ResolvedTable, datasets, ipc, writes
@@ -72,16 +72,21 @@ class Tables:
     def resolved(self, table: TableId, loaded: TableSummary, writing: bool = False) -> ResolvedTable:
         """A loaded entry as the data half sees it: its confined location, what the bridge reaches
         it with, and whether the catalog manages its versions. ``writing``: the location must also
-        be shown to be the entry's own (PermissionDeniedError)."""
+        be shown to be the entry's own (PermissionDeniedError). Before any data operation, a read
+        too, the entry gets back the engine protection an engine turned off (``Companions.protect``:
+        read from the answer in hand, a commit only when some is missing), when it owns its
+        location: a commit has the catalog write a metadata file there, and an entry planted at
+        another table's location may write nothing into it."""
+        location = self.placement.prove(loaded) if writing else self.placement.confine(loaded.location)
+        if missing_protection(loaded.properties) and (writing or self.placement.owns(loaded)):
+            loaded = self.companions.protect(table, loaded)
         resolved = ResolvedTable(
             id=tuple(table.parts),
-            location=self.placement.prove(loaded) if writing else self.placement.confine(loaded.location),
+            location=location,
             storage_options=self.placement.entry_options(loaded),
             managed=snapshots.is_managed(loaded.properties),
             entry=owner_entry(loaded),
         )
-        if writing:  # proved its own: an entry made before the engine protection gains it
-            self.companions.protect(table, loaded)
         if writing and resolved.managed:
             self._refuse_unwritable(table, loaded, resolved.storage_options)
         return resolved
@@ -122,13 +127,18 @@ class Tables:
             properties.setdefault(snapshots.MANAGED_PROPERTY, "true")
         if snapshots.is_managed(properties):
             properties = {**snapshots.METADATA_RETENTION, **properties}
-        if request.location:
-            location = self.placement.free_location(request.location)
+        managed = snapshots.is_managed(properties)
+        if not request.location and self.settings.location_mode == "catalog":
+            check = (lambda at: refuse_unwritable_manifest_lists(at, self.settings)) if managed else None
+            created = self.placement.claim_assigned(table, properties, check)
         else:
-            location = self.placement.new_location(table)
-        if snapshots.is_managed(properties):
-            refuse_unwritable_manifest_lists(location, self.settings)
-        created = self.placement.claim(table, location, properties)
+            if request.location:
+                location = self.placement.free_location(request.location)
+            else:
+                location = self.placement.new_location(table)
+            if managed:
+                refuse_unwritable_manifest_lists(location, self.settings)
+            created = self.placement.claim(table, location, properties)
         self.datasets.forget_table(table.parts)  # the name's next read asks the catalog
         vended = None
         if request.vend_credentials or self.settings.vend_credentials:
@@ -159,6 +169,7 @@ class Tables:
         else:
             loaded = self.companions.load(table)
             self.placement.prove_handed_out(loaded)  # a catalog copy of the entry is not handed its table's data
+            loaded = self.companions.protect(table, loaded)  # the client reads the table next (pylance, lancedb)
             location, properties = loaded.location, loaded.properties
             vended = self._vended(table, loaded) if vending else None
             if snapshots.is_managed(properties):  # pylance asks for the latest version next: answer from this
@@ -327,10 +338,11 @@ class Tables:
         self.placement.remove(table, loaded)
         return True
 
-    def protect_tables(self, namespace_id: Sequence[str]) -> Protected:
+    def protect_tables(self, namespace_id: Sequence[str], check: bool = False) -> Protected:
         """Set the engine protection on every Lance table of a warehouse or namespace and beneath
-        it (``Companions.protect_beneath``). The root is InvalidInputError."""
+        it where it is missing, or with ``check`` only say which lack it (``Companions.protect_beneath``).
+        The root is InvalidInputError."""
         top = parse_namespace_id(namespace_id)
         if top is None:
             raise InvalidInputError("Give the warehouse whose Lance tables to protect")
-        return self.companions.protect_beneath(top)
+        return self.companions.protect_beneath(top, check)

@@ -1,10 +1,11 @@
 """Where a table's data lives, and the proof that it is the table's own.
 
 A catalog entry and its location are tied by the ownership marker (``ownership``): a location is
-claimed before its entry is made, proved before anything destructive, released
-when the entry lets its data go, and only then are the dataset's own files deleted. Locations are
-confined to the root and the allowed locations (``locations``). This is the one place that joins
-the catalog half (``companions``) and the storage half.
+claimed before its entry is made (or, where the catalog places the table, right after: see
+``claim_assigned``), proved before anything destructive, released when the entry lets its data go,
+and only then are the dataset's own files deleted. Locations are confined to the root and the
+allowed locations, if any (``locations``). This is the one place that joins the catalog half
+(``companions``) and the storage half.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ from lance_iceberg_ns.catalog.listing import is_lance_table, parallel_map, walk
 from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.data import datasets
 from lance_iceberg_ns.errors.storage import StoreRefused
-from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, NamespaceId, TableId, trash_path
+from lance_iceberg_ns.identifiers import (
+    LEGACY_TRASH_NAMESPACE,
+    TRASH_NAMESPACE,
+    NamespaceId,
+    TableId,
+    legacy_trash_path,
+    trash_path,
+)
 from lance_iceberg_ns.storage import files, ownership
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
-from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, is_relative, normalize_location
+from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, is_relative, normalize_location, store_top
 from lance_iceberg_ns.storage.options import StorageOptions
 
 logger = logging.getLogger(__name__)
@@ -95,7 +103,7 @@ class Placement:
         location = self.locations.confine_requested(raw)
         options = self._options.for_bridge()
         held = files.entries_at(location, options)  # one listing of the place
-        if held and ownership.MARKER in held:
+        if held and held & set(ownership.MARKER_ENTRIES):
             return location  # the claim says whose it is
         if held and files.VERSIONS_DIRECTORY in held and datasets.dataset_exists(location, options):
             raise InvalidInputError(f"A Lance dataset is already at {location}: register it with register_table")
@@ -183,6 +191,88 @@ class Placement:
             raise
         return created
 
+    def claim_assigned(
+        self, table: TableId, properties: dict[str, str], check: Callable[[str], None] | None = None
+    ) -> Any:
+        """Create the companion table where the catalog places it (``createTable`` with no
+        location: ``location_mode=catalog``), then claim that location, which it then owns.
+
+        The catalog decides the place, and a store that lets only the catalog's tables be written
+        refuses a marker anywhere else (S3 Tables and SeaweedFS's table buckets: "table location
+        must be within bucket"), so the claim comes right after the entry is made: with the
+        credentials the catalog vended for the new table, if any, a conditional create of the
+        marker (``ownership.claim``: refused where another table owns the place, or a place above
+        or below it), after which the place must hold nothing but the catalog's ``metadata/``.
+        The place must also lie under the root or an allowed location, when either is set, and
+        pass ``check``. Otherwise the claim is taken back, the entry dropped and the metadata file
+        its create wrote deleted, and PermissionDeniedError says why (or ``check`` raises): no
+        entry, marker or file is left. Returns pyiceberg's ``Table``."""
+        create_id = uuid.uuid4().hex
+        created = self._companions.create(table, None, properties, create_id)
+        options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
+        location: str | None = None
+        try:
+            location = self._assigned(table, created.metadata.location)
+            if check is not None:
+                check(location)
+            owner = ownership.Owner(create_id, str(created.metadata.table_uuid), catalog_name(table))
+            self._claim_assigned(table, location, owner, options)
+        except BaseException:
+            self._unmake(table, created, location, options)
+            raise
+        return created
+
+    def _assigned(self, table: TableId, raw: str) -> str:
+        """The location the catalog placed ``table`` at, confined (PermissionDeniedError)."""
+        try:
+            return self.locations.confine(raw)
+        except PermissionDeniedError as exc:
+            raise PermissionDeniedError(
+                f"The catalog placed table {table} at {raw!r}: {exc}; nothing was created"
+            ) from None
+
+    def _claim_assigned(self, table: TableId, location: str, owner: ownership.Owner, options: dict[str, str]) -> None:
+        """Claim a location the catalog assigned; the place must then hold nothing but the
+        catalog's metadata and the marker (a look made once the claim holds it)."""
+        top = self.locations.base_of(location) or store_top(location)
+        try:
+            claimed = ownership.claim(location, top, owner, options)
+        except PermissionDeniedError as exc:
+            owned = ownership.read_owner(location, options) is not None
+            why = "another table owns it (a soft-deleted table keeps its location until it is purged or restored)"
+            raise PermissionDeniedError(
+                f"The catalog placed table {table} at {location!r}: {why if owned else exc}; nothing was created"
+            ) from None
+        ours = {*ownership.MARKER_ENTRIES, files.ICEBERG_METADATA_DIRECTORY}
+        held = (files.entries_at(location, options) or set()) - ours
+        if held:
+            claimed.undo()
+            dataset = files.VERSIONS_DIRECTORY in held
+            raise PermissionDeniedError(
+                f"The catalog placed table {table} at {location!r}, which already holds "
+                + ("a Lance dataset (register it with register_table)" if dataset else "files")
+                + ": nothing was created"
+            )
+
+    def _unmake(self, table: TableId, created: Any, location: str | None, options: dict[str, str]) -> None:
+        """Take back a companion made where the catalog placed it: the entry, then the metadata
+        file its create wrote at a location the bridge may reach (and, on a local disk, the
+        directories left empty). A claim made was taken back before (``ownership.claim`` takes
+        back what it refuses itself)."""
+        self._companions.drop(table.warehouse, table.iceberg_identifier)
+        self._companions.forget(table)
+        written = _metadata_written(location, created.metadata_location) if location else None
+        if location is None or written is None:
+            return
+        metadata = f"{location}/{files.ICEBERG_METADATA_DIRECTORY}"
+        try:
+            files.delete_file(metadata, written, options)
+            if is_local(location):
+                files.remove_empty_entries(location, [files.ICEBERG_METADATA_DIRECTORY])
+                files.remove_empty_directories(location, location)
+        except OSError as exc:  # the entry is gone; a file the catalog wrote is all that is left
+            logger.warning("The metadata file %s/%s was left: %s", metadata, written, exc)
+
     def replace(self, table: TableId, replaced: TableSummary, location: str, properties: dict[str, str]) -> Any:
         """Register ``location`` under a name that ``replaced`` holds: the old entry steps aside
         while the new one is made, comes back if that fails, and is deregistered once it worked.
@@ -207,6 +297,15 @@ class Placement:
         location = self.locations.confine(entry.location)
         self.prove_place(location, owner_entry(entry), self.entry_options(entry))
         return location
+
+    def owns(self, entry: TableSummary) -> bool:
+        """Whether the entry's location is shown to be its own (``prove``): only then may a commit
+        to the entry have the catalog write a metadata file there."""
+        try:
+            self.prove(entry)
+        except (PermissionDeniedError, TableNotFoundError, OSError):
+            return False
+        return True
 
     def prove_handed_out(self, entry: TableSummary) -> None:
         """``prove``, before a location is handed to a client that then reads and writes by it
@@ -250,6 +349,8 @@ class Placement:
             held = ownership.read_owner(location, options)
             if held is None or not held.same_table(entry):
                 raise
+            if self._through_another_name(held, entry):
+                raise self._companions.second_name(entry.name[0], held.entry[0]) from None
             if not self._still_holds(entry):
                 raise TableNotFoundError(f"Table {'.'.join(entry.name)} was renamed or dropped meanwhile") from None
             named = ownership.Entry(held.entry, held.table_uuid, held.claim)
@@ -258,6 +359,15 @@ class Placement:
             if self._holders(entry.name[0], held, location) != [entry.name]:
                 raise
             ownership.rewrite(location, held, replace(held, entry=entry.name), options)
+
+    def _through_another_name(self, held: ownership.Owner, entry: ownership.Entry) -> bool:
+        """Whether the marker names this very table through another name of its catalog without
+        warehouse prefixes (every warehouse name reaches the same one there)."""
+        return (
+            len(held.entry) > 1
+            and held.entry[1:] == entry.name[1:]
+            and self._companions.one_catalog(entry.name[0], held.entry[0])
+        )
 
     def renamed(self, entry: TableSummary, to: ownership.EntryName) -> None:
         """After the catalog renamed ``entry`` to ``to``: the marker names the new name. A marker
@@ -294,7 +404,7 @@ class Placement:
     def _left_behind(self, location: str, options: dict[str, str]) -> bool:
         """Whether a marker of a claim in flight (an entry being made, files being deleted) was last
         written long enough ago that its writer must have stopped (``IN_FLIGHT_SECONDS``)."""
-        (found,) = files.stat_files(location, [ownership.MARKER], options)
+        found = next(filter(None, files.stat_files(location, list(ownership.marker_names(location)), options)), None)
         return found is not None and time.time() - found.modified > IN_FLIGHT_SECONDS
 
     def unregistered_locations(self, warehouse: str) -> list[Unregistered]:
@@ -333,7 +443,11 @@ class Placement:
         catalog = self._companions.catalog(warehouse)
         identifiers: list[tuple[str, ...]] = []
         for namespace, children in walk(catalog, NamespaceId(warehouse, ())):
-            paths = [namespace.path, trash_path(namespace.path)] if TRASH_NAMESPACE in children else [namespace.path]
+            paths = [namespace.path]
+            if not namespace.path and TRASH_NAMESPACE in children:  # the warehouse's trash, at its top
+                paths.append(trash_path())
+            if LEGACY_TRASH_NAMESPACE in children:  # the trash of earlier versions, below a namespace
+                paths.append(legacy_trash_path(namespace.path))
             for path in paths:
                 with contextlib.suppress(iceberg.NoSuchNamespaceError):  # a trash emptied and dropped meanwhile
                     identifiers += [tuple(ident) for ident in catalog.list_tables(path)] if path else []
@@ -364,9 +478,12 @@ class Placement:
         self._let_go(location)
         options = self.entry_options(entry)
         if not ownership.let_go(location, owner_entry(entry), options):
-            logger.warning("The files at %s were left: another table claimed the location meanwhile", location)
+            if ownership.read_owner(location, options) is None:  # deleted with the entry (table buckets do)
+                logger.debug("Nothing left to delete at %s: the catalog deleted it with the entry", location)
+            else:
+                logger.warning("The files at %s were left: another table claimed the location meanwhile", location)
             return
-        files.delete_owned_files(location, options, ownership.MARKER)
+        files.delete_owned_files(location, options, *ownership.marker_names(location))
 
     def remove(self, table: TableId, loaded: TableSummary) -> None:
         """Once the entry has shown that it owns its location, remove it, then its own files."""
@@ -382,3 +499,14 @@ def _holding(
     """The names of the entries of the marker's table at ``location``."""
     place = normalize_location(location)
     return [entry.name for entry, at in entries if at == place and held.same_table(entry)]
+
+
+def _metadata_written(location: str, metadata_location: str | None) -> str | None:
+    """The name of the metadata file a create wrote in ``location``'s ``metadata/`` directory, if
+    that is where it is (a catalog may keep its metadata elsewhere)."""
+    directory, _, name = (metadata_location or "").rpartition("/")
+    try:
+        inside = normalize_location(directory) == f"{location}/{files.ICEBERG_METADATA_DIRECTORY}"
+    except (InvalidInputError, PermissionDeniedError):
+        return None
+    return name if inside and name.endswith(".metadata.json") else None

@@ -126,11 +126,11 @@ def test_a_tombstone_copied_from_a_live_table_is_foreign_and_the_routine_purge_k
     scene: Scene, endpoint: str, lance_root: Path, cli: CommandLine
 ) -> None:
     warehouse, namespace = scene.db
-    planted = Tombstone("victim", 1, "planted0000").name  # long expired, by its name
-    _copy_entry(scene, (namespace, "victim"), (namespace, TRASH_NAMESPACE, planted))
+    planted = Tombstone((namespace, "victim"), 1, "planted0000")  # long expired, by its name
+    _copy_entry(scene, (namespace, "victim"), planted.identifier)
     victim_files = files_under(scene.victim_location)
     found = scene.operator.list_purgable_tables([warehouse])
-    assert [(p.tombstone, p.foreign is not None) for p in found] == [(planted, True)]
+    assert [(p.tombstone, p.foreign is not None) for p in found] == [(planted.name, True)]
     flags = ["--endpoint", endpoint, "--root", str(lance_root)]
     purged = cli(*flags, "--json", "tables", "purge", warehouse, "--older-than", "7d")
     assert purged.returncode == 1, purged.stderr  # it skipped something: says what and why
@@ -151,17 +151,18 @@ def test_a_planted_tombstone_outside_the_root_dated_in_the_future_never_makes_it
     warehouse, namespace = scene.db
     elsewhere = tmp_path / "elsewhere" / "data.lance"
     lance.write_dataset(pa.table({"v": [7]}), str(elsewhere))
-    future = Tombstone("orders", int((datetime.now(timezone.utc) + timedelta(days=365)).timestamp() * 1000), "x1")
+    in_a_year = int((datetime.now(timezone.utc) + timedelta(days=365)).timestamp() * 1000)
+    future = Tombstone((namespace, "orders"), in_a_year, "x1")
     catalog = other_client(scene.endpoint, warehouse)
-    catalog.create_namespace((namespace, TRASH_NAMESPACE))
+    catalog.create_namespace((TRASH_NAMESPACE,))
     catalog.create_table(
-        (namespace, TRASH_NAMESPACE, future.name),
+        future.identifier,
         schema=companion_table_schema(),
         location=str(elsewhere),
         properties={"table_type": "lance"},
     )
     catalog.create_table(
-        (namespace, TRASH_NAMESPACE, "not-a-tombstone"),
+        (TRASH_NAMESPACE, "not-a-tombstone"),
         schema=companion_table_schema(),
         location=str(elsewhere),
         properties={"table_type": "lance"},
@@ -174,7 +175,7 @@ def test_a_planted_tombstone_outside_the_root_dated_in_the_future_never_makes_it
     assert created.status_code == 200, created.text
     assert not created.json()["location"].startswith(str(tmp_path / "elsewhere"))
     assert scene.call("count_rows", [*scene.db, "orders"], {}).json() == 2
-    reasons = {p.tombstone: p.foreign for p in scene.operator.list_purgable_tables(scene.db)}
+    reasons = {p.tombstone: p.foreign for p in scene.operator.list_purgable_tables([warehouse])}
     assert reasons[future.name] == "its deletion time is in the future"
     assert reasons["not-a-tombstone"] == "its name is not a tombstone's"
     assert files_under(elsewhere) == before
@@ -194,7 +195,7 @@ def test_soft_delete_and_undrop_carry_ownership(ns: IcebergLanceNamespace, db: l
     location = lance.write_dataset(pa.table({"v": [1]}), namespace_client=ns, table_id=table).uri
     ns.drop_table({"id": table})
     with open(os.path.join(location, MARKER)) as handle:
-        assert json.load(handle)["entry"][2] == TRASH_NAMESPACE
+        assert json.load(handle)["entry"][1] == TRASH_NAMESPACE  # the warehouse's trash
     ns.undrop_table(table)
     with open(os.path.join(location, MARKER)) as handle:
         assert json.load(handle)["entry"] == [*db, "t"]

@@ -18,7 +18,6 @@ import pyarrow as pa
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.cli.data_commands import INDEX_PARAMETERS, SCALAR_INDEX_TYPES
 from lance_iceberg_ns.data.indices import SCALAR_TYPES, TOKENIZER_FIELDS, VECTOR_FIELDS, VECTOR_TYPES
-from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
 from lance_iceberg_ns.tables.tombstones import Tombstone
 from lance_iceberg_ns.testing import local_catalog
 
@@ -37,11 +36,9 @@ def test_purge_says_what_it_purged_and_skipped_and_why_and_exits_1(
         _write(ns, [*db, name])
         ns.drop_table({"id": [*db, name]})
     _write(ns, [*db, "victim"])  # a tombstone copied from a live entry: foreign, never purged
-    planted = Tombstone("victim", 1, "planted0000").name
+    planted = Tombstone((namespace, "victim"), 1, "planted0000")
     catalog = other_client(endpoint, warehouse)
-    catalog.register_table(
-        (namespace, TRASH_NAMESPACE, planted), catalog.load_table((namespace, "victim")).metadata_location
-    )
+    catalog.register_table(planted.identifier, catalog.load_table((namespace, "victim")).metadata_location)
     target = ".".join(db)
 
     too_young = cli("tables", "purge", target, "--older-than", "1h")

@@ -3,7 +3,6 @@ default from it, the known keys are its keys, and its secrets stay out of sight.
 
 from __future__ import annotations
 
-import os
 from dataclasses import fields
 
 import pytest
@@ -15,7 +14,8 @@ from lance_iceberg_ns.config.settings import Settings, looks_secret
 ENDPOINT = {"endpoint": "http://catalog:8181"}
 # The defaults as they were when each was written out in Settings and again in from_properties.
 DEFAULTS = {
-    "root": os.getcwd(),
+    "root": None,
+    "location_mode": "catalog",
     "auth_token": None,
     "credential": None,
     "scope": None,
@@ -39,6 +39,7 @@ DEFAULTS = {
 }
 # A value each property refuses; the properties that take any text say so.
 REFUSED = {
+    "location_mode": "elsewhere",
     "endpoint": "ftp://catalog",
     "connect_timeout": "soon",
     "read_timeout": "0",

@@ -75,6 +75,7 @@ def test_restore_through_an_entry_that_does_not_own_the_data_is_forbidden(scene:
     "target",
     [
         ["{db}", TRASH_NAMESPACE, "t~1~x"],
+        [TRASH_NAMESPACE, "t_1_x"],
         ["{ns}.__lance_trash__", "t~1~x"],
         ["{db}", "__LANCE_TRASH__", "t"],
     ],
@@ -101,7 +102,7 @@ def test_renaming_out_of_the_trash_is_refused(scene: Scene) -> None:
     scene.operator.drop_table({"id": [*scene.db, "victim"]})  # soft-deleted: a tombstone in the trash
     tombstone = scene.operator.list_purgable_tables(scene.db)[0].tombstone
     before = scene.untouched()
-    source = [*scene.db, TRASH_NAMESPACE, tombstone]
+    source = [scene.db[0], TRASH_NAMESPACE, tombstone]
     _refused(scene.call("rename", source, {"new_table_name": "mine"}), 400, 13)
     _refused(scene.call("drop", source), 400, 13)
     assert scene.untouched() == before
@@ -115,12 +116,13 @@ def test_a_planted_tombstone_hijacks_nothing_and_the_routine_purge_deletes_nothi
     own, and the operator's purge job refuses the tombstone."""
     link = tmp_path / "link-to-victim"
     os.symlink(scene.victim_location, link)
-    planted = Tombstone("orders", 1, "planted").name
+    planted = Tombstone((*scene.db[1:], "orders"), 1, "planted")
+    direct = Tombstone((*scene.db[1:], "victim"), 1, "direct")
     catalog = other_client(scene.endpoint, scene.db[0])
-    catalog.create_namespace((*scene.db[1:], TRASH_NAMESPACE))
-    for name, location in ((planted, str(link)), (Tombstone("victim", 1, "direct").name, str(scene.victim_location))):
+    catalog.create_namespace((TRASH_NAMESPACE,))
+    for tombstone, location in ((planted, str(link)), (direct, str(scene.victim_location))):
         catalog.create_table(
-            (*scene.db[1:], TRASH_NAMESPACE, name),
+            tombstone.identifier,
             schema=companion_table_schema(),
             location=location,
             properties={"table_type": "lance"},

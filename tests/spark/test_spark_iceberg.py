@@ -5,12 +5,19 @@ table keeps reading its rows, whatever Spark is asked: writes are refused ("Inva
 lance"), garbage collection is refused ("GC is disabled"), and a plain DROP TABLE only removes the
 entry; Spark's Iceberg tables in the same namespace are written and maintained as usual.
 
+The protection is table properties, which a client allowed to change them can turn off (``ALTER
+TABLE ... SET TBLPROPERTIES ('gc.enabled'='true')`` is accepted): until the bridge's next operation
+on the table (or ``tables protect``) restores it, and until Spark's catalog cache lets go of the
+table as the session altered it, Spark would delete the Lance table's data files. Shown here with
+a dry run, and ``tables protect --check`` finding it meanwhile.
+
 Runs on the environment's PySpark with the runtime pinned for it
 (``lance_iceberg_ns.testing.iceberg_spark``): Spark 4.1 in the main environment, and Spark 3.5 in
 ``.venv-pyspark35`` (``scripts/test.sh``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,7 +42,7 @@ from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
 from lance_iceberg_ns.testing import LocalCatalogUnavailable  # noqa: E402
 from lance_iceberg_ns.testing.iceberg_spark import iceberg_spark_runtime, iceberg_spark_runtime_jar  # noqa: E402
 
-from ..helpers import files_under, other_client  # noqa: E402
+from ..helpers import CommandLine, files_under, other_client  # noqa: E402
 
 try:
     RUNTIME = iceberg_spark_runtime(pyspark.__version__)
@@ -284,3 +291,65 @@ def test_spark_maintenance_of_its_iceberg_tables_leaves_the_lance_tables_beside_
     assert not [name for name in files_under(location) if name.startswith("data/")]
     assert [row.tableName for row in _sql(lake, f"SHOW TABLES IN lake.{db}")] == ["events"]
     intact()
+
+
+def test_gc_turned_on_by_alter_table_is_found_then_restored_by_the_next_bridge_read(
+    lake: Lake, cli: CommandLine, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    ns, location, _ = _lance_table_beside(lake, db)
+    before = files_under(location)
+    table_id, table = [lake.warehouse, db, "events"], f"lake.{db}.events"
+    name = ".".join(table_id)
+    yesterday = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+
+    def orphans(catalog: str = "lake", dry_run: bool = True) -> str:
+        return (
+            f"CALL {catalog}.system.remove_orphan_files(table => '{db}.events', "
+            f"older_than => TIMESTAMP '{yesterday}', dry_run => {str(dry_run).lower()})"
+        )
+
+    _sql(lake, f"ALTER TABLE {table} SET TBLPROPERTIES ('gc.enabled'='true')")  # accepted: Spark may
+    # the window: Spark would now delete the Lance table's data files as orphans (a dry run only lists them)
+    data_files = sorted(str(location / path) for path in before if path.startswith("data/"))
+    would_delete = _sql(lake, orphans())
+    assert sorted(urlparse(row.orphan_file_location).path for row in would_delete) == data_files
+    found = cli.json("tables", "protect", "--check", lake.warehouse, db, code=1)
+    assert found["unprotected"] == [{"table": name, "missing": ["gc.enabled"]}]
+
+    caplog.set_level(logging.WARNING, logger="lance_iceberg_ns.catalog.companions")
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == ROWS  # a read through the bridge
+    (warning,) = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("lance_iceberg_ns") and record.levelno >= logging.WARNING
+    ]
+    assert f"Lance table {name} had its protection from Iceberg engines turned off" in warning
+    assert "(gc.enabled changed): restored gc.enabled=false" in warning
+    assert cli.json("tables", "protect", "--check", lake.warehouse, db)["unprotected"] == []  # exit 0
+    assert other_client(lake.endpoint, lake.warehouse).load_table((db, "events")).properties["gc.enabled"] == "false"
+
+    # Spark's catalog cache (cache-enabled, its default) keeps the table as this session altered it
+    # until REFRESH TABLE, or until it goes unused for cache.expiration-interval-ms (30 s); a catalog
+    # without the cache sees the protection at once
+    assert len(_sql(lake, orphans())) == len(data_files)
+    uncached = {"": "org.apache.iceberg.spark.SparkCatalog", ".type": "rest", ".uri": lake.endpoint}
+    uncached |= {".warehouse": lake.warehouse, ".cache-enabled": "false"}
+    for key, value in uncached.items():
+        lake.spark.conf.set(f"spark.sql.catalog.uncached{key}", value)
+    assert "Cannot delete orphan files: GC is disabled" in _refused(lake, orphans("uncached"))
+    _sql(lake, f"REFRESH TABLE {table}")
+    assert dict(_sql(lake, f"SHOW TBLPROPERTIES {table}"))["gc.enabled"] == "false"
+    for dry_run in (True, False):
+        assert "Cannot delete orphan files: GC is disabled" in _refused(lake, orphans(dry_run=dry_run))
+    refused = _refused(
+        lake,
+        f"CALL lake.system.expire_snapshots(table => '{db}.events', "
+        "older_than => TIMESTAMP '2100-01-01 00:00:00', retain_last => 1)",
+    )
+    assert "Cannot expire snapshots: GC is disabled" in refused
+    assert "Cannot purge table: GC is disabled" in _refused(lake, f"DROP TABLE {table} PURGE")
+    after = files_under(location)
+    assert {path: after.get(path) for path in before} == before  # every file byte for byte
+    assert all(path.startswith("metadata/") for path in set(after) - set(before))  # the catalog's two commits
+    assert lance.dataset(str(location)).count_rows() == ROWS

@@ -1,11 +1,13 @@
 """Companion tables carry gc.enabled=false and write.format.default=lance, so that Iceberg engines
-on the same catalog neither delete nor write Lance's files: new ones from the start, old ones from
-their next bridge write or ``tables protect``. pyiceberg and DuckDB's Iceberg extension here; Spark
-in tests/spark/test_spark_iceberg.py."""
+on the same catalog neither delete nor write Lance's files: new ones from the start; old ones, and
+ones whose protection an engine's client turned off, from their next bridge read or write or
+``tables protect`` (and ``tables protect --check`` finds them meanwhile). pyiceberg and DuckDB's
+Iceberg extension here; Spark in tests/spark/test_spark_iceberg.py."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 
+from ..conftest import RequestCounter
 from ..helpers import (
     CliResult,
     CommandLine,
@@ -32,22 +35,49 @@ from ..helpers import (
     write_values,
 )
 
+COMPANIONS_LOG = "lance_iceberg_ns.catalog.companions"
+
 
 def _properties(endpoint: str, table_id: list[str]) -> dict[str, str]:
     """A table's properties as another client of the catalog reads them."""
     return dict(other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).properties)
 
 
-def _unprotect(endpoint: str, table_id: list[str]) -> None:
-    """Make a companion look like one made before the protection existed."""
+def _alter(
+    endpoint: str, table_id: list[str], setting: dict[str, str] | None = None, removing: tuple[str, ...] = ()
+) -> None:
+    """What ``ALTER TABLE ... SET`` (or ``UNSET``) ``TBLPROPERTIES`` does, through pyiceberg's own
+    client: no bridge involved."""
     table = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
     with table.transaction() as transaction:
-        transaction.remove_properties(*ENGINE_PROTECTION)
+        if setting:
+            transaction.set_properties(setting)
+        if removing:
+            transaction.remove_properties(*removing)
+
+
+def _unprotect(endpoint: str, table_id: list[str]) -> None:
+    """Make a companion look like one made before the protection existed."""
+    _alter(endpoint, table_id, removing=tuple(ENGINE_PROTECTION))
     assert not set(ENGINE_PROTECTION) & set(_properties(endpoint, table_id))
 
 
 def _protected(properties: dict[str, str]) -> bool:
     return all(properties.get(key) == value for key, value in ENGINE_PROTECTION.items())
+
+
+def _metadata_location(endpoint: str, table_id: list[str]) -> str:
+    """Where the catalog keeps the table's current metadata: it moves with every commit."""
+    return str(other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:])).metadata_location)
+
+
+def _lance_files(location: Path) -> dict[str, str]:
+    """The Lance table's files, byte for byte: all but the catalog's own, in ``metadata/``."""
+    return {name: digest for name, digest in files_under(location).items() if not name.startswith("metadata/")}
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == COMPANIONS_LOG]
 
 
 def test_every_new_companion_is_protected_and_shows_it(
@@ -108,11 +138,64 @@ def test_an_old_companion_is_protected_by_its_next_bridge_write(
     table_id = [*db, "old"]
     write_values(ns, table_id, [1])
     _unprotect(endpoint, table_id)
-    ns.describe_table(DescribeTableRequest(id=table_id))  # a read changes nothing
-    assert not _protected(_properties(endpoint, table_id))
     ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert _protected(_properties(endpoint, table_id))
     assert ns.count_table_rows({"id": table_id}).count == 2
+
+
+def _read_count(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
+    return ns.count_table_rows({"id": table_id}).count
+
+
+def _read_through_pylance(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
+    return lance.dataset(namespace_client=ns, table_id=table_id).count_rows()  # describe_table, then the files
+
+
+def _read_described(ns: IcebergLanceNamespace, table_id: list[str]) -> int:
+    properties = ns.describe_table(DescribeTableRequest(id=table_id)).properties or {}
+    assert _protected(properties)  # the answer shows the protection as the catalog now holds it
+    return 3
+
+
+@pytest.mark.parametrize("read", [_read_count, _read_through_pylance, _read_described])
+def test_protection_another_client_turned_off_is_restored_by_the_next_bridge_read_with_a_warning(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, caplog: pytest.LogCaptureFixture, read: Any
+) -> None:
+    table_id = [*db, "t"]
+    location = Path(write_values(ns, table_id, [1, 2, 3]))
+    before = _lance_files(location)
+    _alter(endpoint, table_id, {"gc.enabled": "true"}, removing=("write.format.default",))
+    caplog.set_level(logging.WARNING, logger=COMPANIONS_LOG)
+    assert read(ns, table_id) == 3
+    assert _protected(_properties(endpoint, table_id))
+    (warning,) = _warnings(caplog)
+    name = ".".join(table_id)
+    assert f"Lance table {name} had its protection from Iceberg engines turned off" in warning
+    assert "gc.enabled changed, write.format.default removed" in warning
+    caplog.clear()
+    assert read(ns, table_id) == 3 and not _warnings(caplog)  # restored once
+    assert _lance_files(location) == before
+
+
+def test_a_read_of_a_protected_table_asks_the_catalog_nothing_more_and_a_restore_costs_one_commit(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, request_counter: RequestCounter
+) -> None:
+    table_id = [*db, "t"]
+    write_values(ns, table_id, [1, 2, 3])
+    assert _read_count(ns, table_id) == 3
+    request_counter.reset()
+    assert _read_count(ns, table_id) == 3
+    protected_read = list(request_counter.requests)
+    assert [method for method, _ in protected_read] == ["GET"]  # the loadTable answer alone
+    _alter(endpoint, table_id, {"gc.enabled": "TRUE"})
+    request_counter.reset()
+    assert _read_count(ns, table_id) == 3
+    commits = [url for method, url in request_counter.requests if method == "POST"]
+    assert len(commits) == 1 and commits[0].split("?")[0].endswith(f"/tables/{table_id[-1]}")
+    assert len(request_counter.requests) == len(protected_read) + 1
+    request_counter.reset()
+    assert _read_count(ns, table_id) == 3
+    assert request_counter.requests == protected_read
 
 
 def test_an_old_managed_companion_is_protected_by_its_next_version(
@@ -143,6 +226,34 @@ def test_a_catalog_that_refuses_the_protection_does_not_stop_a_write(
     ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     assert ns.count_table_rows({"id": table_id}).count == 2
     assert not _protected(_properties(endpoint, table_id))
+
+
+def test_a_reader_that_may_not_change_table_properties_reads_and_is_warned_once_a_while(
+    ns: IcebergLanceNamespace,
+    db: list[str],
+    endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table_id = [*db, "t"]
+    write_values(ns, table_id, [1, 2, 3])
+    _alter(endpoint, table_id, {"gc.enabled": "true"})
+    refused = []
+
+    def forbidden(*_: object, **__: object) -> None:
+        refused.append(True)
+        raise iceberg.ForbiddenError("not allowed to change table properties")
+
+    monkeypatch.setattr(BridgeRestCatalog, "commit_changes", forbidden)
+    caplog.set_level(logging.WARNING, logger=COMPANIONS_LOG)
+    for _ in range(3):
+        assert ns.count_table_rows({"id": table_id}).count == 3
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 3
+    assert len(refused) == 1  # not asked again on every read
+    (warning,) = _warnings(caplog)
+    assert warning.startswith(f"Could not protect {'.'.join(table_id)} from Iceberg engines (gc.enabled changed)")
+    assert "ForbiddenError" in warning and "tables protect" in warning
+    assert _properties(endpoint, table_id)["gc.enabled"] == "true"
 
 
 def test_protect_command_protects_every_lance_table_of_a_warehouse_once(
@@ -178,17 +289,51 @@ def test_protect_command_protects_every_lance_table_of_a_warehouse_once(
     def as_json(*arguments: str) -> Any:
         return json.loads(protect(*arguments, "--json").stdout)
 
-    one_namespace = as_json(warehouse, db[1])  # db and beneath, not "other"
+    one_namespace = as_json(warehouse, db[1])  # db and beneath, not "other" nor the warehouse's trash
     assert sorted(one_namespace["protected"]) == sorted(".".join(tables[n]) for n in ("top", "nested", "declared"))
-    assert one_namespace["already_protected_count"] == 1  # the soft-deleted one, in the trash
+    assert one_namespace["was_missing"][".".join(tables["top"])] == list(ENGINE_PROTECTION)
+    assert one_namespace["already_protected_count"] == 0
     assert not _protected(_properties(endpoint, tables["elsewhere"]))
-    human = protect(warehouse).stdout
+    human = protect(warehouse).stdout  # the soft-deleted one, in the trash, protected as it was
     assert "protected 1 Lance table(s); 4 already were" in human and ".".join(tables["elsewhere"]) in human
     again = as_json(warehouse)
     assert (again["protected_count"], again["already_protected_count"]) == (0, 5)
     for table_id in tables.values():
         assert _protected(_properties(endpoint, table_id))
     assert _properties(endpoint, [*db, "plain"]) == plain_before  # never touched
+
+
+def test_protect_check_lists_the_unprotected_lance_tables_changes_nothing_and_fails(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, tmp_path: Path, cli: CommandLine
+) -> None:
+    warehouse = db[0]
+    tables = {name: [*db, name] for name in ("flipped", "old", "fine")}
+    for table_id in tables.values():
+        write_values(ns, table_id, [1])
+    _alter(endpoint, tables["flipped"], {"gc.enabled": "true"})
+    _alter(endpoint, tables["old"], removing=("write.format.default", "write.parquet.compression-codec"))
+    create_plain_iceberg_table(endpoint, warehouse, (db[1], "plain"), str(tmp_path / "plain"))  # never listed
+    ids = [*tables.values(), [*db, "plain"]]
+    before = [_metadata_location(endpoint, table_id) for table_id in ids]
+
+    found = cli.json("tables", "protect", "--check", warehouse, code=1)
+    assert sorted(found["unprotected"], key=lambda entry: entry["table"]) == [
+        {"table": ".".join(tables["flipped"]), "missing": ["gc.enabled"]},
+        {"table": ".".join(tables["old"]), "missing": ["write.format.default", "write.parquet.compression-codec"]},
+    ]
+    assert (found["unprotected_count"], found["protected_count"]) == (2, 1)
+    assert found["properties"] == ENGINE_PROTECTION
+    human = cli("tables", "protect", "--check", warehouse, db[1])
+    assert human.returncode == 1, human.stderr
+    assert "2 Lance table(s) without their protection from Iceberg engines; 1 with it" in human.stdout
+    assert ".".join(tables["flipped"]) in human.stdout and "gc.enabled" in human.stdout
+    assert f"tables protect {warehouse} {db[1]}" in human.stderr
+    assert [_metadata_location(endpoint, table_id) for table_id in ids] == before  # no commit anywhere
+
+    assert cli("tables", "protect", warehouse).returncode == 0
+    found = cli.json("tables", "protect", "--check", warehouse)  # exit 0
+    assert (found["unprotected"], found["protected_count"]) == ([], 3)
+    assert "all 3 Lance table(s) are protected" in cli("tables", "protect", "--check", warehouse).stdout
 
 
 def test_protect_command_for_a_missing_namespace_is_not_found(cli: CommandLine, db: list[str]) -> None:

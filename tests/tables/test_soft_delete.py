@@ -1,4 +1,5 @@
-"""Soft delete on the Iceberg catalog: DROP, UNDROP, PURGE, TTL, and the purge/revive race."""
+"""Soft delete on the Iceberg catalog: DROP, UNDROP, PURGE, TTL, the purge/revive race, and a trash
+that keeps no namespace from being dropped."""
 
 from __future__ import annotations
 
@@ -11,10 +12,17 @@ from typing import Any
 
 import lance
 import pytest
-from lance_namespace import DescribeTableRequest, DropNamespaceRequest, DropTableRequest, ListTablesRequest
+from lance_namespace import (
+    CreateNamespaceRequest,
+    DescribeTableRequest,
+    DropNamespaceRequest,
+    DropTableRequest,
+    ListTablesRequest,
+)
 from lance_namespace.errors import (
     InvalidTableStateError,
     NamespaceNotEmptyError,
+    NamespaceNotFoundError,
     PermissionDeniedError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -22,8 +30,8 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace, companion_table_schema
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE
-from lance_iceberg_ns.storage import files
-from lance_iceberg_ns.tables.tombstones import Tombstone
+from lance_iceberg_ns.storage import files, ownership
+from lance_iceberg_ns.tables.tombstones import TrashName
 
 from ..conftest import RequestCounter
 from ..helpers import other_client, together
@@ -101,7 +109,7 @@ def test_drop_then_purge_deletes_the_data(ns: IcebergLanceNamespace, db: list[st
     assert ns.table_status(table_id).state == "not_found"
     with pytest.raises(TableNotFoundError):
         ns.undrop_table(table_id)
-    ns.drop_namespace(DropNamespaceRequest(id=db))  # the emptied trash goes with it
+    ns.drop_namespace(DropNamespaceRequest(id=db))
 
 
 def test_purge_never_touches_a_live_table(ns: IcebergLanceNamespace, db: list[str], store: Store) -> None:
@@ -128,12 +136,45 @@ def test_ttl_decides_what_purge_tables_reclaims(endpoint: str, store: Store, db:
         assert ns.list_purgable_tables(db) == []
 
 
-def test_namespace_with_soft_deleted_tables_is_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
-    _write(ns, [*db, "t"], [1])
-    ns.drop_table(DropTableRequest(id=[*db, "t"]))
-    with pytest.raises(NamespaceNotEmptyError, match="soft-deleted"):
+def test_a_namespace_whose_tables_were_all_dropped_is_empty_and_drops(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    """What a client that drops every table, then the namespace, expects; the soft-deleted tables
+    stay in the warehouse's trash, listed and purgeable by the namespace they came from."""
+    for name in ("a", "b"):
+        _write(ns, [*db, name], [1])
+        ns.drop_table(DropTableRequest(id=[*db, name]))
+    assert ns.list_tables(ListTablesRequest(id=db)).tables == []
+    assert ns.list_namespaces({"id": db}).namespaces == []
+    ns.drop_namespace(DropNamespaceRequest(id=db))
+    assert ns.list_namespaces({"id": db[:1]}).namespaces == []  # the trash is no child to Lance either
+    assert [p.id for p in ns.list_purgable_tables(db)] == [[*db, "a"], [*db, "b"]]
+    assert ns.table_status([*db, "a"]).state == "soft_deleted"
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert sorted(ns.purge_tables(namespace_id=db, deleted_before=later)) == [[*db, "a"], [*db, "b"]]
+    with pytest.raises(NamespaceNotFoundError):  # gone, and nothing soft-deleted comes from it any more
+        ns.list_purgable_tables(db)
+
+
+def test_a_table_of_a_dropped_namespace_comes_back_once_the_namespace_exists_again(
+    ns: IcebergLanceNamespace, db: list[str], store: Store
+) -> None:
+    table_id = [*db, "t"]
+    location = _write(ns, table_id, [1, 2])
+    ns.drop_table(DropTableRequest(id=table_id))
+    ns.drop_namespace(DropNamespaceRequest(id=db))
+    with pytest.raises(NamespaceNotFoundError, match="create it again"):
+        ns.undrop_table(table_id)
+    assert ns.table_status(table_id).state == "soft_deleted" and store.dataset(location).count_rows() == 2
+    ns.create_namespace(CreateNamespaceRequest(id=db))
+    ns.undrop_table(table_id)
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
+
+
+def test_a_namespace_with_a_live_table_is_still_not_empty(ns: IcebergLanceNamespace, db: list[str]) -> None:
+    _write(ns, [*db, "kept"], [1])
+    _write(ns, [*db, "dropped"], [1])
+    ns.drop_table(DropTableRequest(id=[*db, "dropped"]))
+    with pytest.raises(NamespaceNotEmptyError):
         ns.drop_namespace(DropNamespaceRequest(id=db))
-    assert ns.list_namespaces({"id": db}).namespaces == []  # the trash is not a child to Lance
 
 
 def test_plain_iceberg_clients_do_not_see_tombstones_as_tables(
@@ -143,8 +184,10 @@ def test_plain_iceberg_clients_do_not_see_tombstones_as_tables(
     ns.drop_table(DropTableRequest(id=[*db, "t"]))
     spark_like = other_client(endpoint, db[0])
     assert spark_like.list_tables(tuple(db[1:])) == []
-    trash = spark_like.list_tables((*db[1:], TRASH_NAMESPACE))
-    assert len(trash) == 1 and Tombstone.parse(trash[0][-1]) is not None
+    assert spark_like.list_namespaces(tuple(db[1:])) == []
+    assert (TRASH_NAMESPACE,) in spark_like.list_namespaces()  # one namespace, at the warehouse's top
+    trash = spark_like.list_tables((TRASH_NAMESPACE,))
+    assert len(trash) == 1 and TrashName.parse(trash[0][-1]) is not None
 
 
 def test_a_reader_keeps_reading_across_a_soft_delete(ns: IcebergLanceNamespace, db: list[str]) -> None:
@@ -172,8 +215,9 @@ def test_soft_deleted_tables_cost_listings_nothing(
     assert request_counter.count == without == 1
     request_counter.reset()
     assert len(ns.list_purgable_tables(db)) == 5
-    # the child namespaces, the trash, and one loadTable per tombstone (side by side): each is
-    # checked to be one the bridge made, whose location's marker names it
+    # the child namespaces, the warehouse's trash, and one loadTable per tombstone (side by side):
+    # each is read for where it was dropped from, and checked to be one the bridge made, whose
+    # location's marker names it
     assert request_counter.count == 2 + 5
 
 
@@ -281,5 +325,6 @@ def test_a_purge_deletes_the_manifests_then_the_marker_last(
     if "metadata" in entries:
         assert removed.index("metadata") > removed.index("_versions"), removed
     if store.kind == "s3":  # on a disk the marker is a file, removed without rmtree
-        assert removed[-1] == ".lance-iceberg-ns-owner.json", removed
+        last = removed[removed.index(ownership.MARKER) :]  # the marker, wherever a store keeps it, goes last
+        assert set(last) <= {ownership.MARKER, ownership.MARKER_DIRECTORY}, removed
     assert not store.exists(location)
