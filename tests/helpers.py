@@ -256,3 +256,20 @@ def server_text_log(logger: str) -> Iterator[io.StringIO]:
     finally:
         attached.removeHandler(handler)
         audit.setLevel(level)
+
+
+def fresh_spark_jvm() -> None:
+    """Stop the JVM an earlier Spark session of this process started: ``spark.jars``,
+    ``spark.jars.packages`` and session extensions take effect only in a JVM started with them."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+    gateway.shutdown()
+    gateway.proc.stdin.close()  # the JVM PySpark started exits when its standard input closes
+    gateway.proc.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None

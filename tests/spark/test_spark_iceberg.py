@@ -34,7 +34,6 @@ pyspark = pytest.importorskip("pyspark", reason="the Spark tests need the 'spark
 import lance  # noqa: E402
 import pyarrow as pa  # noqa: E402
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest  # noqa: E402
-from pyspark import SparkContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from lance_iceberg_ns import IcebergLanceNamespace  # noqa: E402
@@ -42,7 +41,7 @@ from lance_iceberg_ns.spark import local_spark_session  # noqa: E402
 from lance_iceberg_ns.testing import LocalCatalogUnavailable  # noqa: E402
 from lance_iceberg_ns.testing.iceberg_spark import iceberg_spark_runtime, iceberg_spark_runtime_jar  # noqa: E402
 
-from ..helpers import CommandLine, files_under, other_client  # noqa: E402
+from ..helpers import CommandLine, files_under, fresh_spark_jvm, other_client  # noqa: E402
 
 try:
     RUNTIME = iceberg_spark_runtime(pyspark.__version__)
@@ -70,26 +69,11 @@ class Lake:
         return IcebergLanceNamespace(endpoint=self.endpoint, root=str(self.root), **properties)
 
 
-def _fresh_jvm() -> None:
-    """Stop the JVM an earlier Spark session of this process started: ``spark.jars`` and the
-    session extensions take effect only in a JVM started with them."""
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    if SparkContext._active_spark_context is not None:
-        SparkContext._active_spark_context.stop()
-    gateway.shutdown()
-    gateway.proc.stdin.close()  # the JVM PySpark started exits when its standard input closes
-    gateway.proc.wait(timeout=60)
-    SparkContext._gateway = None
-    SparkContext._jvm = None
-
-
 @pytest.fixture(scope="module")
 def lake(catalog_server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     endpoint = catalog_server.endpoint  # type: ignore[attr-defined]
     warehouse = f"wh_{uuid.uuid4().hex[:10]}"
-    _fresh_jvm()
+    fresh_spark_jvm()
     session = local_spark_session(
         "lance-iceberg-ns: Spark's Iceberg catalog",
         config={
@@ -104,7 +88,7 @@ def lake(catalog_server: object, tmp_path_factory: pytest.TempPathFactory) -> It
     )
     yield Lake(session, warehouse, endpoint, tmp_path_factory.mktemp("lance"))
     session.stop()
-    _fresh_jvm()  # the next module's Spark starts without the Iceberg extensions
+    fresh_spark_jvm()  # the next module's Spark starts without the Iceberg extensions
 
 
 def _refused(lake: Lake, sql: str) -> str:

@@ -27,6 +27,8 @@ from lance_namespace.errors import InvalidInputError, TableNotFoundError, Unsupp
 from lance_iceberg_ns.spark import lance_catalog_conf
 from lance_iceberg_ns.spark.catalog import CATALOG_CLASS, LANCE_SPARK_VERSION
 
+from ..helpers import fresh_spark_jvm
+
 try:
     import pyspark
 
@@ -138,23 +140,6 @@ class Servers:
     targets: dict[str, Target]
 
 
-def _fresh_jvm() -> None:
-    """Stop the JVM an earlier Spark session of this process started: ``spark.jars.packages`` take
-    effect only in a JVM started with them."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    if gateway is None:
-        return
-    if SparkContext._active_spark_context is not None:
-        SparkContext._active_spark_context.stop()
-    gateway.shutdown()
-    gateway.proc.stdin.close()  # the JVM PySpark started exits when its standard input closes
-    gateway.proc.wait(timeout=60)
-    SparkContext._gateway = None
-    SparkContext._jvm = None
-
-
 def _wait_for_line(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while text not in log.read_text(errors="replace"):
@@ -248,8 +233,8 @@ def servers(
         if request.param == "standalone":
             master = stack.enter_context(standalone_cluster(tmp_path_factory.mktemp("cluster")))
             settings |= {"spark.executor.cores": "1", "spark.executor.memory": "768m", "spark.cores.max": "2"}
-        _fresh_jvm()
-        stack.callback(_fresh_jvm)  # the next module's Spark starts without the connector
+        fresh_spark_jvm()
+        stack.callback(fresh_spark_jvm)  # the next module's Spark starts without the connector
         spark = local_spark_session("lance-iceberg-ns: lance-spark over serve", master, settings)
         stack.callback(spark.stop)
         if request.param == "standalone":
