@@ -231,16 +231,54 @@ def object_store(text: str) -> list[Row]:
     return rows
 
 
+def spark_sql(text: str) -> list[Row]:
+    """lance-spark on Spark 3.5 (in the JVM, through serve) against Spark's Parquet writer and reader
+    of the same DataFrame, as bench/spark_sql.py prints the ratios; the Python path for information."""
+    rows = []
+    for figure, ours_line, parquet_line, ratio_line, target in (
+        ("write", "write: lance-spark, append", "write: Parquet", "lance-spark append / Parquet write", 1.3),
+        ("count(*)", "read count(*): lance-spark", "read count(*): Parquet", "lance-spark count(*) / Parquet", 1.3),
+        (
+            "filtered aggregate",
+            "read filtered aggregate: lance-spark",
+            "read filtered aggregate: Parquet",
+            "lance-spark filtered aggregate / Parquet",
+            1.3,
+        ),
+        (
+            "write, write_lance",
+            "write: write_lance (Python)",
+            "write: Parquet",
+            "write_lance (Python) / Parquet write",
+            None,
+        ),
+    ):
+        (ours,) = _number(rf"^{re.escape(ours_line)}\s+([\d.]+)", text)
+        (parquet,) = _number(rf"^{re.escape(parquet_line)}\s+([\d.]+)", text)
+        (ratio,) = _number(rf"^{re.escape(ratio_line)}:\s+([\d.]+)", text)
+        name = f"Spark 3.5 {figure}, lance-spark vs Parquet" if target else f"Spark 3.5 {figure} vs Parquet"
+        if target is None:
+            rows.append(_information(name, f"{ours} s", f"{parquet} s", ratio))
+        else:
+            rows.append(_at_most(name, f"{ours} s", f"{parquet} s", ratio, target))
+    return rows
+
+
 BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {
     "list_tables": list_tables,
     "latency": latency,
     "rest_server": rest_server,
     "spark_pipeline": spark_pipeline,
+    "spark_sql": spark_sql,
     "managed_commits": managed_commits,
     "data_plane": data_plane,
     "write_batches": write_batches,
     "object_store": object_store,
 }
+
+
+# Benchmarks that run on another interpreter: lance-spark is published for Spark 3.5 only
+INTERPRETERS = {"spark_sql": BENCH.parent / ".venv-pyspark35" / "bin" / "python"}
 
 
 def table(rows: list[Row]) -> str:
@@ -266,7 +304,8 @@ def main() -> int:
         output = RESULTS / f"{name}.txt"
         if not args.saved and (args.only is None or name in args.only):
             print(f"running bench/{name}.py ...", file=sys.stderr, flush=True)
-            result = subprocess.run([sys.executable, str(BENCH / f"{name}.py")], capture_output=True, text=True)
+            python = str(INTERPRETERS.get(name, sys.executable))
+            result = subprocess.run([python, str(BENCH / f"{name}.py")], capture_output=True, text=True)
             if result.returncode != 0:
                 print(result.stderr[-3000:], file=sys.stderr)
                 return result.returncode

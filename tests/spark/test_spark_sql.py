@@ -429,6 +429,28 @@ def test_a_table_declared_managed_commits_every_spark_write_through_the_catalog(
 
 
 @needs_connector
+def test_the_docs_spark_job_writes_vectors_in_format_2_2_through_the_catalog(servers: Servers) -> None:
+    """The job of docs/spark.md ("A Spark job with lance-spark"), on the bridge: two appends of rows
+    with a 768-d vector column into a format-2.2 table, read back filtered."""
+    spark, target = servers.spark, servers.targets["bridge"]
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.sql_name(db)}")
+    table = target.sql_name(db, "orders")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {table} (id BIGINT, amount DOUBLE, embedding ARRAY<FLOAT> NOT NULL) "
+        "TBLPROPERTIES ('embedding.arrow.fixed-size-list.size' = '768', 'file_format_version' = '2.2')"
+    )
+    rows = "SELECT id, id * 1.5 AS amount, array_repeat(CAST(id AS FLOAT), 768) AS embedding FROM range({}, {})"
+    spark.sql(rows.format(0, 1000)).writeTo(table).append()
+    spark.sql(rows.format(1000, 1100)).writeTo(table).append()
+    assert spark.table(table).where("amount > 100").select("id", "amount").count() == 1033
+    dataset = target.bridge.dataset([target.warehouse, db, "orders"])
+    assert (dataset.data_storage_version, dataset.version) == ("2.2", 3)
+    embedding = dataset.schema.field("embedding").type
+    assert pa.types.is_fixed_size_list(embedding) and embedding.list_size == 768
+
+
+@needs_connector
 def test_drop_table_keeps_the_data_and_drop_purge_follows_the_servers_delete_rules(
     spark: Any, target: Target, db: str
 ) -> None:
