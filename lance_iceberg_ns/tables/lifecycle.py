@@ -227,6 +227,7 @@ class Tables:
     def deregister_table(self, request: DeregisterTableRequest) -> DeregisterTableResponse:
         table = parse_table_id(request.id)
         loaded = self.companions.load(table)
+        self.placement.refuse_another_name(loaded)  # one catalog reached by a second warehouse name
         aside = self.companions.set_aside(table, loaded, why="deregistered")
         self.companions.drop(table.warehouse, aside)
         self.placement.release(loaded)

@@ -19,9 +19,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     NamespaceNotFoundError,
     PermissionDeniedError,
+    TableAlreadyExistsError,
     TableNotFoundError,
 )
 from pyiceberg import exceptions as iceberg
@@ -209,6 +211,8 @@ class Placement:
         entry, marker or file is left. Returns pyiceberg's ``Table``."""
         create_id = uuid.uuid4().hex
         created = self._companions.create(table, None, properties, create_id)
+        if created.metadata.properties.get(CREATE_ID) != create_id:  # a catalog that answers a create
+            raise TableAlreadyExistsError(f"Table {table} already exists")  # of a taken name with its table
         options = self._options.for_bridge(lance_storage_options(dict(created.io.properties)))
         location: str | None = None
         try:
@@ -216,9 +220,15 @@ class Placement:
             if check is not None:
                 check(location)
             owner = ownership.Owner(create_id, str(created.metadata.table_uuid), catalog_name(table))
-            self._claim_assigned(table, location, owner, options)
+            claimed = self._claim_assigned(table, location, owner, options)
+            written = _metadata_written(location, created.metadata_location)
+            if written is not None and written not in self._metadata_files(location, options):
+                claimed.undo()  # a purge of the place's earlier table deleted it before the claim held
+                raise ConcurrentModificationError(
+                    f"Table {table}: its place was being emptied as it was created; nothing was created, retry"
+                )
         except BaseException:
-            self._unmake(table, created, location, options)
+            self._unmake(table, created, create_id, location, options)
             raise
         return created
 
@@ -231,7 +241,9 @@ class Placement:
                 f"The catalog placed table {table} at {raw!r}: {exc}; nothing was created"
             ) from None
 
-    def _claim_assigned(self, table: TableId, location: str, owner: ownership.Owner, options: dict[str, str]) -> None:
+    def _claim_assigned(
+        self, table: TableId, location: str, owner: ownership.Owner, options: dict[str, str]
+    ) -> ownership.Claim:
         """Claim a location the catalog assigned; the place must then hold nothing but the
         catalog's metadata and the marker (a look made once the claim holds it)."""
         top = self.locations.base_of(location) or store_top(location)
@@ -253,14 +265,25 @@ class Placement:
                 + ("a Lance dataset (register it with register_table)" if dataset else "files")
                 + ": nothing was created"
             )
+        return claimed
 
-    def _unmake(self, table: TableId, created: Any, location: str | None, options: dict[str, str]) -> None:
-        """Take back a companion made where the catalog placed it: the entry, then the metadata
-        file its create wrote at a location the bridge may reach (and, on a local disk, the
-        directories left empty). A claim made was taken back before (``ownership.claim`` takes
-        back what it refuses itself)."""
-        self._companions.drop(table.warehouse, table.iceberg_identifier)
+    @staticmethod
+    def _metadata_files(location: str, options: dict[str, str]) -> set[str]:
+        return files.entries_at(f"{location}/{files.ICEBERG_METADATA_DIRECTORY}", options) or set()
+
+    def _unmake(
+        self, table: TableId, created: Any, create_id: str, location: str | None, options: dict[str, str]
+    ) -> None:
+        """Take back a companion made where the catalog placed it: the entry, while the name still
+        holds this very create's (``create_id``), then the metadata file its create wrote at a
+        location the bridge may reach (and, on a local disk, the directories left empty). A claim
+        made was taken back before (``ownership.claim`` takes back what it refuses itself)."""
+        current = self._companions.find(table)  # None too for an entry whose metadata file is gone
         self._companions.forget(table)
+        if current is not None and current.properties.get(CREATE_ID) != create_id:
+            return  # the name holds another table now: nothing of this create's to take back
+        with contextlib.suppress(iceberg.NoSuchTableError):
+            self._companions.drop(table.warehouse, table.iceberg_identifier)
         written = _metadata_written(location, created.metadata_location) if location else None
         if location is None or written is None:
             return
@@ -359,6 +382,18 @@ class Placement:
             if self._holders(entry.name[0], held, location) != [entry.name]:
                 raise
             ownership.rewrite(location, held, replace(held, entry=entry.name), options)
+
+    def refuse_another_name(self, entry: TableSummary) -> None:
+        """InvalidInputError when the entry's marker names this very table through another name of
+        its catalog without warehouse prefixes: a step that needs no proof of ownership (a
+        deregister) still may not reach a table through a second name."""
+        try:
+            location = self.locations.confine(entry.location)
+            held = ownership.read_owner(location, self.entry_options(entry))
+        except (PermissionDeniedError, OSError):
+            return
+        if held is not None and self._through_another_name(held, owner_entry(entry)):
+            raise self._companions.second_name(owner_entry(entry).name[0], held.entry[0])
 
     def _through_another_name(self, held: ownership.Owner, entry: ownership.Entry) -> bool:
         """Whether the marker names this very table through another name of its catalog without

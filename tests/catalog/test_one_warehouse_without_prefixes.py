@@ -56,6 +56,9 @@ def test_a_table_made_under_another_name_says_which(unprefixed: LocalCatalog, tm
             )
         with pytest.raises(InvalidInputError, match="'elsewhere' is another name for warehouse 'made'"):
             other.describe_table({"id": ["elsewhere", "db", "t"]})
+        for step in (other.drop_table, other.deregister_table):  # neither needs the place to be its own
+            with pytest.raises(InvalidInputError, match="'elsewhere' is another name for warehouse 'made'"):
+                step({"id": ["elsewhere", "db", "t"]})
     with IcebergLanceNamespace(endpoint=unprefixed.endpoint, root=str(tmp_path)) as same:
         assert lance.dataset(namespace_client=same, table_id=["made", "db", "t"]).count_rows() == 1
 

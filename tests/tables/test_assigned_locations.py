@@ -21,7 +21,12 @@ import lance
 import pyarrow as pa
 import pytest
 from lance_namespace import CreateTableRequest, DeclareTableRequest, RegisterTableRequest
-from lance_namespace.errors import InvalidInputError, PermissionDeniedError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    PermissionDeniedError,
+    TableAlreadyExistsError,
+)
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.data import writes
@@ -321,3 +326,50 @@ def test_without_a_root_a_location_asked_for_is_refused(local: tuple[IcebergLanc
     with pytest.raises(InvalidInputError, match="no storage root"):
         placed.register_table(RegisterTableRequest(id=[*placed_db, "t"], location="t.lance"))
     assert placed.list_tables({"id": placed_db}).tables == []
+
+
+def test_a_name_declared_again_is_refused_and_its_table_untouched_where_the_catalog_answers_with_it(
+    assigning: Assigning,
+) -> None:
+    """A table bucket answers a create of a name it holds with the table there, not 409: the bridge
+    takes only the table its own create made (by its create id), and takes back nothing else."""
+    with assigning.namespace() as ns:
+        db = _new_namespace(ns, assigning.warehouse)
+        lance.write_dataset(pa.table({"v": [1, 2, 3]}), namespace_client=ns, table_id=[*db, "t"], mode="create")
+        location = ns.describe_table({"id": [*db, "t"]}).location
+        assert location is not None
+        before = assigning.store.keys(location)
+        with pytest.raises(TableAlreadyExistsError):
+            ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+        with pytest.raises(TableAlreadyExistsError):
+            lance.write_dataset(pa.table({"v": [9]}), namespace_client=ns, table_id=[*db, "t"], mode="create")
+        assert ns.count_table_rows({"id": [*db, "t"]}).count == 3
+        assert assigning.store.keys(location) == before
+
+
+def test_a_place_emptied_by_a_purge_as_it_is_claimed_leaves_no_broken_entry(
+    local: tuple[IcebergLanceNamespace, list[str]], endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a catalog that places by name, a table declared again while another process purges the
+    soft-deleted table of that name: the purge deletes the new entry's metadata file with the old
+    table's files. The declare sees it once its claim holds, and takes everything back."""
+    from lance_iceberg_ns.tables.placement import Placement
+
+    ns, db = local
+    lance.write_dataset(pa.table({"v": [1, 2]}), namespace_client=ns, table_id=[*db, "t"], mode="create")
+    ns.drop_table({"id": [*db, "t"]})
+    claim = Placement._claim_assigned
+    with IcebergLanceNamespace(endpoint=endpoint) as other:
+
+        def purged_meanwhile(self: Placement, *arguments: Any) -> Any:
+            other.purge_table([*db, "t"])
+            return claim(self, *arguments)
+
+        monkeypatch.setattr(Placement, "_claim_assigned", purged_meanwhile)
+        with pytest.raises(ConcurrentModificationError, match="retry"):
+            ns.declare_table(DeclareTableRequest(id=[*db, "t"]))
+        monkeypatch.undo()
+    assert ns.list_tables({"id": db}).tables == []
+    location = ns.declare_table(DeclareTableRequest(id=[*db, "t"])).location  # the retry works
+    ns.insert_into_table({"id": [*db, "t"], "mode": "append"}, ipc(pa.table({"v": [5]})))
+    assert ns.count_table_rows({"id": [*db, "t"]}).count == 1 and location is not None
