@@ -40,12 +40,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(endpoint: str, root: str, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``lance-iceberg-ns serve`` in a process of its own, with ``options`` (``-p key=value``)."""
+def start_server(
+    endpoint: str, root: str, *options: str, log: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``lance-iceberg-ns serve`` in a process of its own, with ``options`` (``-p key=value``), its
+    output in ``log`` if given."""
     port = free_port()
     command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
     command += ["--port", str(port), *options]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log, "wb") if log is not None else open(os.devnull, "wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=sink)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -54,7 +58,8 @@ def start_server(endpoint: str, root: str, *options: str) -> tuple[subprocess.Po
             return process, uri
         except requests.ConnectionError:
             if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the REST server did not start") from None
+                shown = f": {log.read_text()[-2000:]}" if log is not None else ""
+                raise RuntimeError(f"the REST server did not start{shown}") from None
             time.sleep(0.1)
 
 

@@ -39,9 +39,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,9 +50,9 @@ from typing import Any, TextIO
 
 import lance
 import pyspark
-import requests
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest
 from pyspark.sql import functions as F
+from rest_server import start_server
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.spark import lance_catalog_conf, local_spark_session, read_lance, write_lance
@@ -70,31 +68,6 @@ QUERIES = {  # name: the select list, the filter, the columns read_lance reads, 
     "every column": (["sum(id)", "sum(value)", "max(length(key))"], None, None, None),
 }
 ACCESS_LINE = re.compile(r'uvicorn\.access .*"(?:GET|POST) /v1/(\w+)/[^/ ]+/(\w+)')
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def start_server(endpoint: str, root: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``lance-iceberg-ns serve`` in a process of its own, every request in its access log ``log``."""
-    port = free_port()
-    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", endpoint, "--root", root]
-    command += ["--port", str(port), "--access-log", "-p", f"warehouses={WAREHOUSE}"]
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=sink)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            requests.get(f"{uri}/openapi.json", timeout=2)
-            return process, uri
-        except requests.ConnectionError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"lance-iceberg-ns serve did not start: {log.read_text()[-2000:]}") from None
-            time.sleep(0.1)
 
 
 class Requests:
@@ -155,7 +128,8 @@ def main() -> None:
         properties = {"endpoint": catalog.endpoint, "root": root}
         IcebergLanceNamespace(**properties).create_namespace(CreateNamespaceRequest(id=[WAREHOUSE, DATABASE]))
         log = Path(work) / "serve.log"
-        server, uri = start_server(catalog.endpoint, root, log)
+        options = ("--access-log", "-p", f"warehouses={WAREHOUSE}")
+        server, uri = start_server(catalog.endpoint, root, *options, log=log)
         served = Requests(log)
         try:
             samples, stored = measure(args, properties, uri, Path(work), served)

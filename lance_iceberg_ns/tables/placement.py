@@ -222,7 +222,7 @@ class Placement:
             owner = ownership.Owner(create_id, str(created.metadata.table_uuid), catalog_name(table))
             claimed = self._claim_assigned(table, location, owner, options)
             written = _metadata_written(location, created.metadata_location)
-            if written is not None and written not in self._metadata_files(location, options):
+            if written is not None and written not in _metadata_files(location, options):
                 claimed.undo()  # a purge of the place's earlier table deleted it before the claim held
                 raise ConcurrentModificationError(
                     f"Table {table}: its place was being emptied as it was created; nothing was created, retry"
@@ -266,10 +266,6 @@ class Placement:
                 + ": nothing was created"
             )
         return claimed
-
-    @staticmethod
-    def _metadata_files(location: str, options: dict[str, str]) -> set[str]:
-        return files.entries_at(f"{location}/{files.ICEBERG_METADATA_DIRECTORY}", options) or set()
 
     def _unmake(
         self, table: TableId, created: Any, create_id: str, location: str | None, options: dict[str, str]
@@ -322,8 +318,7 @@ class Placement:
         return location
 
     def owns(self, entry: TableSummary) -> bool:
-        """Whether the entry's location is shown to be its own (``prove``): only then may a commit
-        to the entry have the catalog write a metadata file there."""
+        """Whether ``prove`` shows the place to be the entry's: only then may a commit to it write there."""
         try:
             self.prove(entry)
         except (PermissionDeniedError, TableNotFoundError, OSError):
@@ -385,8 +380,7 @@ class Placement:
 
     def refuse_another_name(self, entry: TableSummary) -> None:
         """InvalidInputError when the entry's marker names this very table through another name of
-        its catalog without warehouse prefixes: a step that needs no proof of ownership (a
-        deregister) still may not reach a table through a second name."""
+        its catalog without warehouse prefixes (a deregister, which needs no proof, included)."""
         try:
             location = self.locations.confine(entry.location)
             held = ownership.read_owner(location, self.entry_options(entry))
@@ -534,6 +528,10 @@ def _holding(
     """The names of the entries of the marker's table at ``location``."""
     place = normalize_location(location)
     return [entry.name for entry, at in entries if at == place and held.same_table(entry)]
+
+
+def _metadata_files(location: str, options: dict[str, str]) -> set[str]:
+    return files.entries_at(f"{location}/{files.ICEBERG_METADATA_DIRECTORY}", options) or set()
 
 
 def _metadata_written(location: str, metadata_location: str | None) -> str | None:
