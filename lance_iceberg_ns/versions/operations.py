@@ -189,11 +189,11 @@ class Versions:
             current = self._managed_table(table, history=True)
         try:
             return self._commit_version(table, current, request, kept[1] if kept and current is kept[0] else None)
-        except iceberg.BadRequestError:
-            # an engine committed on another branch since ``current`` was loaded (or kept): main did
-            # not move, but the catalog refuses a sequence number it has already given out
-            return self._commit_version(table, self._managed_table(table, history=True), request)
-        except iceberg.CommitFailedException:
+        except (iceberg.BadRequestError, iceberg.CommitFailedException) as exc:
+            if _sequence_number_refused(exc):
+                # an engine committed on another branch since ``current`` was loaded (or kept): main did
+                # not move, but the catalog refuses a sequence number it has already given out
+                return self._commit_version(table, self._managed_table(table, history=True), request)
             # main moved. With a new Lance version, that is pylance's conflict to retry; without one,
             # an Iceberg engine committed on top (Spark's DELETE FROM, DuckDB's INSERT), and the
             # version goes on top of that; or an engine rolled main back, and the version is refused.
@@ -273,8 +273,10 @@ class Versions:
             raise InvalidInputError("An atomic commit takes one version per table")
         try:
             return self._commit_together(tables, entries)
-        except iceberg.BadRequestError:  # as in ``create_table_version``: an engine's commit on another branch
-            return self._commit_together(tables, entries)
+        except (iceberg.BadRequestError, iceberg.CommitFailedException) as exc:
+            if not _sequence_number_refused(exc):
+                raise
+            return self._commit_together(tables, entries)  # as in ``create_table_version``
 
     def _commit_together(self, tables: list[TableId], entries: list[Any]) -> BatchCreateTableVersionsResponse:
         """Commit every entry's version on top of its table as loaded now, in one catalog commit."""
@@ -386,3 +388,12 @@ class Versions:
         if snapshots.knows_latest(loaded) and not snapshots.may_be_behind(loaded):
             return loaded
         return self._companions.load_table(table, history=True)
+
+
+def _sequence_number_refused(exc: Exception) -> bool:
+    """Whether the catalog refused a commit for a sequence number it has given out since the table
+    was loaded (an engine's commit on another branch): Iceberg before 1.12 answers 400, from 1.12 on
+    409 ("Validation failed, please retry: Cannot add snapshot with sequence number ...")."""
+    if isinstance(exc, iceberg.BadRequestError):
+        return True
+    return isinstance(exc, iceberg.CommitFailedException) and "sequence number" in str(exc)

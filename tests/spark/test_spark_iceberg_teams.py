@@ -15,7 +15,8 @@ from lance_iceberg_ns.testing import local_catalog
 from lance_iceberg_ns.testing.iceberg_spark import ICEBERG_SPARK_RUNTIMES, iceberg_spark_runtime_jar
 
 from ..doc_blocks import code_blocks, with_live_values
-from .test_spark_iceberg import RUNTIME, _fresh_jvm, pyspark
+from ..helpers import fresh_spark_jvm
+from .test_spark_iceberg import RUNTIME, pyspark
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "spark-iceberg-teams.md"
 
@@ -59,7 +60,7 @@ def test_the_page_runs_in_spark_with_its_iceberg_catalog(tmp_path: Path) -> None
     root = tmp_path / "lance"
     root.mkdir()
     with local_catalog(tmp_path / "catalog", prefix_style="defaults", oauth_clients={"job": "secret"}) as catalog:
-        _fresh_jvm()  # spark.jars and the Iceberg extensions take effect only in a new JVM
+        fresh_spark_jvm()  # spark.jars and the Iceberg extensions take effect only in a new JVM
         spark = local_spark_session("lance-iceberg-ns docs: Spark teams", config=spark_defaults(catalog.endpoint))
         try:
             names: dict[str, Any] = {"spark": spark}
@@ -76,4 +77,4 @@ def test_the_page_runs_in_spark_with_its_iceberg_catalog(tmp_path: Path) -> None
                     assert not got.startswith("error:") and expected in got.split(), (statement, got)
         finally:
             spark.stop()
-            _fresh_jvm()
+            fresh_spark_jvm()
