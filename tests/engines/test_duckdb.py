@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -133,9 +134,13 @@ def test_a_planted_manifest_is_never_adopted_and_writes_through_serve_stay_refus
     manifest = next(Path(elsewhere.uri, "_versions").glob("*.manifest"))
     shutil.copyfile(manifest, Path(location, "_versions", manifest_name(2)))  # as the table's version 2
 
-    with caplog.at_level(logging.WARNING, logger="lance_iceberg_ns.jobs.adoption"):
+    refused = r"not adopted: .*no version a writer by location committed"
+    with caplog.at_level(logging.WARNING):
         assert _served_count(server, table_id) == ROWS
-    assert re.search(r"not adopted: .*no version a writer by location committed", caplog.text)
+        deadline = time.monotonic() + 10  # said in the data worker, and relayed to this log as it reads it
+        while not re.search(refused, caplog.text) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert re.search(refused, caplog.text)
     answer = requests.post(f"{server.uri}/v1/table/{'$'.join(table_id)}/insert", data=ipc(_rows(9, 1)), timeout=30)
     assert (answer.status_code, answer.json()["code"]) == (409, 19), answer.text
     assert _versions(managed_ns, table_id) == [1]
