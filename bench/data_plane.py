@@ -63,7 +63,7 @@ from lance_namespace import (
     InsertIntoTableRequest,
     QueryTableRequest,
 )
-from rest_server import free_port, interleaved_latency, start_server, throughput
+from rest_server import free_port, interleaved_latency, start_server, throughput, timed
 
 from lance_iceberg_ns.testing import local_catalog
 
@@ -202,12 +202,6 @@ def start_bare_server(location: str) -> tuple[subprocess.Popen[bytes], str]:
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("the bare server did not start") from None
             time.sleep(0.1)
-
-
-def timed(call: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
 
 
 def main() -> None:

@@ -63,6 +63,13 @@ def start_server(
             time.sleep(0.1)
 
 
+def timed(action: Callable[[], Any]) -> float:
+    """Seconds ``action()`` took."""
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
 def latency(call: Callable[[], Any], calls: int) -> dict[str, float]:
     return interleaved_latency({"call": call}, calls, warmup=min(200, calls))["call"]
 

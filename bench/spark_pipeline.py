@@ -25,7 +25,6 @@ import argparse
 import itertools
 import statistics
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -33,16 +32,11 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
+from rest_server import timed
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance
 from lance_iceberg_ns.testing import local_catalog
-
-
-def timed(action) -> float:  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
 
 
 def main() -> None:

@@ -42,7 +42,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -52,7 +51,7 @@ import lance
 import pyspark
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest
 from pyspark.sql import functions as F
-from rest_server import start_server
+from rest_server import start_server, timed
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.spark import lance_catalog_conf, local_spark_session, read_lance, write_lance
@@ -100,12 +99,6 @@ def turns(names: list[str], round_: int) -> list[str]:
     """The paths in the order of this round: each round starts with the next one."""
     first = round_ % len(names)
     return names[first:] + names[:first]
-
-
-def timed(action: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
 
 
 def main() -> None:

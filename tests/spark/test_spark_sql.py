@@ -260,9 +260,13 @@ def spark(servers: Servers) -> Any:
 
 @pytest.fixture
 def db(spark: Any, target: Target) -> str:
-    """A fresh namespace ``<warehouse>.db_<random>``, created through Spark SQL."""
+    return new_namespace(spark, target)
+
+
+def new_namespace(spark: Any, target: Target) -> str:
+    """A fresh namespace ``<warehouse>.db_<random>`` of ``target``, created through Spark SQL."""
     name = f"db_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE NAMESPACE {target.sql_name(name)}")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.sql_name(name)}")
     return name
 
 
@@ -416,8 +420,7 @@ def test_delete_update_overwrite_and_time_travel(spark: Any, target: Target, db:
 @needs_connector
 def test_a_table_declared_managed_commits_every_spark_write_through_the_catalog(servers: Servers) -> None:
     spark, target = servers.spark, servers.targets["bridge"]
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE NAMESPACE {target.sql_name(db)}")
+    db = new_namespace(spark, target)
     table = target.sql_name(db, "ledger")
     spark.sql(f"CREATE TABLE {table} (id BIGINT) TBLPROPERTIES ('table_version_management' = 'true')")
     spark.sql(f"INSERT INTO {table} SELECT id FROM range(5)")
@@ -433,8 +436,7 @@ def test_the_docs_spark_job_writes_vectors_in_format_2_2_through_the_catalog(ser
     """The job of docs/spark.md ("A Spark job with lance-spark"), on the bridge: two appends of rows
     with a 768-d vector column into a format-2.2 table, read back filtered."""
     spark, target = servers.spark, servers.targets["bridge"]
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {target.sql_name(db)}")
+    db = new_namespace(spark, target)
     table = target.sql_name(db, "orders")
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {table} (id BIGINT, amount DOUBLE, embedding ARRAY<FLOAT> NOT NULL) "
@@ -490,8 +492,7 @@ def test_drop_table_keeps_the_data_and_drop_purge_follows_the_servers_delete_rul
 @needs_connector
 def test_the_token_never_shows_in_spark_and_a_catalog_without_it_reads_nothing(servers: Servers) -> None:
     spark, target = servers.spark, servers.targets["bridge"]
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE NAMESPACE {target.sql_name(db)}")
+    db = new_namespace(spark, target)
     table = target.sql_name(db, "private")
     spark.sql(f"CREATE TABLE {table} AS SELECT id FROM range(3)")
     shown = [str(_rows(spark, "SET")), str(_rows(spark, "SET spark.sql.catalog.lance.header.Authorization"))]
@@ -519,8 +520,7 @@ def test_on_a_cluster_every_executor_writes_and_reads_through_the_connector(serv
     executors = spark.sparkContext._jsc.sc().getExecutorIds().size()
     if executors < 2:
         pytest.skip("one process runs every task in local mode")
-    db = f"db_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE NAMESPACE {target.sql_name(db)}")
+    db = new_namespace(spark, target)
     table = target.sql_name(db, "spread")
     spark.sql(f"CREATE TABLE {table} AS SELECT id FROM range(0, 40000, 1, 8)")  # 8 tasks, 8 fragments
 
