@@ -168,6 +168,7 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
     ``--graceful-timeout`` seconds)."""
     import uvicorn
 
+    from lance_iceberg_ns.server.connections import Connections
     from lance_iceberg_ns.server.factory import AppFactory, DeadlineProtocolFactory, Supervisor, WorkerFailedToStart
     from lance_iceberg_ns.server.logs import log_config
 
@@ -181,7 +182,7 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
         port=settings.port,
         workers=workers,
         access_log=settings.access_log,
-        http=DeadlineProtocolFactory(settings.request_read_timeout),  # type: ignore[arg-type]
+        http=DeadlineProtocolFactory(settings.request_read_timeout, connections=Connections(settings.max_connections)),  # type: ignore[arg-type]
         log_config=log_config(settings.log_format, debug=state.debug),
         timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]
         timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,

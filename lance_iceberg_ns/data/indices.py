@@ -9,6 +9,7 @@ are honoured.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import lance
@@ -53,6 +54,9 @@ VECTOR_TYPES = {
     "IVF_HNSW_SQ": "IVF_HNSW_SQ",
     "IVF_HNSW_PQ": "IVF_HNSW_PQ",
 }
+# An index name is a segment of the paths that address it (``/v1/table/{id}/index/{name}/stats``)
+MAX_INDEX_NAME_BYTES = 255
+_NOT_IN_A_PATH_SEGMENT = re.compile(r"[/\\\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 METRICS = ("l2", "cosine", "dot", "hamming")
 # CreateTableIndexRequest's tokenizer fields, passed as they are to an INVERTED index
 TOKENIZER_FIELDS = (
@@ -89,7 +93,7 @@ def create(
         raise InvalidInputError(f"Unsupported index_type '{request.index_type}'")
     if scalar_only and raw_type not in SCALAR_TYPES:
         raise InvalidInputError(f"create_table_scalar_index only supports scalar index types, got {request.index_type}")
-    name = request.name or f"{request.column}_idx"
+    name = index_name(request.name or f"{request.column}_idx", given=bool(request.name))
     with pylance_failures("create_table_index"):
         if raw_type in SCALAR_TYPES:
             index_type: Any = SCALAR_TYPES[raw_type]  # one of pylance's literal names
@@ -102,6 +106,25 @@ def create(
             metric = _metric(request.distance_type)
             dataset.create_index(request.column, VECTOR_TYPES[raw_type], name=name, metric=metric, **options)
     return CreateTableIndexResponse(transaction_id=_transaction_id(dataset))
+
+
+def index_name(name: str, given: bool = True) -> str:
+    """``name`` when an index can be called so: one that the routes naming an index (its stats, its
+    drop) can address, a single path segment, once it is percent-encoded. InvalidInputError, before
+    anything is built, otherwise (``given``: the request named it, else it is the column's)."""
+    why = None
+    if not name:
+        why = "it is empty"
+    elif _NOT_IN_A_PATH_SEGMENT.search(name):
+        why = "it may not hold '/', '\\', control characters or lone surrogates"
+    elif len(name.encode()) > MAX_INDEX_NAME_BYTES:
+        why = f"it takes more than {MAX_INDEX_NAME_BYTES} bytes (UTF-8)"
+    elif name == "." or ".." in name:
+        why = "it may not be '.' or hold '..'"
+    if why is None:
+        return name
+    hint = "" if given else " (it is the column's name and '_idx': give the index a name)"
+    raise InvalidInputError(f"Index name {name[:40]!r}: {why}{hint}")
 
 
 def _has_column(schema: pa.Schema, path: str) -> bool:

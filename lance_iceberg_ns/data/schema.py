@@ -11,7 +11,7 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.limits import MAX_VECTOR_DIMENSION, check_column_count
+from lance_iceberg_ns.limits import MAX_SCHEMA_METADATA_BYTES, MAX_VECTOR_DIMENSION, check_column_count
 
 MAX_TYPE_NESTING = 32  # lists within lists in one data_type: deeper is no column anyone stores
 
@@ -50,6 +50,18 @@ def column_count(schema: pa.Schema) -> int:
         count += len(types)
         types = [child for kind in types for child in _child_types(kind)]
     return count
+
+
+def metadata_bytes(schema: pa.Schema) -> int:
+    """The bytes of the keys and values of ``schema``'s metadata and of its fields' (nested ones
+    too), as ``limits.MAX_SCHEMA_METADATA_BYTES`` counts them."""
+    total = sum(len(key) + len(value) for key, value in (schema.metadata or {}).items())
+    pending: list[pa.Field] = list(schema)
+    while pending:
+        field = pending.pop()
+        total += sum(len(key) + len(value) for key, value in (field.metadata or {}).items())
+        pending.extend(field.type.field(index) for index in range(getattr(field.type, "num_fields", 0)))
+    return total
 
 
 def _child_types(kind: pa.DataType) -> list[pa.DataType]:
@@ -138,7 +150,22 @@ def drop_columns(dataset: lance.LanceDataset, columns: Sequence[str]) -> int:
     return int(dataset.version)
 
 
-def update_schema_metadata(dataset: lance.LanceDataset, metadata: Mapping[str, str]) -> dict[str, str]:
-    """Merge ``metadata`` into the schema's metadata (a new version); the schema's metadata after."""
+def update_schema_metadata(dataset: lance.LanceDataset, metadata: Mapping[str, str | None]) -> dict[str, str]:
+    """Merge ``metadata`` into the schema's metadata (a new version; a key given None is removed);
+    the schema's metadata after. Raises InvalidInputError, before anything is written, when the
+    schema's metadata and its fields' would take more than ``limits.MAX_SCHEMA_METADATA_BYTES``
+    after it: every describe answers them, and every version's manifest holds them whole."""
+    merged = dict(dataset.schema.metadata or {})
+    for key, value in metadata.items():
+        if value is None:
+            merged.pop(key.encode(), None)
+        else:
+            merged[key.encode()] = value.encode()
+    size = metadata_bytes(dataset.schema.with_metadata(merged))
+    if size > MAX_SCHEMA_METADATA_BYTES:
+        raise InvalidInputError(
+            f"update_table_schema_metadata: the table's schema metadata would take {size} bytes; "
+            f"it may take at most {MAX_SCHEMA_METADATA_BYTES} bytes (keys and values, its fields' too)"
+        )
     with pylance_failures("update_table_schema_metadata"):
         return dict(dataset.update_schema_metadata(dict(metadata)))

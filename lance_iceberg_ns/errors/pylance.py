@@ -63,12 +63,18 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
             r"|^Cannot drop all columns|LanceError\(Schema\)"
             # an expression that fails as it runs over the rows: a bad cast, a division by zero
             r"|Cast error|Divide by zero|Arithmetic overflow"
+            # a regular expression of the filter that compiles past the regex engine's size limit
+            # ("a{1000}{1000}"): DataFusion calls it an internal error, pylance an OSError on a count
+            r"|Regular expression did not compile|Compiled regex exceeds size limit"
             # rows that do not fit the table: a null in a column that takes none
             r"|declared as non-nullable but contains null"
         ),
         InvalidInputError,
     ),
 )
+
+# DataFusion's words after an error it calls internal, which a caller's input caused all the same
+_BUG_REPORT_HINT = re.compile(r"(?<!\s)\s*+This issue was likely caused by a bug in DataFusion's code[^,]*+")
 
 
 @contextmanager
@@ -84,7 +90,10 @@ def pylance_failures(operation: str, refs: RefKind = "tag") -> Iterator[None]:
         translated = _translation(exc, refs)
         if translated is None:
             raise
-        raise translated(f"{operation}: {_message(exc)}") from exc
+        message = _message(exc)
+        if translated is InvalidInputError:  # the caller's mistake: no bug to report to DataFusion
+            message = _BUG_REPORT_HINT.sub("", message)
+        raise translated(f"{operation}: {message}") from exc
 
 
 def _translation(exc: BaseException, refs: RefKind) -> type[LanceNamespaceError] | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lance_iceberg_ns.server.settings import DEFAULT_REQUEST_READ_TIMEOUT, ServeSettings
+from lance_iceberg_ns.server.settings import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_READ_TIMEOUT, ServeSettings
 
 if TYPE_CHECKING:
     import uvicorn
@@ -86,13 +86,16 @@ def serve_in_background(
     forward_bearer_token: bool = False,
     startup_timeout: float = 30.0,
     request_read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     **app_options: Any,
 ) -> RunningServer:
     """Serve the namespace from a thread (for tests and notebooks); ``port=0`` picks a free one.
-    A client has ``request_read_timeout`` seconds to send a whole request (see ``guard``)."""
+    A client has ``request_read_timeout`` seconds to send a whole request (see ``guard``), and at
+    most ``max_connections`` are kept open (see ``connections``)."""
     import uvicorn
 
     from lance_iceberg_ns.server.app import create_app
+    from lance_iceberg_ns.server.connections import Connections
     from lance_iceberg_ns.server.guard import read_deadline_protocol
 
     app = create_app(
@@ -102,7 +105,7 @@ def serve_in_background(
         forward_bearer_token=forward_bearer_token,
         **app_options,
     )
-    protocol = read_deadline_protocol(request_read_timeout)
+    protocol = read_deadline_protocol(request_read_timeout, connections=Connections(max_connections))
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="off", access_log=False, http=protocol
     )

@@ -20,7 +20,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lance_namespace.errors import LanceNamespaceError
@@ -29,6 +29,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 from uvicorn.supervisors.multiprocess import SIGNALS
 
+from lance_iceberg_ns.server.connections import Connections
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
 from lance_iceberg_ns.server.settings import ServeSettings, ServeSettingsError
 
@@ -72,9 +73,10 @@ class DeadlineProtocolFactory:
 
     read_timeout: float
     max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
+    connections: Connections = field(default_factory=Connections)  # each process its own
 
     def __call__(self, **arguments: Any) -> asyncio.Protocol:
-        return read_deadline_protocol(self.read_timeout, self.max_head_bytes)(**arguments)
+        return read_deadline_protocol(self.read_timeout, self.max_head_bytes, self.connections)(**arguments)
 
 
 class Supervisor(Multiprocess):

@@ -25,6 +25,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from lance_iceberg_ns.limits import DEFAULT_MAX_DATA_BYTES, data_bytes_allowed
 from lance_iceberg_ns.server.capacity import HeldBytes
+from lance_iceberg_ns.server.connections import Connections
 from lance_iceberg_ns.server.responses import error_body, error_response
 from lance_iceberg_ns.server.routes import ROUTES
 from lance_iceberg_ns.server.settings import DEFAULT_REQUEST_READ_TIMEOUT
@@ -226,6 +227,7 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     read_timeout = DEFAULT_REQUEST_READ_TIMEOUT
     max_head_bytes = DEFAULT_MAX_HEAD_BYTES
+    open_connections: Connections | None = None  # the process's open connections, and their cap
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
@@ -237,10 +239,14 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
         self._head_read = False
         self._refused = False
         super().connection_made(transport)
+        if self.open_connections is not None and not self.open_connections.opened(self, transport):
+            return  # no room, and none to make: closed
         self._read_by(self.loop.time() + self.read_timeout)  # a connection that sends nothing
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self.open_connections is not None:
+            self.open_connections.begun(self)
         self._head_bytes, self._reading, self._head_read = 0, True, False
         if self._deadline is None:
             self._read_by(self.loop.time() + self.read_timeout)
@@ -255,6 +261,8 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_read = True
+        if self.open_connections is not None:
+            self.open_connections.head_read(self)
         declared = dict(self.headers).get(b"content-length", b"")
         if declared.isdigit() and self._deadline is not None:
             self._read_by(self._deadline.when() + int(declared) / BODY_BYTES_PER_SECOND)
@@ -267,11 +275,15 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self.open_connections is not None and not self._reading:
+            self.open_connections.done(self)
         answered_early = self._reading and self._head_read and self.cycle is not None and self.cycle.response_complete
         if answered_early and self._deadline is not None:  # refused (401, 413) before its body was read:
             self._read_by(min(self._deadline.when(), self.loop.time() + self.read_timeout))  # no allowance for it
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.open_connections is not None:
+            self.open_connections.closed(self)
         self._stop_deadline()
         self._stop_taking_deadline()
         super().connection_lost(exc)
@@ -371,8 +383,11 @@ class _HeadTooLarge(Exception):
 
 
 def read_deadline_protocol(
-    read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT, max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES
+    read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT,
+    max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
+    connections: Connections | None = None,
 ) -> type[ReadDeadlineProtocol]:
-    """The HTTP protocol class to hand uvicorn (``http=``) for these limits."""
-    limits = {"read_timeout": read_timeout, "max_head_bytes": max_head_bytes}
+    """The HTTP protocol class to hand uvicorn (``http=``) for these limits, counting its
+    connections among ``connections`` (a process's: see ``connections``) when given."""
+    limits = {"read_timeout": read_timeout, "max_head_bytes": max_head_bytes, "open_connections": connections}
     return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), limits)

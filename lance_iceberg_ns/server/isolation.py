@@ -52,6 +52,7 @@ from pydantic import BaseModel
 from starlette.responses import Response
 
 from lance_iceberg_ns import limits
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.server.logs import redact
 from lance_iceberg_ns.server.routes import Route
 from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
@@ -65,7 +66,44 @@ STARTED_WITH_THE_APP = 2  # workers started before any request: each takes about
 IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
 PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
 _TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
+CRASHES_TO_REFUSE = 2  # ends of workers by a signal on one table ...
+CRASH_SECONDS = 60.0  # ... within this long refuse its data requests for this long
 _ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
+
+
+class WorkerCrashed(ServiceUnavailableError):
+    """The worker running a request ended by a signal it did not ask for: not its memory ceiling,
+    not its time running out (a stack overflowed reading a planted manifest, say)."""
+
+
+class CrashingTables:
+    """Tables whose data requests end the workers that run them: after ``CRASHES_TO_REFUSE`` such
+    ends within ``CRASH_SECONDS``, the table's data requests are refused (503) without a worker
+    until ``CRASH_SECONDS`` after the last, so that a table whose stored data crashes its readers
+    costs the others one worker start per crash, not one per request. Kept for the most recently
+    crashing ``capacity`` tables."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._lock = threading.Lock()
+        self._ends: RecentlyUsed[tuple[str, ...], tuple[float, ...]] = RecentlyUsed(capacity)
+
+    def refuse_if_crashing(self, table: tuple[str, ...]) -> None:
+        with self._lock:
+            ends = self._recent(table)
+        if len(ends) >= CRASHES_TO_REFUSE:
+            wait = CRASH_SECONDS - (time.monotonic() - ends[-1])
+            raise ServiceUnavailableError(
+                f"Requests on this table ended {len(ends)} data workers in the last {CRASH_SECONDS:g} s; its data "
+                f"requests are refused for {wait:.0f} s more (is a version of it written by location damaged?)"
+            )
+
+    def crashed(self, table: tuple[str, ...]) -> None:
+        with self._lock:
+            self._ends.keep(table, (*self._recent(table), time.monotonic())[-CRASHES_TO_REFUSE:])
+
+    def _recent(self, table: tuple[str, ...]) -> tuple[float, ...]:
+        since = time.monotonic() - CRASH_SECONDS
+        return tuple(end for end in self._ends.get(table) or () if end > since)
 
 
 @dataclass(frozen=True)
@@ -101,6 +139,7 @@ class Isolated:
         self.recipe = recipe
         self.request_seconds = request_seconds
         self.workers = DataWorkers.of(memory_mb)
+        self.crashing = CrashingTables()
         self.workers.keep_at_least(data_threads, start=min(data_threads, STARTED_WITH_THE_APP))
 
     def answer(self, route: Route, request: BaseModel, body: bytes, token: str | None) -> Response:
@@ -117,7 +156,15 @@ class Isolated:
             "max_data_bytes": limits.max_data_bytes(),  # the server's cap on what a body decodes to
             "request_bytes": len(encoded),
         }
-        answer, content = self.workers.run(self.request_seconds, header, encoded, body if route.arrow_body else b"")
+        table = tuple(getattr(request, "id", None) or ()) if route.names_one_table else ()
+        if table:
+            self.crashing.refuse_if_crashing(table)
+        try:
+            answer, content = self.workers.run(self.request_seconds, header, encoded, body if route.arrow_body else b"")
+        except WorkerCrashed:
+            if table:
+                self.crashing.crashed(table)
+            raise
         if answer["kind"] == "error":
             error = from_error_code(int(answer["code"]), str(answer["message"]))
             if answer.get("status"):
@@ -151,7 +198,9 @@ class DataWorkers:
         self._starting = 0  # started in the background, not yet ready
         self._alive = 0  # idle, busy or starting
         self._keep = 0
-        self._changed = threading.Condition()
+        self._waiting = 0  # requests waiting for an idle worker
+        self._start_failure: LanceNamespaceError | None = None  # why the last start failed, until one succeeds
+        self._changed = threading.Condition()  # reentrant: a waiting request starts a worker while it holds it
 
     def keep_at_least(self, count: int, start: int) -> None:
         """Keep up to ``count`` idle workers (an app's ``data_threads``), and have at least
@@ -189,25 +238,28 @@ class DataWorkers:
             self._let_go(worker)
 
     def _take(self) -> _Worker:
+        """The idle worker used last, or the first to become idle: a busy one done, or one started
+        for this request in the background (a request never waits for a worker of its own to
+        import pylance when another finishes first). ServiceUnavailableError when workers fail to
+        start, or none is free within ``START_SECONDS``."""
         deadline = time.monotonic() + START_SECONDS
         with self._changed:
-            while not self._idle and self._starting and time.monotonic() < deadline:
-                self._changed.wait(deadline - time.monotonic())
-            if self._idle:
+            self._waiting += 1
+            try:
+                while not self._idle:
+                    if self._start_failure is not None and not self._starting:
+                        raise ServiceUnavailableError(str(self._start_failure))
+                    if self._starting < self._waiting:  # one starting for each request waiting
+                        self._start_in_background()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ServiceUnavailableError(f"No data worker was free within {START_SECONDS:g} s: retry")
+                    self._changed.wait(left)
                 worker = self._idle.pop()  # the one used last: its caches are warm
                 self._busy.add(worker)
                 return worker
-            self._alive += 1
-        worker = _Worker(self.memory_mb)
-        try:
-            worker.wait_ready()
-        except (OSError, EOFError, ValueError):
-            error = worker.ended(self.memory_mb)
-            self._let_go(worker)
-            raise error from None
-        with self._changed:
-            self._busy.add(worker)
-        return worker
+            finally:
+                self._waiting -= 1
 
     def _give_back(self, worker: _Worker) -> None:
         with self._changed:
@@ -246,18 +298,21 @@ class DataWorkers:
         threading.Thread(target=self._start, name="data-worker-start", daemon=True).start()
 
     def _start(self) -> None:
-        worker = None
+        worker: _Worker | None = None
+        failure = None
         try:
             worker = _Worker(self.memory_mb)
             worker.wait_ready()
         except (OSError, EOFError, ValueError):
-            if worker is not None:
-                logger.warning("A data worker did not start: %s", worker.ended(self.memory_mb))
+            failure = worker.ended(self.memory_mb) if worker is not None else ServiceUnavailableError("")
+            failure = ServiceUnavailableError(f"A data worker did not start: {failure}")
+            logger.warning("%s", failure)
             worker = None
         finally:
             with self._changed:
                 self._starting -= 1
-                if worker is not None and len(self._idle) < self._keep:
+                self._start_failure = failure
+                if worker is not None and (len(self._idle) < self._keep or self._waiting):
                     self._idle.append(worker)
                     worker = None
                 else:
@@ -329,7 +384,10 @@ class _Worker:
             )
         code = self.process.returncode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
-        return ServiceUnavailableError(
+        ended_by = (
+            WorkerCrashed if code is not None and code < 0 and -code != signal.SIGKILL else ServiceUnavailableError
+        )
+        return ended_by(
             f"The data worker running the request ended ({how}); whether a write took effect is unknown: retry"
         )
 

@@ -33,8 +33,11 @@ DEFAULT_CATALOG_WAIT = 30.0
 DEFAULT_GRACEFUL_TIMEOUT = 30.0
 DEFAULT_MAX_DATA_BODY_MB = 256
 DEFAULT_MAX_HELD_MB = 4 * DEFAULT_MAX_DATA_BODY_MB  # request and answer bodies held at once (server.guard)
+DEFAULT_MAX_CONNECTIONS = 4096  # connections one server process keeps open at once (``connections``)
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a request's head and body
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
+# data operations running at once at most: each may keep a data worker process (about 250 MB idle)
+MAX_DATA_THREADS = 256
 DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # what one data worker process may allocate (server.isolation)
 DEFAULT_DATA_REQUEST_SECONDS = 900.0  # how long one data request may run in its worker (server.isolation)
 
@@ -65,11 +68,12 @@ class Reader(Protocol):
 @dataclass(frozen=True)
 class Number:
     """A whole number (``whole``) or a number of seconds, at least ``minimum`` if given (above it
-    when ``above``)."""
+    when ``above``), at most ``maximum`` if given."""
 
     whole: bool = True
     minimum: float | None = None
     above: bool = False
+    maximum: float | None = None
 
     @property
     def metavar(self) -> str:
@@ -82,10 +86,18 @@ class Number:
             raise ServeSettingsError(f"The value is not a valid {'integer' if self.whole else 'float'}.") from None
         if not math.isfinite(value):  # a NaN or an infinity never times out, nor compares
             raise ServeSettingsError("The value is not a finite number.")
-        if self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum)):
-            bound = f"x>{self.minimum:g}" if self.above else f"x>={self.minimum:g}"
-            raise ServeSettingsError(f"{value} is not in the range {bound}.")
+        below = self.minimum is not None and (value < self.minimum or (self.above and value == self.minimum))
+        if below or (self.maximum is not None and value > self.maximum):
+            raise ServeSettingsError(f"{value} is not in the range {self._range}.")
         return value
+
+    @property
+    def _range(self) -> str:
+        """As click says a range: ``x>=1``, ``x>0``, ``0<=x<=65535``."""
+        if self.maximum is None:
+            return f"x>{self.minimum:g}" if self.above else f"x>={self.minimum:g}"
+        low = "" if self.minimum is None else f"{self.minimum:g}{'<' if self.above else '<='}"
+        return f"{low}x<={self.maximum:g}"
 
 
 @dataclass(frozen=True)
@@ -209,7 +221,12 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "0 starts at once, reported not ready on /readyz until the catalog answers",
     ),
     ServeOption("--host", Text(), DEFAULT_HOST, "the address to listen on"),
-    ServeOption("--port", Number(), DEFAULT_PORT, "the port to listen on (0: any free one, printed at start)"),
+    ServeOption(
+        "--port",
+        Number(minimum=0, maximum=65535),
+        DEFAULT_PORT,
+        "the port to listen on (0: any free one, printed at start)",
+    ),
     ServeOption(
         "--auth-token-file",
         Text("FILE"),
@@ -245,8 +262,15 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "seconds a client has to send a whole request (one more per MiB of its body); 408 and cut off beyond",
     ),
     ServeOption(
-        "--data-threads",
+        "--max-connections",
         Number(minimum=1),
+        DEFAULT_MAX_CONNECTIONS,
+        "connections kept open at once (and at most the process's file limit less 512); past it the oldest "
+        "one with no request under way is closed to make room",
+    ),
+    ServeOption(
+        "--data-threads",
+        Number(minimum=1, maximum=MAX_DATA_THREADS),
         DEFAULT_DATA_THREADS,
         "requests that read or write data (query, insert, index...) run at once, each in a worker process; "
         "more wait, and beyond four times as many waiting are answered 503; catalog requests are the server's own",
@@ -423,6 +447,7 @@ class ServeSettings:
     catalog_wait: float = DEFAULT_CATALOG_WAIT
     access_log: bool = False
     request_read_timeout: float = DEFAULT_REQUEST_READ_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     allow_anonymous: bool = False
 
     @classmethod
@@ -507,6 +532,7 @@ class ServeSettings:
             catalog_wait=options["catalog_wait"],
             access_log=options["access_log"],
             request_read_timeout=options["request_read_timeout"],
+            max_connections=options["max_connections"],
             allow_anonymous=options["allow_anonymous"],
         )
 

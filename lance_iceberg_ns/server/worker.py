@@ -84,12 +84,25 @@ def main(memory_bytes: int) -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    _load()
     runner = _Runner()
-    write_message(answers, {"kind": READY})
+    write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
     while (message := read_message(requests)) is not None:
         header, payload = message
         answer_header, content = runner.answer(header, payload)
         write_message(answers, answer_header, content)
+
+
+def _load() -> None:
+    """Import what answering a request takes (pylance, pyiceberg, the bridge: a second or more on a
+    loaded host), so that a worker that says it is ready is."""
+    import lance  # noqa: F401
+    import lance_namespace  # noqa: F401
+    import pyiceberg.catalog.rest  # noqa: F401
+
+    import lance_iceberg_ns.jobs.adoption  # noqa: F401
+    import lance_iceberg_ns.server.responses  # noqa: F401
+    from lance_iceberg_ns import IcebergLanceNamespace  # noqa: F401
 
 
 def _end_with_the_server(server: int) -> None:

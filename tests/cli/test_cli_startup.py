@@ -23,7 +23,7 @@ from lance_namespace import CreateNamespaceRequest
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.directory_import import copy_location
 from tests.cli.test_cli import Cli
-from tests.helpers import CommandLine
+from tests.helpers import CommandLine, run_cli
 from tests.stores import Store
 
 HEAVY = ("pyarrow", "lance", "pyiceberg", "fastapi", "uvicorn", "pyspark", "lance_namespace", "rich")
@@ -128,6 +128,41 @@ def test_local_catalog_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> Non
     assert shown.stderr == f"error: Port {port} on 127.0.0.1 is busy: stop what listens there or give --port\n"
     error = json.loads(as_json.stderr)["error"]
     assert (as_json.returncode, error["type"], error["exit_code"]) == (5, "Unavailable", 5)
+
+
+# An unreachable catalog, waited for briefly: a serve that got past its flags exits 5, not serving
+UNREACHABLE = {"LANCE_ICEBERG_ENDPOINT": "http://127.0.0.1:9", "LANCE_ICEBERG_ROOT": "/nonexistent/lance"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (["--port", "99999"], "99999 is not in the range 0<=x<=65535."),
+        (["--port", "65536"], "65536 is not in the range 0<=x<=65535."),
+        (["--port", "-1"], "-1 is not in the range 0<=x<=65535."),
+        (["--data-threads", "100000"], "100000 is not in the range 1<=x<=256."),
+        (["--data-threads", "257"], "257 is not in the range 1<=x<=256."),
+    ],
+)
+def test_serve_refuses_a_port_or_data_threads_out_of_range_as_a_usage_error(flags: list[str], why: str) -> None:
+    """A port past 65535 failed binding with an unexpected OverflowError (exit 1); 100,000 data
+    threads were taken, each of which may keep a data worker process."""
+    refused = run_cli(["serve", "--catalog-wait", "0.1", *flags], {**UNREACHABLE, "PATH": "/usr/bin:/bin"})
+    assert refused.returncode == 2, refused.stderr
+    assert why in refused.stderr and "OverflowError" not in refused.stderr
+
+
+def test_serve_refuses_data_threads_out_of_range_from_its_variable() -> None:
+    environ = {**UNREACHABLE, "PATH": "/usr/bin:/bin", "LANCE_ICEBERG_NS_DATA_THREADS": "100000"}
+    refused = run_cli(["serve", "--catalog-wait", "0.1"], environ)
+    assert refused.returncode == 2 and "100000 is not in the range 1<=x<=256." in refused.stderr
+
+
+def test_serve_takes_the_ends_of_the_port_and_data_threads_ranges() -> None:
+    """Past the flags, at each end of both ranges: the catalog is what it stops at (exit 5)."""
+    for flags in (["--port", "0", "--data-threads", "1"], ["--port", "65535", "--data-threads", "256"]):
+        stopped = run_cli(["serve", "--catalog-wait", "0.1", *flags], {**UNREACHABLE, "PATH": "/usr/bin:/bin"})
+        assert stopped.returncode == 5, stopped.stderr
 
 
 # --- errors: one line, or one JSON object ----------------------------------------------------------

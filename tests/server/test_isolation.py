@@ -74,17 +74,19 @@ def one_value_dictionary(rows: int, value: str) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array([value]))
 
 
-def worker_pids() -> set[int]:
-    """The data workers of every server on this machine started with this module's ceiling."""
+def worker_pids(server: int | None = None) -> set[int]:
+    """The data workers started with this module's ceiling by the ``server`` process, or by any."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if b"lance_iceberg_ns.server.worker" in command and str(WORKER_MEMORY_MB << 20).encode() in command:
+        ours = b"lance_iceberg_ns.server.worker" in command and str(WORKER_MEMORY_MB << 20).encode() in command
+        if ours and server in (None, parent):
             found.add(int(entry.name))
     return found
 
@@ -151,20 +153,8 @@ def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served)
     rows = pa.table({"id": range(50_000), "v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 64)})
     table = f"/v1/table/{served.namespace}$indexed"
     assert post(served.uri, f"{table}/create", data=ipc(rows)).status_code == 200
-    outcome: dict[str, requests.Response] = {}
     index = {"column": "v", "index_type": "IVF_PQ", "num_partitions": 64, "num_sub_vectors": 16}
-    building = threading.Thread(target=lambda: outcome.update(answer=post(served.uri, f"{table}/create_index", index)))
-    building.start()
-    busy: set[int] = set()
-    deadline = time.monotonic() + 60
-    while not busy and building.is_alive() and time.monotonic() < deadline:
-        busy = {pid for pid in worker_pids() if _on_cpu(pid)}  # idle workers sleep on their pipe
-        time.sleep(0.01)
-    assert busy, "no worker was seen running the index build"
-    for pid in busy:
-        os.kill(pid, signal.SIGKILL)
-    building.join(120)
-    answer = outcome["answer"]
+    answer = killed_by(signal.SIGKILL, served, lambda: post(served.uri, f"{table}/create_index", index))
     assert answer.status_code == 503, answer.text[:300]
     assert answer.json()["code"] == SERVICE_UNAVAILABLE and "SIGKILL" in answer.json()["error"]
     listed = post(served.uri, f"{table}/index/list", {})
@@ -172,6 +162,30 @@ def test_a_worker_killed_mid_request_answers_503_and_is_replaced(served: Served)
     assert post(served.uri, f"{table}/count_rows", {}).json() == 50_000
     assert served.process.alive()
     victim_is_intact(served, before)
+
+
+def killed_by(sent: signal.Signals, served: Served, request: Any) -> Any:
+    """``request()``'s answer when the worker of ``served`` running it is sent ``sent`` (once the
+    workers starting in place of others are ready: a worker importing pylance is on a core too)."""
+    server = served.process.process.pid
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < 0.5:
+        if any(_on_cpu(pid) for pid in worker_pids(server)):
+            quiet_since = time.monotonic()
+        time.sleep(0.02)
+    outcome: dict[str, Any] = {}
+    running = threading.Thread(target=lambda: outcome.update(answer=request()))
+    running.start()
+    busy: set[int] = set()
+    deadline = time.monotonic() + 60
+    while not busy and running.is_alive() and time.monotonic() < deadline:
+        busy = {pid for pid in worker_pids(server) if _on_cpu(pid)}
+        time.sleep(0.01)
+    assert busy, "no worker was seen running the request"
+    for pid in busy:
+        os.kill(pid, sent)
+    running.join(120)
+    return outcome["answer"]
 
 
 def _on_cpu(pid: int) -> bool:

@@ -1,0 +1,123 @@
+"""The data workers as a pool: a worker says it is ready once it can answer at once, a request
+takes the first worker free (a busy one done, or a new one) rather than wait for one of its own to
+start, and a table whose requests keep ending their workers by a signal is refused for a while."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_iceberg_ns.server import isolation
+from lance_iceberg_ns.server.isolation import CrashingTables, DataWorkers
+
+from ..helpers import ipc
+from ..liveness import Served, post
+from .test_isolation import SERVICE_UNAVAILABLE, killed_by, served  # noqa: F401  (a fixture)
+
+
+def test_a_worker_is_ready_only_once_pylance_is_loaded() -> None:
+    worker = isolation._Worker(1024)
+    try:
+        worker.wait_ready()
+        maps = Path(f"/proc/{worker.process.pid}/maps").read_text()
+        assert "lance.abi3.so" in maps  # its first request imports nothing
+    finally:
+        worker.stop()
+
+
+class _FakeWorker:
+    """A worker that starts when ``may_start`` is set and answers at once."""
+
+    may_start = threading.Event()
+    started: list[_FakeWorker] = []
+
+    def __init__(self, memory_mb: int) -> None:
+        self.idle_since = time.monotonic()
+        self.process: Any = None
+
+    def wait_ready(self) -> None:
+        assert self.may_start.wait(30)
+        self.started.append(self)
+
+    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        return {"by": id(self)}, bytearray()
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_request_takes_the_first_worker_free_rather_than_wait_for_a_new_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation, "_Worker", _FakeWorker)
+    _FakeWorker.may_start.set()
+    workers = DataWorkers(1)
+    workers.keep_at_least(4, start=1)
+    deadline = time.monotonic() + 10
+    while not workers._idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = workers._take()  # busy: the next request finds none idle
+    _FakeWorker.may_start.clear()  # a worker started now takes as long as the test likes
+    answered: list[dict[str, Any]] = []
+    waiting = threading.Thread(target=lambda: answered.append(workers.run(5, {})[0]))
+    waiting.start()
+    time.sleep(0.2)
+    assert not answered and workers._starting == 1  # one started for it, in the background
+    workers._give_back(first)
+    waiting.join(5)
+    assert answered == [{"by": id(first)}]  # the busy one, done first, not the one still starting
+    _FakeWorker.may_start.set()
+
+
+def test_a_start_that_fails_is_said_to_the_waiting_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Failing(_FakeWorker):
+        def wait_ready(self) -> None:
+            raise EOFError("ended")
+
+        def ended(self, memory_mb: int) -> Exception:
+            return RuntimeError("exit status 1")
+
+    monkeypatch.setattr(isolation, "_Worker", Failing)
+    workers = DataWorkers(1)
+    started = time.monotonic()
+    with pytest.raises(isolation.ServiceUnavailableError, match="did not start: exit status 1"):
+        workers.run(5, {})
+    assert time.monotonic() - started < 5
+
+
+def test_a_table_is_refused_after_two_crashes_within_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    crashing, table, other = CrashingTables(), ("wh", "db", "t"), ("wh", "db", "u")
+    crashing.crashed(table)
+    crashing.refuse_if_crashing(table)  # one crash may be chance
+    crashing.crashed(table)
+    with pytest.raises(isolation.ServiceUnavailableError, match="ended 2 data workers"):
+        crashing.refuse_if_crashing(table)
+    crashing.refuse_if_crashing(other)
+    monkeypatch.setattr(isolation, "CRASH_SECONDS", 0.05)
+    time.sleep(0.1)
+    crashing.refuse_if_crashing(table)  # the window passed
+
+
+def test_a_table_whose_requests_end_their_workers_by_a_signal_is_refused_and_the_others_served(
+    served: Served,  # noqa: F811
+) -> None:
+    vectors = np.random.default_rng(4).random((50_000, 64), dtype=np.float32)
+    rows = pa.table({"id": range(50_000), "v": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 64)})
+    table = f"/v1/table/{served.namespace}$crashing"
+    assert post(served.uri, f"{table}/create", data=ipc(rows)).status_code == 200
+    index = {"column": "v", "index_type": "IVF_PQ", "num_partitions": 64, "num_sub_vectors": 16}
+    for _ in range(2):  # a stack overflow reading a planted manifest ends a worker this way
+        answer = killed_by(signal.SIGSEGV, served, lambda: post(served.uri, f"{table}/create_index", index))
+        assert answer.status_code == 503 and "SIGSEGV" in answer.json()["error"], answer.text
+    refused = post(served.uri, f"{table}/count_rows", {})
+    assert refused.status_code == 503 and refused.json()["code"] == SERVICE_UNAVAILABLE, refused.text
+    assert "ended 2 data workers" in refused.json()["error"]
+    assert post(served.uri, f"/v1/table/{served.namespace}$victim/count_rows", {}).json() == 100
+    assert served.process.alive()
