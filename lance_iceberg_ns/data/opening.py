@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -55,7 +56,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager, suppress
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NoReturn, Protocol, TypeVar
 
 import lance
 import pyarrow as pa
@@ -275,39 +276,49 @@ class OpenDatasets:
         self,
         table_id: tuple[str, ...],
         resolve: Callable[[], ResolvedTable],
-        read: Callable[[lance.LanceDataset], T],
+        start: Callable[[lance.LanceDataset], Callable[[], T]],
         version: datasets.Version,
-        executor: Executor,
+        executor: Executor | None,
     ) -> T:
-        """``read`` on the table's dataset (at ``version``), while the catalog's answer
-        (``resolve``) and the dataset's latest version are asked on ``executor``: the question
-        goes out first, since pylance runs a query only as its rows are read. The answer is the
-        one read where the catalog says the table is, at its latest version (or ``version``); the
-        catalog's errors (a table gone) win over the read's. Within ``read_consistency_interval``
-        of the last read that asked, the kept dataset answers alone (see the module's docstring)."""
+        """A read on the table's dataset (at ``version``): ``start`` begins it and returns the call
+        that finishes it. The catalog's answer (``resolve``) and the dataset's latest version are
+        asked meanwhile: on ``executor`` while this thread finishes the read, or, with none, on this
+        thread while the read runs on pylance's own (a query, from ``to_reader`` on). The answer
+        is the one read where the catalog says the table is, at its latest version (or
+        ``version``); the catalog's errors (a table gone) win over the read's. Within
+        ``read_consistency_interval`` of the last read that asked, the kept dataset answers alone
+        (see the module's docstring)."""
         known = self._places.get(table_id)
         kept = self._open.get(known.place) if known is not None and not known.managed else None
         if known is not None and kept is not None and self._confirmed_lately(table_id, known):
             with suppress(Exception):  # any failure is looked at again with both checks, below
-                return read(kept if version is None else _checkout(kept, table_id, version))
+                return start(kept if version is None else _checkout(kept, table_id, version))()
         if known is None or kept is None:
             asked_at = self._confirmed.now()
             table = resolve()
             self._confirmed.keep(table_id, table.place, asked_at)
-            return read(self.open(table, version, reading=True))
+            return start(self.open(table, version, reading=True))()
 
         arrived = request_arrived.get() or time.monotonic()
 
         def ask() -> tuple[tuple[ResolvedTable, int | None], float]:  # shared by reads that arrive together
             return self._answers.ask((table_id, known.place), arrived, lambda: (resolve(), _latest_version(kept)))
 
-        asked = executor.submit(ask)
-        answer, failure = _outcome(lambda: read(kept if version is None else _checkout(kept, table_id, version)))
-        (current, latest), asked_at = asked.result()
+        try:
+            finish = start(kept if version is None else _checkout(kept, table_id, version))
+        except Exception as exc:  # kept until the catalog says whether it read the right table
+            finish = functools.partial(_raise, exc)
+        if executor is None:  # the read runs on pylance's own threads meanwhile
+            (current, latest), asked_at = ask()
+            answer, failure = _outcome(finish)
+        else:
+            asked = executor.submit(ask)
+            answer, failure = _outcome(finish)
+            (current, latest), asked_at = asked.result()
         self._confirmed.keep(table_id, current.place, asked_at)
         moved = (current.place, current.managed) != (known.place, known.managed)
         if moved or (version is None and latest != kept.version):
-            return read(self.open(current, version, reading=True))
+            return start(self.open(current, version, reading=True))()
         if failure is not None:
             raise failure
         return answer  # type: ignore[return-value]  # set whenever failure is not
@@ -458,6 +469,10 @@ class OpenDatasets:
         table under the name, and its next read must ask the catalog."""
         self._places.forget(tuple(table_id))
         self._confirmed.forget(tuple(table_id))
+
+
+def _raise(failure: Exception) -> NoReturn:
+    raise failure
 
 
 def _outcome(finish: Callable[[], T]) -> tuple[T | None, Exception | None]:

@@ -8,6 +8,7 @@ and request to the module that owns the operation. It never imports pyiceberg.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -99,7 +100,19 @@ class DataPlane:
         """``read`` on a live table's dataset (at ``version``), while the catalog confirms where
         the table is (``OpenDatasets.read``)."""
         key = tuple(table_id)
-        return self._datasets.read(key, lambda: self._resolve(key, False), read, version, self._lookups())
+        start = lambda dataset: functools.partial(read, dataset)  # noqa: E731  (run by this thread)
+        return self._datasets.read(key, lambda: self._resolve(key, False), start, version, self._lookups())
+
+    def _read_started(
+        self,
+        table_id: Sequence[str],
+        start: Callable[[lance.LanceDataset], Callable[[], T]],
+        version: datasets.Version = None,
+    ) -> T:
+        """A read that pylance runs on its own threads once ``start`` has begun it: the catalog
+        confirms where the table is on this thread meanwhile, with no other thread to wake."""
+        key = tuple(table_id)
+        return self._datasets.read(key, lambda: self._resolve(key, False), start, version, None)
 
     def _writable(self, table_id: Sequence[str], branch: str | None = None, what: str = "Writes") -> ResolvedTable:
         """A table for an operation that commits a version: resolved and shown to own its
@@ -242,8 +255,8 @@ class DataPlane:
         return CountTableRowsResponse(count=count)
 
     def query_table(self, request: QueryTableRequest) -> QueryAnswer:
-        version = datasets.version_on(request.branch, request.version)
-        return self._read(request.id or [], lambda dataset: reads.query(dataset, request), version)
+        start = lambda dataset: reads.start_query(dataset, request)  # noqa: E731
+        return self._read_started(request.id or [], start, datasets.version_on(request.branch, request.version))
 
     def explain_table_query_plan(self, request: ExplainTableQueryPlanRequest) -> str:
         query, verbose = request.query, bool(request.verbose)

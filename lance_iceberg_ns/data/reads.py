@@ -8,6 +8,7 @@ error, these answer InvalidInput (``errors.pylance``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import lance
@@ -45,9 +46,21 @@ def count_rows(dataset: lance.LanceDataset, predicate: str | None = None) -> int
 def query(dataset: lance.LanceDataset, request: QueryTableRequest) -> QueryAnswer:
     """The rows a query selects, as Arrow IPC file bytes (one batch) in ``data``.
     Raises InvalidInputError for a query the table cannot answer."""
+    return start_query(dataset, request)()
+
+
+def start_query(dataset: lance.LanceDataset, request: QueryTableRequest) -> Callable[[], QueryAnswer]:
+    """The query, under way: pylance runs it on its own threads from ``to_reader`` on, so the
+    caller is free until it calls what this returns, which waits for the answer (``query``)."""
     with pylance_failures("query_table"):
-        table = query_scanner(dataset, request).to_table()
-    return QueryAnswer(to_ipc_file(table))
+        rows = query_scanner(dataset, request).to_reader()
+
+    def answer() -> QueryAnswer:
+        with pylance_failures("query_table"):
+            table = rows.read_all()
+        return QueryAnswer(to_ipc_file(table))
+
+    return answer
 
 
 def explain(dataset: lance.LanceDataset, request: QueryTableRequest, verbose: bool = False) -> str:
