@@ -25,7 +25,7 @@ from lance_namespace.errors import ErrorCode
 
 from ..data.test_attacks_data import ReferenceServer
 from ..helpers import ipc
-from ..liveness import ARROW_STREAM, ServedProcess, answered_while, post, served_in_subprocess
+from ..liveness import ARROW_STREAM, Served, answered_while, post, served_in_subprocess
 from .test_isolation import MEGABYTE, ROWS, one_value_dictionary, shared_views
 
 NAMESPACE_NOT_FOUND = ErrorCode.NAMESPACE_NOT_FOUND.value
@@ -330,18 +330,8 @@ def loose_dataset(directory: Path) -> None:
     lance.write_dataset(pa.table({"id": [1, 2]}), str(directory / "loose.lance"))
 
 
-@dataclass
-class Ours:
-    process: ServedProcess
-    namespace: str
-
-    @property
-    def uri(self) -> str:
-        return self.process.uri
-
-
 @pytest.fixture(scope="module")
-def ours(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ours]:
+def ours(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("attacked")
     warehouse = f"wh_{uuid.uuid4().hex[:10]}"
     arguments = ("--data-worker-memory-mb", str(WORKER_MEMORY_MB), "--data-threads", "2")
@@ -353,7 +343,7 @@ def ours(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
         loose_dataset(Path(described["location"].removeprefix("file://")).parent)  # the namespace's directory
         million = ipc(pa.table({"id": pa.array(range(1_000_000), pa.int64())}))
         assert post(process.uri, f"/v1/table/{namespace}$wide/create", data=million).status_code == 200
-        yield Ours(process, namespace)
+        yield Served(process, namespace, Path(described["location"].removeprefix("file://")))
 
 
 class LoggedReference(ReferenceServer):
@@ -401,7 +391,7 @@ def attack_id(attack: Attack) -> str:
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=attack_id)
-def test_our_server_answers_each_attack_quickly_and_lives(ours: Ours, attack: Attack) -> None:
+def test_our_server_answers_each_attack_quickly_and_lives(ours: Served, attack: Attack) -> None:
     for step in attack.steps:
         if step.data is not None:
             step.data()  # built before the clock starts
@@ -427,14 +417,14 @@ def test_pylance_server_answers_each_attack_as_recorded(reference: tuple[LoggedR
     assert server.answers(attack, namespace) == list(attack.reference)
 
 
-def test_a_405_names_the_method_on_both_servers(ours: Ours, reference: tuple[LoggedReference, str]) -> None:
+def test_a_405_names_the_method_on_both_servers(ours: Served, reference: tuple[LoggedReference, str]) -> None:
     for uri, namespace in ((ours.uri, ours.namespace), (reference[0].uri, reference[1])):
         answer = requests.get(f"{uri}/v1/table/{namespace}$t/describe", timeout=30)
         assert (answer.status_code, answer.headers.get("Allow")) == (405, "POST"), uri
 
 
 def test_a_newline_in_the_path_starts_no_log_line_on_either_server(
-    ours: Ours, reference: tuple[LoggedReference, str]
+    ours: Served, reference: tuple[LoggedReference, str]
 ) -> None:
     """Ours logs the request with the newline escaped; pylance's logs nothing at all."""
     server, namespace = reference

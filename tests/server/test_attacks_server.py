@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors.translation import public_message
 
 from ..helpers import ipc, other_client
-from ..liveness import ServedProcess, answered_while, served_in_subprocess
+from ..liveness import Served, ServedProcess, answered_while, served_in_subprocess
 from ..stubs import OAuthRecordingStub
 
 if TYPE_CHECKING:
@@ -68,16 +67,6 @@ def test_public_message_still_drops_tracebacks_and_object_reprs() -> None:
 READ_TIMEOUT = 2.0  # seconds: the served process's --request-read-timeout
 
 
-@dataclass
-class Served:
-    process: ServedProcess
-    namespace: str  # "<warehouse>$db", holding a table "t" with rows
-
-    @property
-    def uri(self) -> str:
-        return self.process.uri
-
-
 @pytest.fixture(scope="module")
 def served(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("attacked")
@@ -89,7 +78,7 @@ def served(catalog_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         rows = pa.table({"id": list(range(10)), "text": [f"word{i}" for i in range(10)]})
         created = requests.post(f"{process.uri}/v1/table/{namespace}$t/create", data=ipc(rows), headers=ARROW)
         assert created.status_code == 200, created.text
-        yield Served(process, namespace)
+        yield Served(process, namespace, Path(created.json()["location"].removeprefix("file://")))
 
 
 ARROW = {"content-type": "application/vnd.apache.arrow.stream"}
