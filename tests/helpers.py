@@ -273,3 +273,17 @@ def fresh_spark_jvm() -> None:
     gateway.proc.wait(timeout=60)
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def data_workers_ready(memory_mb: int | None = None, within: float = 120.0) -> None:
+    """Wait until a data worker of this process's servers (those of ``memory_mb``, the default
+    ceiling unless given) can take requests: until then ``/readyz`` answers "data workers starting"."""
+    from lance_iceberg_ns.server.capacity import default_worker_memory_mb
+    from lance_iceberg_ns.server.isolation import DataWorkers
+    from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS
+
+    workers = DataWorkers.of(memory_mb or default_worker_memory_mb(DEFAULT_DATA_THREADS))
+    deadline = time.monotonic() + within
+    while not workers.any_ready():
+        assert time.monotonic() < deadline, "no data worker was ready in time"
+        time.sleep(0.05)

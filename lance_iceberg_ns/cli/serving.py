@@ -60,6 +60,26 @@ def _leave_a_core_to_python() -> None:
         )
 
 
+def _warn_if_workers_may_outgrow_the_memory(settings: ServeSettings) -> None:
+    """Say so when the data workers may, all at once, allocate more than this machine has: each
+    may take its ceiling (``--data-worker-memory-mb``), as many at once as there are data threads,
+    and the system's OOM killer then ends processes where a ceiling would have answered 400."""
+    from lance_iceberg_ns.server.capacity import default_worker_memory_mb, physical_memory_mb
+    from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS
+
+    threads = settings.data_threads or DEFAULT_DATA_THREADS
+    each = settings.data_worker_memory_mb or default_worker_memory_mb(threads)
+    most = threads * each
+    machine = physical_memory_mb()
+    if machine and most > machine:
+        click.echo(
+            f"Warning: {threads} data workers of {each} MiB each may allocate {most} MiB "
+            f"at once, more than this machine's {machine} MiB: lower --data-worker-memory-mb to at most "
+            f"{machine * 3 // 4 // threads} or --data-threads",
+            err=True,
+        )
+
+
 def available_cores() -> int:
     """The cores this process may run on: its CPU affinity, capped by the container's CPU quota
     (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``), as tokio counts them for its default."""
@@ -173,6 +193,7 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
     from lance_iceberg_ns.server.logs import log_config
 
     _leave_a_core_to_python()
+    _warn_if_workers_may_outgrow_the_memory(settings)
     wait_for_catalog(settings)
     workers = settings.workers
     config = uvicorn.Config(

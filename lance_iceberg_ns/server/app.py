@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lance_iceberg_ns.server.capacity import WorkerThreads
+from lance_iceberg_ns.server.capacity import WorkerThreads, default_worker_memory_mb
 from lance_iceberg_ns.server.endpoints import arrow_body_doc, documented_endpoint, namespace_resolver, serving_endpoint
 from lance_iceberg_ns.server.guard import (
     DEFAULT_MAX_BODY_BYTES,
@@ -42,7 +42,6 @@ from lance_iceberg_ns.server.routes import ROUTES
 from lance_iceberg_ns.server.settings import (
     DEFAULT_DATA_REQUEST_SECONDS,
     DEFAULT_DATA_THREADS,
-    DEFAULT_DATA_WORKER_MEMORY_MB,
 )
 
 TITLE = "Lance REST Namespace"
@@ -61,7 +60,7 @@ def create_app(
     share_static_credentials: bool = False,
     data_threads: int = DEFAULT_DATA_THREADS,
     data_isolation: bool = True,
-    data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB,
+    data_worker_memory_mb: int | None = None,
     data_request_timeout: float = DEFAULT_DATA_REQUEST_SECONDS,
 ) -> Starlette:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
@@ -91,9 +90,8 @@ def create_app(
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
     recipe = Recipe.of(namespace, properties, forward_bearer_token) if data_isolation else None
-    isolated = (
-        Isolated(recipe, data_worker_memory_mb, data_threads, data_request_timeout) if recipe is not None else None
-    )
+    memory_mb = data_worker_memory_mb if data_worker_memory_mb is not None else default_worker_memory_mb(data_threads)
+    isolated = Isolated(recipe, memory_mb, data_threads, data_request_timeout) if recipe is not None else None
     app = Starlette()
     app.router.redirect_slashes = False  # a redirect would be built from the client's Host header
     documented = APIRouter()
@@ -121,7 +119,8 @@ def create_app(
         max_data_body_bytes=max_data_body_bytes,
         max_held_bytes=max_held_bytes,
     )
-    app.add_middleware(HealthRoutes, probe=probe)  # outside the guard: probes carry no token
+    workers_ready = isolated.workers.any_ready if isolated is not None else None
+    app.add_middleware(HealthRoutes, probe=probe, workers_ready=workers_ready)  # outside the guard: no token
     app.add_middleware(EveryFailureAnswered)  # probes too; inside the request's context (its ID in the log)
     app.add_middleware(RequestContext, auth_tokens=list(auth_tokens), forward_bearer_token=forward_bearer_token)
     app.add_middleware(WithoutTrailingSlashes)

@@ -16,7 +16,9 @@ on the query path.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import anyio
@@ -25,7 +27,7 @@ from lance_namespace.errors import ServiceUnavailableError
 from starlette.concurrency import run_in_threadpool
 
 from lance_iceberg_ns.server.routes import Route
-from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS
+from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS, DEFAULT_DATA_WORKER_MEMORY_MB
 
 WAITING_PER_THREAD = 4
 
@@ -79,17 +81,22 @@ class WorkerThreads:
 class HeldBytes:
     """The request and answer bodies this server process holds at once, within ``most`` bytes.
 
-    Each body is taken before it is read (its declared length, or as it streams in) and each answer
-    before it is sent, and given back when its request is done (``guard.GuardMiddleware``): a
-    request that would take more is answered 503 at once, so that many bodies uploading at once, or
-    answers their clients do not read, cannot grow the server's memory beyond ``most``. Used on the
-    event loop only."""
+    Each body is taken as it arrives (one that declares more than the room left is refused before
+    it is read) and each answer before it is sent, and given back when its request is done
+    (``guard.GuardMiddleware``): a request that would take more is answered 503 at once, so that
+    many bodies uploading at once, or answers their clients do not read, cannot grow the server's
+    memory beyond ``most``, and lengths declared and never sent hold none of it. Used on the event
+    loop only."""
 
     def __init__(self, most: int) -> None:
         if most < 1:
             raise ValueError("most must be at least 1 byte")
         self.most = most
         self.held = 0
+
+    def fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes would fit now (nothing is taken)."""
+        return size <= 0 or self.held + size <= self.most
 
     def take(self, size: int) -> bool:
         """Whether ``size`` more bytes fit; they are counted as held when they do."""
@@ -111,3 +118,28 @@ class HeldBytes:
 
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
+
+
+def default_worker_memory_mb(data_threads: int) -> int:
+    """A data worker's ceiling when none is given: ``DEFAULT_DATA_WORKER_MEMORY_MB``, or less so
+    that one per data thread fits in three quarters of the memory this process may use (at least
+    256 MiB): the workers' ceilings together never promise more than the machine has."""
+    machine = physical_memory_mb()
+    if machine is None:
+        return DEFAULT_DATA_WORKER_MEMORY_MB
+    return max(256, min(DEFAULT_DATA_WORKER_MEMORY_MB, machine * 3 // 4 // max(1, data_threads)))
+
+
+def physical_memory_mb() -> int | None:
+    """The memory this process may use, in MiB: the machine's, capped by its cgroup v2 ``memory.max``."""
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+    try:
+        groups = Path("/proc/self/cgroup").read_text().splitlines()
+        path = next((line[3:] for line in groups if line.startswith("0::")), None)
+        limit = Path(f"/sys/fs/cgroup{path}/memory.max").read_text().strip() if path else ""
+    except OSError:
+        limit = ""
+    return min(machine, int(limit) if limit.isdigit() else machine) >> 20

@@ -98,9 +98,10 @@ class GuardMiddleware:
         if declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, receive, send, limit)
             return
-        request = _Held(self.held, int(declared) if declared.isdigit() else 0)
-        if not self.held.take(request.taken):
-            await self._busy(scope, receive, send, request.taken)
+        request = _Held(self.held)
+        size = int(declared) if declared.isdigit() and int(declared) > FREE_BYTES else 0
+        if not self.held.fits(size):  # refused before it is read; counted only as it arrives
+            await self._busy(scope, receive, send, size)
             return
         try:
             with data_bytes_allowed(self.max_data_body_bytes):  # what an Arrow body may decompress to, too
@@ -126,15 +127,15 @@ class GuardMiddleware:
 
 
 class _Held:
-    """What one request holds among the server's bodies: its body (the length it declared, taken
-    before it is read, and whatever streams in beyond it) and its answer (taken as it starts).
-    A body or an answer of at most ``FREE_BYTES`` is not counted: like a request's head, it costs
-    a connection no more than that, and a catalog request always has room."""
+    """What one request holds among the server's bodies: its body, counted as it arrives (a length
+    declared and never sent holds nothing), and its answer (taken as it starts). A body or an
+    answer of at most ``FREE_BYTES`` is not counted: like a request's head, it costs a connection
+    no more than that, and a catalog request always has room."""
 
-    def __init__(self, held: HeldBytes, declared: int) -> None:
+    def __init__(self, held: HeldBytes) -> None:
         self.held = held
-        self.body_counted = max(declared, FREE_BYTES)  # the body's bytes taken already, or free
-        self.taken = declared if declared > FREE_BYTES else 0
+        self.body_counted = FREE_BYTES  # the body's bytes taken already, or free
+        self.taken = 0
 
     def receive(self, receive: Receive, limit: int) -> Receive:
         """``receive``, refusing a body beyond ``limit`` (413) or beyond the room left (503)."""
@@ -147,7 +148,7 @@ class _Held:
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     raise BodyTooLarge()
-                if seen > self.body_counted:  # streamed past its declared length (or with none)
+                if seen > self.body_counted:  # arrived past what is counted
                     if not self.held.take(seen - self.body_counted):
                         raise NoRoomToHold(self.held.refusal(seen - self.body_counted))
                     self.taken += seen - self.body_counted
@@ -270,6 +271,8 @@ class ReadDeadlineProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._reading = False
+        if self.open_connections is not None:
+            self.open_connections.body_read(self)
         self._stop_deadline()
         super().on_message_complete()
 

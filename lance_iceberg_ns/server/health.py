@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -86,9 +87,12 @@ class HealthRoutes:
     """Answers ``GET /healthz`` and ``GET /readyz`` before the guard (no token needed); every other
     request goes on to the app."""
 
-    def __init__(self, app: ASGIApp, probe: CatalogProbe | None) -> None:
+    def __init__(
+        self, app: ASGIApp, probe: CatalogProbe | None, workers_ready: Callable[[], bool] | None = None
+    ) -> None:
         self.app = app
         self.probe = probe  # None: nothing behind the server to ask (a namespace given in process)
+        self.workers_ready = workers_ready  # None: data work runs in this process
         self._asking = False  # a thread is asking the catalog (read and set on the event loop only)
         self._limiter = anyio.CapacityLimiter(1)  # its own: never one of the routes' threads
 
@@ -101,6 +105,8 @@ class HealthRoutes:
             await _answer(send, 200, {"status": "ok"})
             return
         readiness = Readiness(True) if self.probe is None else await self._readiness(self.probe)
+        if readiness.ready and self.workers_ready is not None and not self.workers_ready():
+            readiness = Readiness(False, "data workers starting")
         if readiness.ready:
             await _answer(send, 200, {"status": "ready"})
         else:

@@ -211,6 +211,10 @@ class DataWorkers:
         for _ in range(missing):
             self._start_in_background()
 
+    def any_ready(self) -> bool:
+        """Whether a worker has started and can take requests (idle or busy now)."""
+        return bool(self._idle or self._busy)
+
     def run(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
         """One request on an idle worker, ended if it takes more than ``seconds``; the worker's end,
         if it ends, as a Lance error."""

@@ -38,7 +38,7 @@ DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a reque
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
 # data operations running at once at most: each may keep a data worker process (about 250 MB idle)
 MAX_DATA_THREADS = 256
-DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # what one data worker process may allocate (server.isolation)
+DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # the most one data worker may allocate unless told (server.isolation)
 DEFAULT_DATA_REQUEST_SECONDS = 900.0  # how long one data request may run in its worker (server.isolation)
 
 
@@ -278,9 +278,10 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption(
         "--data-worker-memory-mb",
         Number(minimum=256),
-        DEFAULT_DATA_WORKER_MEMORY_MB,
-        "the memory one data worker process may allocate; a request that needs more is answered 400 "
-        "and its worker replaced, and no other request is affected",
+        None,
+        "the memory one data worker process may allocate (default: 4096, or less so that one per data thread fits "
+        "in three quarters of the machine's memory); a request that needs more is answered 400 and its worker "
+        "replaced, and no other request is affected",
     ),
     ServeOption(
         "--data-request-timeout",
@@ -437,7 +438,7 @@ class ServeSettings:
     max_held_bytes: int | None = None
     share_static_credentials: bool = False
     data_threads: int | None = None
-    data_worker_memory_mb: int = DEFAULT_DATA_WORKER_MEMORY_MB
+    data_worker_memory_mb: int | None = None  # None: default_worker_memory_mb
     data_request_timeout: float = DEFAULT_DATA_REQUEST_SECONDS
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -543,7 +544,7 @@ class ServeSettings:
             "auth_tokens": list(self.auth_tokens),
             "forward_bearer_token": self.forward_bearer_token,
             "share_static_credentials": self.share_static_credentials,
-            "data_worker_memory_mb": self.data_worker_memory_mb,
+            "data_worker_memory_mb": self.data_worker_memory_mb,  # None: capacity.default_worker_memory_mb
             "data_request_timeout": self.data_request_timeout,
         }
         if self.max_data_body_bytes is not None:

@@ -25,6 +25,8 @@ from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.server import RunningServer
 from lance_iceberg_ns.testing import LocalCatalog, local_catalog
 
+from ..helpers import data_workers_ready
+
 NAMED = 3 * KEPT_UNLISTED_WAREHOUSES
 # A kept catalog holds one idle connection when used by one thread at a time; the rest is room for
 # what the test process opens meanwhile (log files, the server's own sockets).
@@ -170,6 +172,7 @@ def test_requests_through_the_server_keep_open_files_bounded(server: RunningServ
             most = max(most, open_files() - before)
         assert catalogs.kept_unlisted() == KEPT_UNLISTED_WAREHOUSES
         assert most <= OPEN_FILES_ALLOWED, f"{most} more files open after naming {NAMED} warehouses"
+        data_workers_ready()
         assert client.get(f"{server.uri}/readyz", timeout=30).status_code == 200
         listed = client.get(f"{server.uri}/v1/namespace/{configured}/list", timeout=30)
         assert listed.json()["namespaces"] == ["sales"]

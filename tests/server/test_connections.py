@@ -1,7 +1,7 @@
-"""The connections a server keeps open: past ``max_connections`` the oldest one with no request
-under way (or one still trickling its head) is closed to make room, so that a flood of connections
-that send nothing, or trickle a head, never locks out a client that sends its request; one that
-uploads a body is never closed for room."""
+"""The connections a server keeps open: past ``max_connections`` one is closed to make room, oldest
+first among those with no request under way, then those trickling a head, then those trickling a
+body, so that no flood of connections that send nothing, or send slowly, locks out a client that
+sends its request; one whose request is read is never closed for room."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _sockets(running: RunningServer, count: int, first_bytes: bytes = b"") -> It
 def _closed_by_server(connection: socket.socket) -> bool:
     connection.settimeout(0.05)
     try:
-        return connection.recv(1) == b""
+        return connection.recv(1, socket.MSG_PEEK) == b""
     except (TimeoutError, BlockingIOError):
         return False
     except OSError:  # reset
@@ -84,20 +84,66 @@ def test_connections_that_trickle_a_head_make_room_too(running: RunningServer) -
         assert _open_count(running) <= CAP
 
 
-def test_a_connection_uploading_a_body_is_never_closed_for_room(running: RunningServer) -> None:
-    uploader = _connect(running)
-    body = b"x" * 1000
-    uploader.sendall(_head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length="1000"))
-    uploader.sendall(body[:10])
-    time.sleep(0.2)
-    with _sockets(running, FLOOD):
+def test_connections_that_trickle_bodies_make_room_too(running: RunningServer) -> None:
+    """Small bodies are not counted among those held: sent a byte at a time, they held every
+    connection until their read deadline, and every new client was closed at once."""
+    head = _head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length="1000")
+    with _sockets(running, FLOOD, first_bytes=head + b"x"):
         time.sleep(0.3)
-        assert not _closed_by_server(uploader)
-        uploader.settimeout(5)
-        uploader.sendall(body[10:])
-        status_line = uploader.recv(200).split(b"\r\n", 1)[0]
-        assert status_line.startswith(b"HTTP/1.1 "), status_line  # answered (400: not Arrow), not cut off
-    uploader.close()
+        for _ in range(3):
+            assert _answered_quickly(running) < 2
+        assert _open_count(running) <= CAP
+
+
+def test_a_connection_whose_request_is_read_is_never_closed_for_room() -> None:
+    with serve_in_background(Answering(24 << 20), request_read_timeout=30, max_connections=CAP) as running:
+        waiting = _connect(running, receive_buffer=4096)
+        body = b'{"k":1,"vector":{}}'
+        waiting.sendall(
+            _head("/v1/table/a$b/query", content_type="application/json", content_length=str(len(body))) + body
+        )
+        time.sleep(0.5)  # its answer is under way, not taken
+        with _sockets(running, FLOOD):
+            time.sleep(0.3)
+            assert not _closed_by_server(waiting)
+        waiting.settimeout(5)
+        assert waiting.recv(200).startswith(b"HTTP/1.1 200")
+        waiting.close()
+
+
+def test_room_is_made_from_the_idle_then_the_heads_then_the_bodies_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lance_iceberg_ns.server import connections as module
+
+    class Connection:
+        def __init__(self) -> None:
+            self.transport = self
+            self.aborted = False
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    monkeypatch.setattr(module, "GRACE_SECONDS", 0.0)
+    connections = Connections(max_connections=4)
+    uploading, heading, idle, fresh = Connection(), Connection(), Connection(), Connection()
+    for connection in (uploading, heading, idle, fresh):
+        assert connections.opened(connection, connection)  # type: ignore[arg-type]
+    for connection in (uploading, heading):
+        connections.begun(connection)
+    connections.head_read(uploading)
+    connections.begun(fresh)
+    connections.head_read(fresh)
+    connections.body_read(fresh)  # read: its answer is being made
+    closed = []
+    for _ in range(3):
+        newcomer = Connection()
+        assert connections.opened(newcomer, newcomer)  # type: ignore[arg-type]
+        connections.begun(newcomer)
+        connections.head_read(newcomer)
+        connections.body_read(newcomer)
+        closed.append(next(c for c in (uploading, heading, idle) if c.aborted and c not in closed))
+    assert closed == [idle, heading, uploading] and not fresh.aborted
 
 
 def test_when_no_connection_may_be_closed_the_new_one_is() -> None:
@@ -112,7 +158,8 @@ def test_when_no_connection_may_be_closed_the_new_one_is() -> None:
     for connection in (first, second):
         assert connections.opened(connection, Transport())  # type: ignore[arg-type]
         connections.begun(connection)
-        connections.head_read(connection)  # both bodies under way
+        connections.head_read(connection)
+        connections.body_read(connection)  # both read: their answers are being made
     refused = Transport()
     assert not connections.opened(third, refused)  # type: ignore[arg-type]
     assert refused.aborted and connections.open == 2

@@ -35,6 +35,7 @@ from lance_iceberg_ns.server.observability import (
     CatalogTokenChecks,
 )
 
+from ..helpers import data_workers_ready
 from ..liveness import served_in_subprocess
 from ..stubs import CONFIG_ANSWER, JsonHandler, StubServer
 
@@ -501,6 +502,7 @@ def test_token_checks_refill_at_their_rate(held_catalog: HeldCatalog) -> None:
 def test_readyz_probes_never_wait_on_a_slow_catalog_nor_ask_it_twice(held_catalog: HeldCatalog, tmp_path: Path) -> None:
     properties = {"endpoint": held_catalog.endpoint, "root": str(tmp_path)}
     with serve_in_background(properties=properties) as server:
+        data_workers_ready()
         held_catalog.hold.clear()  # the catalog takes its time
         first: dict[str, Any] = {}
         asking = threading.Thread(target=lambda: first.update(answer=requests.get(f"{server.uri}/readyz", timeout=30)))

@@ -33,6 +33,7 @@ from lance_iceberg_ns.server.routes import ROUTES
 
 from ..conftest import RequestCounter
 from ..docker_fixture import docker_available
+from ..helpers import data_workers_ready
 from ..liveness import ServedProcess, answers, free_port, is_running, served_in_subprocess
 from ..stubs import CONFIG_ANSWER, JsonHandler, StubServer
 
@@ -101,6 +102,7 @@ def test_healthz_and_readyz_answer_without_a_token_when_the_catalog_answers(endp
     properties = {"endpoint": endpoint, "root": str(tmp_path)}
     with serve_in_background(properties=properties, auth_tokens=[TOKEN]) as server:
         assert requests.get(f"{server.uri}/healthz", timeout=10).json() == {"status": "ok"}
+        data_workers_ready()
         ready = requests.get(f"{server.uri}/readyz", timeout=10)
         assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
         assert requests.post(f"{server.uri}/v1/namespace/wh/exists", json={}, timeout=10).status_code == 401
@@ -126,6 +128,7 @@ def test_readyz_is_503_with_a_one_line_reason_that_leaks_nothing_when_the_catalo
 
 def test_readyz_follows_the_catalog(scripted_catalog: ScriptedCatalog, tmp_path: Path) -> None:
     with serve_in_background(properties={"endpoint": scripted_catalog.endpoint, "root": str(tmp_path)}) as server:
+        data_workers_ready()
         assert requests.get(f"{server.uri}/readyz", timeout=10).status_code == 200
         scripted_catalog.config_status = 503
         time.sleep(1.1)  # a probe's answer is kept a second
@@ -134,6 +137,21 @@ def test_readyz_follows_the_catalog(scripted_catalog: ScriptedCatalog, tmp_path:
         scripted_catalog.config_status = 200
         time.sleep(1.1)
         assert requests.get(f"{server.uri}/readyz", timeout=10).status_code == 200
+
+
+def test_readyz_waits_for_a_data_worker(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ready means a data request is answered at once: the first ones waited seconds for workers
+    to import pylance after /readyz said ready."""
+    from lance_iceberg_ns.server.isolation import DataWorkers
+
+    starting = True
+    monkeypatch.setattr(DataWorkers, "any_ready", lambda self: not starting)
+    with serve_in_background(properties={"endpoint": endpoint, "root": str(tmp_path)}) as server:
+        waiting = requests.get(f"{server.uri}/readyz", timeout=10)
+        starting = False
+        ready = requests.get(f"{server.uri}/readyz", timeout=10)
+    assert (waiting.status_code, waiting.json()) == (503, {"status": "not ready", "reason": "data workers starting"})
+    assert ready.status_code == 200
 
 
 def _serve(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -121,3 +121,31 @@ def test_a_table_whose_requests_end_their_workers_by_a_signal_is_refused_and_the
     assert "ended 2 data workers" in refused.json()["error"]
     assert post(served.uri, f"/v1/table/{served.namespace}$victim/count_rows", {}).json() == 100
     assert served.process.alive()
+
+
+def test_the_default_ceiling_fits_one_worker_per_data_thread_in_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_iceberg_ns.server import capacity
+
+    monkeypatch.setattr(capacity, "physical_memory_mb", lambda: 4096)
+    assert capacity.default_worker_memory_mb(8) == 384  # three quarters of 4 GiB, in eight
+    assert capacity.default_worker_memory_mb(64) == 256  # never below 256
+    monkeypatch.setattr(capacity, "physical_memory_mb", lambda: 1 << 20)
+    assert capacity.default_worker_memory_mb(8) == capacity.DEFAULT_DATA_WORKER_MEMORY_MB
+    monkeypatch.setattr(capacity, "physical_memory_mb", lambda: None)
+    assert capacity.default_worker_memory_mb(8) == capacity.DEFAULT_DATA_WORKER_MEMORY_MB
+
+
+def test_serve_warns_when_the_ceilings_given_promise_more_than_the_machine_has(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lance_iceberg_ns.cli import serving
+    from lance_iceberg_ns.server import capacity
+    from lance_iceberg_ns.server.settings import ServeSettings
+
+    monkeypatch.setattr(capacity, "physical_memory_mb", lambda: 8192)
+    serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4, data_worker_memory_mb=4096))
+    warned = capsys.readouterr().err
+    assert "may allocate 16384 MiB at once, more than this machine's 8192 MiB" in warned
+    assert "at most 1536" in warned
+    serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4))  # the default fits
+    assert capsys.readouterr().err == ""
