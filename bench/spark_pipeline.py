@@ -39,13 +39,18 @@ from lance_iceberg_ns.spark import local_spark_session, read_lance, write_lance
 from lance_iceberg_ns.testing import local_catalog
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=10_000_000)
+def spark_arguments(description: str | None, rows: int, read_repeat: int) -> argparse.Namespace:
+    """The Spark benchmarks' command line: rows, partitions, write and read rounds."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=rows)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5, help="write rounds; each figure is their median")
-    parser.add_argument("--read-repeat", type=int, default=7, help="read rounds; each figure is their median")
-    args = parser.parse_args()
+    parser.add_argument("--read-repeat", type=int, default=read_repeat, help="read rounds; each figure is their median")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = spark_arguments(__doc__, rows=10_000_000, read_repeat=7)
     spark = local_spark_session("lance-iceberg-ns benchmark", config={"spark.driver.memory": "4g"})
     source = spark.range(0, args.rows, numPartitions=args.partitions).select(
         F.col("id"), (F.col("id") * 0.5).alias("value"), F.concat(F.lit("k"), F.col("id") % 1000).alias("key")

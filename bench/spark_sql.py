@@ -52,6 +52,7 @@ import pyspark
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest
 from pyspark.sql import functions as F
 from rest_server import start_server, timed
+from spark_pipeline import spark_arguments
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.spark import lance_catalog_conf, local_spark_session, read_lance, write_lance
@@ -102,12 +103,7 @@ def turns(names: list[str], round_: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=5, help="write rounds; each figure is their median")
-    parser.add_argument("--read-repeat", type=int, default=11, help="read rounds; each figure is their median")
-    args = parser.parse_args()
+    args = spark_arguments(__doc__, rows=2_000_000, read_repeat=11)
     # The report alone on standard output: the JVM Spark starts shares this process's, and prints
     # Ivy's resolution of the connector there, so it gets standard error instead.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")

@@ -41,6 +41,13 @@ from ..stores import Store
 pytestmark = pytest.mark.usefixtures("store")  # every test on a local disk and on S3
 
 
+def _written_then_dropped(ns: IcebergLanceNamespace, table_id: list[str]) -> str:
+    """A table written with two rows and soft-deleted: its location."""
+    location = _write(ns, table_id, [1, 2])
+    ns.drop_table(DropTableRequest(id=table_id))
+    return location
+
+
 def test_drop_hides_the_table_keeps_the_data_and_undrop_brings_it_back(
     ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
@@ -91,8 +98,7 @@ def test_recreate_over_a_soft_deleted_table_makes_a_new_one_and_keeps_the_old_re
     ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
-    location = _write(ns, table_id, [1, 2])
-    ns.drop_table(DropTableRequest(id=table_id))
+    location = _written_then_dropped(ns, table_id)
     declared = ns.declare_table({"id": table_id})  # a new table, at a location of its own
     assert declared.location != location
     _write(ns, table_id, [9], mode="overwrite")
@@ -158,8 +164,7 @@ def test_a_table_of_a_dropped_namespace_comes_back_once_the_namespace_exists_aga
     ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
     table_id = [*db, "t"]
-    location = _write(ns, table_id, [1, 2])
-    ns.drop_table(DropTableRequest(id=table_id))
+    location = _written_then_dropped(ns, table_id)
     ns.drop_namespace(DropNamespaceRequest(id=db))
     with pytest.raises(NamespaceNotFoundError, match="create it again"):
         ns.undrop_table(table_id)
@@ -309,8 +314,7 @@ def test_a_purge_deletes_the_manifests_then_the_marker_last(
     """Until everything else is gone the location stays owned, so nobody can declare a table there
     while the purge is still deleting."""
     table_id = [*db, "ordered"]
-    location = _write(ns, table_id, [1, 2])
-    ns.drop_table(DropTableRequest(id=table_id))
+    location = _written_then_dropped(ns, table_id)
 
     def still_owned() -> None:
         assert ns.table_status(table_id).state == "not_found"
