@@ -6,7 +6,8 @@ may hold its thread for seconds, a catalog operation for milliseconds; sharing a
 routes therefore take their threads from a limiter of their own, ``data_threads`` at a time; a data
 request beyond it waits its turn, and once ``WAITING_PER_THREAD`` times as many are waiting, the
 next is refused at once with ServiceUnavailable (503), so that neither the wait nor the bodies held
-by waiting requests grow without bound. Catalog routes keep anyio's default limiter, from which no
+by waiting requests grow without bound. The threads and the queue are shared fairly between clients
+(``WorkerThreads``). Catalog routes keep anyio's default limiter, from which no
 data request takes a thread.
 
 The data requests under way are counted here, on the event loop, rather than read from a second
@@ -16,8 +17,11 @@ on the query path.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,55 +31,151 @@ from lance_namespace.errors import ServiceUnavailableError
 from starlette.concurrency import run_in_threadpool
 
 from lance_iceberg_ns.server.routes import Route
-from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS, DEFAULT_DATA_WORKER_MEMORY_MB
+from lance_iceberg_ns.server.settings import (
+    DEFAULT_DATA_THREADS,
+    DEFAULT_DATA_WORKER_MEMORY_MB,
+    SMALLEST_DATA_WORKER_MEMORY_MB,
+)
 
 WAITING_PER_THREAD = 4
 
 T = TypeVar("T")
 
 
+def client_share(data_threads: int) -> int:
+    """How many data threads one client may hold at once: all but a quarter (at least one), which
+    are kept for the others; with one thread, that one."""
+    return data_threads - max(1, data_threads // 4) if data_threads > 1 else 1
+
+
 class WorkerThreads:
     """Where each route's work runs: data routes on ``data_threads`` threads of their own (with a
-    bounded queue), catalog routes on anyio's default threads."""
+    bounded queue, shared fairly between clients), catalog routes on anyio's default threads.
+
+    **Fairness.** A client (its address, as the audit log has it: behind a trusted proxy, the one
+    the proxy forwards) holds at most ``client_share`` of the data threads, and at most its share of
+    the queue; when a thread frees, it goes to the waiting client that holds the fewest, the
+    longest-waiting first among equals. One client's slow requests (allocation bombs that run a
+    worker to its ceiling, reads of crashing tables that cost a worker start each) therefore never
+    hold every thread: another client's request finds one free, or the next one that frees."""
 
     def __init__(self, data_threads: int = DEFAULT_DATA_THREADS) -> None:
         if data_threads < 1:
             raise ValueError("data_threads must be at least 1")
         self.data_threads = data_threads
         self.most_waiting = data_threads * WAITING_PER_THREAD
-        self._threads = anyio.CapacityLimiter(data_threads)
+        self.share = client_share(data_threads)
+        self.most_waiting_per_client = max(1, self.most_waiting * self.share // data_threads)
+        self._threads = anyio.CapacityLimiter(data_threads)  # never waits: requests are let in by _turns
         self._data_requests = 0  # running or waiting for a thread (read and written on the event loop)
+        self._running = 0
+        self._running_by_client: dict[str, int] = {}
+        self._waiting: dict[str, collections.deque[_Turn]] = {}  # by client, oldest first
+        self._arrivals = itertools.count()
 
     @property
     def waiting(self) -> int:
         """Data requests waiting for a thread."""
-        return max(0, self._data_requests - self.data_threads)
+        return max(0, self._data_requests - self._running)
 
-    def check_room(self, route: Route, data: bool | None = None) -> None:
+    def check_room(self, route: Route, data: bool | None = None, client: str = "") -> None:
         """ServiceUnavailableError when ``route`` reads or writes data (or ``data`` says this request
-        does) and its queue is full; checked before a body is read, and again as the request takes
-        its place in the queue."""
+        does) and its queue, or ``client``'s share of it, is full; checked before a body is read, and
+        again as the request takes its place in the queue."""
+        if not (route.reads_or_writes_data if data is None else data):
+            return
         waiting = self.waiting
-        if (route.reads_or_writes_data if data is None else data) and waiting >= self.most_waiting:
+        if waiting >= self.most_waiting:
             raise ServiceUnavailableError(
                 f"The server is busy: {waiting} data requests are waiting for one of its "
                 f"{self.data_threads} data threads; retry later"
             )
+        mine = len(self._waiting.get(client, ()))
+        if mine >= self.most_waiting_per_client:
+            raise ServiceUnavailableError(
+                f"The server is busy: {mine} data requests from this client are waiting for one of its "
+                f"{self.data_threads} data threads, as many as one client may have waiting; retry later"
+            )
 
-    async def run(self, route: Route, function: Callable[..., T], *args: object, data: bool | None = None) -> T:
+    async def run(
+        self, route: Route, function: Callable[..., T], *args: object, data: bool | None = None, client: str = ""
+    ) -> T:
         """``function(*args)`` in a worker thread of ``route``'s kind (or of ``data``'s, for a
-        request of a catalog route that opens a dataset), once it is the request's turn.
-        A request cancelled while its call runs waits for the call (anyio shields it), so that the
-        count stays that of the threads' calls."""
+        request of a catalog route that opens a dataset), once it is the request's turn
+        (``client``'s, for a data request). A request cancelled while its call runs waits for the
+        call (anyio shields it), so that the count stays that of the threads' calls."""
         data = route.reads_or_writes_data if data is None else data
         if not data:
             return await run_in_threadpool(function, *args)
-        self.check_room(route, data)  # no await between the check and joining the queue: the cap is exact
+        self.check_room(route, data, client)  # no await between the check and joining the queue: the cap is exact
         self._data_requests += 1
         try:
-            return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
+            await self._take_a_thread(client)
+            try:
+                return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
+            finally:
+                self._give_back(client)
         finally:
             self._data_requests -= 1
+
+    def running(self, client: str) -> int:
+        """Data requests of ``client`` holding a thread."""
+        return self._running_by_client.get(client, 0)
+
+    async def _take_a_thread(self, client: str) -> None:
+        if self._running < self.data_threads and self.running(client) < self.share:
+            self._hold(client)  # a thread free and nobody waiting for it (every waiting client is at its share)
+            return
+        turn = _Turn(next(self._arrivals))
+        self._waiting.setdefault(client, collections.deque()).append(turn)
+        self._hand_out()  # there may be room for this one now
+        try:
+            await turn.given.wait()
+        except BaseException:
+            if turn.given.is_set():  # given and then cancelled: to the next
+                self._give_back(client)
+            else:
+                queue = self._waiting[client]
+                queue.remove(turn)
+                if not queue:
+                    del self._waiting[client]
+            raise
+
+    def _hold(self, client: str) -> None:
+        self._running += 1
+        self._running_by_client[client] = self.running(client) + 1
+
+    def _give_back(self, client: str) -> None:
+        self._running -= 1
+        left = self.running(client) - 1
+        if left:
+            self._running_by_client[client] = left
+        else:
+            del self._running_by_client[client]
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Free threads to waiting requests: each to the client holding the fewest (within its
+        share), its oldest request; among clients holding as many, the one waiting longest."""
+        while self._running < self.data_threads and self._waiting:
+            eligible = [c for c in self._waiting if self.running(c) < self.share]
+            if not eligible:
+                return
+            client = min(eligible, key=lambda c: (self.running(c), self._waiting[c][0].arrival))
+            queue = self._waiting[client]
+            turn = queue.popleft()
+            if not queue:
+                del self._waiting[client]
+            self._hold(client)
+            turn.given.set()
+
+
+@dataclass
+class _Turn:
+    """A data request waiting for a thread: ``given`` is set once one is held for it."""
+
+    arrival: int
+    given: anyio.Event = field(default_factory=anyio.Event)
 
 
 class HeldBytes:
@@ -123,11 +223,13 @@ def _mib(size: int) -> str:
 def default_worker_memory_mb(data_threads: int) -> int:
     """A data worker's ceiling when none is given: ``DEFAULT_DATA_WORKER_MEMORY_MB``, or less so
     that one per data thread fits in three quarters of the memory this process may use (at least
-    256 MiB): the workers' ceilings together never promise more than the machine has."""
+    ``SMALLEST_DATA_WORKER_MEMORY_MB``): the workers' ceilings together never promise more than the machine has."""
     machine = physical_memory_mb()
     if machine is None:
         return DEFAULT_DATA_WORKER_MEMORY_MB
-    return max(256, min(DEFAULT_DATA_WORKER_MEMORY_MB, machine * 3 // 4 // max(1, data_threads)))
+    return max(
+        SMALLEST_DATA_WORKER_MEMORY_MB, min(DEFAULT_DATA_WORKER_MEMORY_MB, machine * 3 // 4 // max(1, data_threads))
+    )
 
 
 def physical_memory_mb() -> int | None:

@@ -281,13 +281,16 @@ def serving_endpoint(
         return isolated.answer(route, request, body, bearer_token(http_request.headers.getlist("authorization")))
 
     async def endpoint(http_request: Request) -> Response:
-        threads.check_room(route)
+        client = http_request.client.host if http_request.client else ""
+        threads.check_room(route, client=client)
         arrived = request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
         try:
             body = await http_request.body() if route.json_body or route.arrow_body else b""
-            answered = await threads.run(route, answer, http_request, body)
+            answered = await threads.run(route, answer, http_request, body, client=client)
             if isinstance(answered, _DataOfACatalogRoute):  # with isolated, set
-                return await threads.run(route, isolated_answer, http_request, answered.request, body, data=True)
+                return await threads.run(
+                    route, isolated_answer, http_request, answered.request, body, data=True, client=client
+                )
             return answered
         finally:  # the app may run in its caller's own task (httpx's ASGI transport): leave no stale moment
             request_arrived.reset(arrived)

@@ -10,7 +10,8 @@ with a memory ceiling. A worker that dies answers its own request, and only that
 - an allocation over the ceiling is the input's doing: InvalidInputError (400), naming the ceiling;
 - any other end (a signal, the system's OOM killer) is ServiceUnavailableError (503): retry.
 
-Another worker is started at once in its place. The server process keeps the catalog routes,
+Another worker is started at once in its place: a fork of the template that has loaded pylance
+(``forking``), ready in milliseconds. The server process keeps the catalog routes,
 health, metrics and the event loop: none of them waits behind data work, and none shares its memory.
 
 Workers belong to the process, not to one app: apps with the same ceiling share them (each app
@@ -33,7 +34,6 @@ import secrets
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -53,14 +53,15 @@ from starlette.responses import Response
 
 from lance_iceberg_ns import limits
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.server.forking import start_worker, stop_template
 from lance_iceberg_ns.server.logs import redact
 from lance_iceberg_ns.server.routes import Route
 from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
-from lance_iceberg_ns.server.worker import READY, WORKER_MODULE, read_message, write_message
+from lance_iceberg_ns.server.worker import READY, read_message, write_message
 
 logger = logging.getLogger(__name__)
 
-START_SECONDS = 120.0  # how long a worker may take to import pylance and say it is ready (a loaded host)
+START_SECONDS = 120.0  # how long a worker may take to be forked and say it is ready (a loaded host)
 STOP_SECONDS = 5.0
 STARTED_WITH_THE_APP = 2  # workers started before any request: each takes about 250 MB once pylance is loaded
 IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
@@ -331,14 +332,7 @@ class _Worker:
     this process's log (the last lines kept, to say why it ended)."""
 
     def __init__(self, memory_mb: int) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE, str(memory_mb << 20)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-            start_new_session=True,  # a Ctrl-C or a signal to the server's group is the server's to handle
-        )
+        self.process = start_worker(memory_mb << 20)  # a fork of the template: no imports to wait for
         for pipe in (self.process.stdin, self.process.stdout):  # a body or an answer in fewer wake-ups
             with contextlib.suppress(OSError, AttributeError):
                 fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
@@ -419,3 +413,4 @@ class _Worker:
 def _stop_workers() -> None:
     for workers in list(DataWorkers._by_ceiling.values()):
         workers.close()
+    stop_template()

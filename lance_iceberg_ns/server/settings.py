@@ -39,6 +39,7 @@ DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
 # data operations running at once at most: each may keep a data worker process (about 250 MB idle)
 MAX_DATA_THREADS = 256
 DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # the most one data worker may allocate unless told (server.isolation)
+SMALLEST_DATA_WORKER_MEMORY_MB = 256  # below it, a worker cannot hold pylance once loaded
 DEFAULT_DATA_REQUEST_SECONDS = 900.0  # how long one data request may run in its worker (server.isolation)
 
 
@@ -277,7 +278,7 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ),
     ServeOption(
         "--data-worker-memory-mb",
-        Number(minimum=256),
+        Number(minimum=SMALLEST_DATA_WORKER_MEMORY_MB),
         None,
         "the memory one data worker process may allocate (default: 4096, or less so that one per data thread fits "
         "in three quarters of the machine's memory); a request that needs more is answered 400 and its worker "

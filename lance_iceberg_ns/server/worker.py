@@ -1,8 +1,9 @@
 """A data worker: the process in which the server runs one data request at a time (``isolation``).
 
-``python -m lance_iceberg_ns.server.worker MEMORY_BYTES`` caps its own memory first
-(``RLIMIT_DATA``: a larger allocation fails, and pylance, which cannot recover from a failed
-allocation, ends this process, not the server), then reads requests from its stdin and writes
+A worker is a fork of the template (``forking``), which has already imported what ``load``
+imports. ``main`` caps its own memory first (``RLIMIT_DATA``: a larger allocation fails, and
+pylance, which cannot recover from a failed allocation, ends this process, not the server), then
+reads requests from its stdin and writes
 answers to its stdout, one message each (``write_message``). Everything else it prints, its
 logging and Lance's own, goes to stderr, which the server relays to its log.
 
@@ -23,7 +24,7 @@ import sys
 from typing import IO, Any
 
 _LENGTHS = struct.Struct("<IQ")  # header bytes, payload bytes
-WORKER_MODULE = __name__ if __name__ != "__main__" else "lance_iceberg_ns.server.worker"
+WORKER_MODULE = __name__
 READY = "ready"
 SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
 OOM_SCORE_ADJUSTMENT = 500
@@ -84,7 +85,7 @@ def main(memory_bytes: int) -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    _load()
+    load()  # already loaded in the template it was forked from
     runner = _Runner()
     write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
     while (message := read_message(requests)) is not None:
@@ -93,7 +94,7 @@ def main(memory_bytes: int) -> None:
         write_message(answers, answer_header, content)
 
 
-def _load() -> None:
+def load() -> None:
     """Import what answering a request takes (pylance, pyiceberg, the bridge: a second or more on a
     loaded host), so that a worker that says it is ready is."""
     import lance  # noqa: F401
@@ -209,7 +210,3 @@ class _Runner:
 
 def _close(namespace: Any) -> None:
     namespace.close()
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]))

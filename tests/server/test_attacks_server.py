@@ -410,8 +410,9 @@ SLOW_FILTER = "levenshtein(text, repeat('x', 280)) < 0"  # legal, and about 0.1 
 def test_slow_data_requests_wait_for_their_own_threads_while_catalog_requests_are_answered(
     catalog_server: Any, tmp_path: Path
 ) -> None:
-    """50 slow queries at once (more than anyio's 40 shared threads): 2 run, 8 wait, the rest are
-    refused at once with 503; a catalog request is answered within a second throughout."""
+    """50 slow queries at once from one client (more than anyio's 40 shared threads): it holds one of
+    the 2 data threads (the other is kept for other clients) with 4 waiting, the rest are refused at
+    once with 503; a catalog request is answered within a second throughout."""
     warehouse = f"wh_{uuid.uuid4().hex[:10]}"
     extra = ["--data-threads", "2"]
     with served_in_subprocess(catalog_server.endpoint, str(tmp_path), warehouse, extra_args=extra) as process:
@@ -431,7 +432,7 @@ def test_slow_data_requests_wait_for_their_own_threads_while_catalog_requests_ar
         answers = answered_while(process, fifty_at_once)
         after = query(0)
     statuses = [answer.status_code for answer in answers]
-    assert set(statuses) == {200, 503} and statuses.count(200) >= 2 + 2 * 4, statuses
+    assert set(statuses) == {200, 503} and statuses.count(200) >= 1 + 4, statuses
     refused = [answer for answer in answers if answer.status_code == 503]
     assert all(answer.json()["code"] == 17 for answer in refused)
     assert all(answer.json()["detail"] == "ServiceUnavailableError" for answer in refused)

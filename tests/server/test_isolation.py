@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -75,20 +76,22 @@ def one_value_dictionary(rows: int, value: str) -> pa.Array:
 
 
 def worker_pids(server: int | None = None) -> set[int]:
-    """The data workers started with this module's ceiling by the ``server`` process, or by any."""
-    found = set()
+    """The data workers of the ``server`` process, or of any: forks of the template it started
+    (``forking``), whose parent is the template."""
+    parents: dict[int, int] = {}
+    templates = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        ours = b"lance_iceberg_ns.server.worker" in command and str(WORKER_MEMORY_MB << 20).encode() in command
-        if ours and server in (None, parent):
-            found.add(int(entry.name))
-    return found
+        if b"lance_iceberg_ns.server.forking" in command:
+            templates.add(int(entry.name))
+    ours = {pid for pid in templates if server in (None, parents[pid])}  # a worker's parent is a template too
+    return {pid for pid, parent in parents.items() if parent in ours}
 
 
 def victim_is_intact(served: Served, before: dict[str, Any]) -> None:
@@ -280,9 +283,9 @@ def test_workers_end_with_their_server_however_it_ends(catalog_server: Any, tmp_
             writing = threading.Thread(target=_insert_quietly, args=(process.uri, namespace), daemon=True)
             writing.start()
             deadline = time.monotonic() + 30
-            while len(workers_of(process.process.pid)) < 2 and time.monotonic() < deadline:
+            while len(worker_pids(process.process.pid)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.1)
-            workers = workers_of(process.process.pid)
+            workers = worker_pids(process.process.pid)
             assert workers, "the server started no data worker"
             process.process.kill()
             process.process.wait(10)
@@ -297,21 +300,6 @@ def test_workers_end_with_their_server_however_it_ends(catalog_server: Any, tmp_
 def _insert_quietly(uri: str, namespace: str) -> None:
     with contextlib.suppress(requests.RequestException):  # the server is killed under it
         post(uri, f"/v1/table/{namespace}$late/insert", data=ipc(ROW))
-
-
-def workers_of(server: int) -> list[int]:
-    """The data workers the process ``server`` started."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                command = (entry / "cmdline").read_bytes()
-            except (OSError, ValueError, IndexError):
-                continue
-            if parent == server and b"lance_iceberg_ns.server.worker" in command:
-                found.append(int(entry.name))
-    return found
 
 
 def test_a_describe_that_opens_the_dataset_runs_in_a_worker_and_a_plain_one_in_the_server(
@@ -398,3 +386,39 @@ def test_the_server_process_opens_no_dataset_for_a_catalog_request(
     assert listed.status_code == 200 and listed.json()["tables"] == ["m"], listed.text
     assert declared.status_code == 400 and "register_table" in declared.json()["error"], declared.text
     assert detailed.json()["version"] == 2  # the version written by location was adopted before the answer
+
+
+def test_one_clients_allocation_bombs_leave_another_clients_data_requests_answered(served: Served) -> None:
+    """Four allocation bombs at once from one client hold one of the two data threads (the other is
+    kept for other clients), and each worker they end is forked again from the template at once:
+    another client's data requests are answered within 2 s throughout. Clients are told apart by
+    the address a trusted proxy (here loopback) forwards."""
+    table = f"{served.uri}/v1/table/{served.namespace}$bombed"
+    rows = ipc(pa.table({"id": pa.array(range(1_000_000), pa.int64())}))
+    assert requests.post(f"{table}/create", data=rows, timeout=60).status_code == 200
+    literal = "'" + "z" * 3_000 + "'"  # within the bound on literals; 3 GB over a million rows
+    query = {
+        "k": 1_000_000,
+        "vector": {},
+        "columns": {"column_aliases": {"id": "id", "c": f"arrow_cast({literal}, 'LargeUtf8')"}},
+    }
+
+    def bomb() -> requests.Response:
+        return requests.post(f"{table}/query", json=query, headers={"X-Forwarded-For": "203.0.113.7"}, timeout=300)
+
+    victim = f"{served.uri}/v1/table/{served.namespace}$victim/count_rows"
+    slowest, answers = 0.0, []
+    with ThreadPoolExecutor(4) as pool:
+        bombs = [pool.submit(bomb) for _ in range(4)]
+        while not all(future.done() for future in bombs):
+            started = time.monotonic()
+            answer = requests.post(victim, json={}, headers={"X-Forwarded-For": "198.51.100.2"}, timeout=60)
+            slowest = max(slowest, time.monotonic() - started)
+            answers.append((answer.status_code, answer.text))
+            time.sleep(0.1)
+    for future in bombs:
+        assert_refused_as_input(future.result())
+        assert "more memory than a data worker may use" in future.result().json()["error"]
+    assert len(answers) >= 5 and set(answers) == {(200, "100")}, answers[:3]
+    assert slowest < 2, f"another client's data request waited {slowest:.2f} s"
+    assert served.process.alive()

@@ -4,6 +4,7 @@ start, and a table whose requests keep ending their workers by a signal is refus
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -14,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_iceberg_ns.server import isolation
+from lance_iceberg_ns.server import forking, isolation
 from lance_iceberg_ns.server.isolation import CrashingTables, DataWorkers
 
 from ..helpers import ipc
@@ -149,3 +150,53 @@ def test_serve_warns_when_the_ceilings_given_promise_more_than_the_machine_has(
     assert "at most 1536" in warned
     serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4))  # the default fits
     assert capsys.readouterr().err == ""
+
+
+# --- workers are forks of a template that has loaded pylance ------------------------------------------
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _data_ceiling(pid: int) -> int:
+    line = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines() if "Max data size" in line)
+    return int(line.split()[3])
+
+
+def test_workers_are_forks_of_one_template_each_with_its_own_ceiling_and_its_end_reported() -> None:
+    workers = [isolation._Worker(memory_mb) for memory_mb in (300, 1024)]
+    try:
+        for worker in workers:
+            worker.wait_ready()
+        template = forking.Template.running().process.pid
+        assert [_parent(worker.process.pid) for worker in workers] == [template, template]
+        assert [_data_ceiling(worker.process.pid) for worker in workers] == [300 << 20, 1024 << 20]
+        os.kill(workers[0].process.pid, signal.SIGSEGV)
+        assert workers[0].process.wait(10) == -signal.SIGSEGV  # as subprocess says a signal, for CrashingTables
+        again = isolation._Worker(300)
+        again.wait_ready()
+        assert _parent(again.process.pid) == template  # the template lives on: no import paid again
+        again.stop()
+        assert again.process.returncode == 0  # its pipe closed, it ended by itself
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def test_a_template_that_ends_takes_its_workers_with_it_and_is_started_again() -> None:
+    worker = isolation._Worker(300)
+    worker.wait_ready()
+    template = forking.Template.running()
+    template.process.kill()
+    assert worker.process.wait(10) is None  # ended with it; its status was the template's to reap
+    with pytest.raises((EOFError, OSError)):
+        worker.call(5, {"operation": "count_table_rows"})
+    replacement = isolation._Worker(300)
+    try:
+        replacement.wait_ready()
+        assert forking.Template.running() is not template
+        assert _parent(replacement.process.pid) == forking.Template.running().process.pid
+    finally:
+        replacement.stop()
+        worker.stop()

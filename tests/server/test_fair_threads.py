@@ -1,0 +1,200 @@
+"""The data threads shared fairly between clients: one client holds at most its share of them and of
+the queue, and a thread that frees goes to the waiting client holding the fewest. Checked on
+``WorkerThreads`` itself, then through a served app with clients told apart by the address a
+trusted proxy forwards."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import anyio
+import pytest
+import requests
+from lance_namespace.errors import ServiceUnavailableError
+
+from lance_iceberg_ns.server.capacity import WorkerThreads, client_share
+from lance_iceberg_ns.server.routes import ROUTES
+
+from .test_attacks_server import BlockingNamespace
+
+DATA_ROUTE = next(route for route in ROUTES if route.operation == "count_table_rows")
+
+
+@pytest.mark.parametrize(("threads", "share"), [(1, 1), (2, 1), (3, 2), (4, 3), (8, 6), (16, 12)])
+def test_a_client_may_hold_all_but_a_quarter_of_the_threads(threads: int, share: int) -> None:
+    assert client_share(threads) == share
+
+
+class _Calls:
+    """Blocking calls, each released by name, recording the order they started in."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.releases: dict[str, threading.Event] = {}
+
+    def call(self, name: str) -> Callable[[], str]:
+        release = self.releases.setdefault(name, threading.Event())
+
+        def blocking() -> str:
+            self.started.append(name)
+            assert release.wait(30)
+            return name
+
+        return blocking
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(10):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+def test_another_client_finds_a_thread_while_one_client_fills_its_share() -> None:
+    threads, calls, results = WorkerThreads(4), _Calls(), []
+
+    async def run(name: str, client: str) -> None:
+        results.append(await threads.run(DATA_ROUTE, calls.call(name), client=client))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for index in range(6):
+                group.start_soon(run, f"a{index}", "10.0.0.1")
+            await _until(lambda: len(calls.started) == 3)
+            await anyio.sleep(0.1)
+            assert sorted(calls.started) == ["a0", "a1", "a2"] and threads.waiting == 3  # the fourth thread is kept
+            group.start_soon(run, "b0", "10.0.0.2")
+            await _until(lambda: "b0" in calls.started)  # at once, beside a's three
+            calls.releases["b0"].set()
+            await _until(lambda: results == ["b0"])
+            assert threads.running("10.0.0.1") == 3  # a's waiting requests do not take b's thread
+            for index in range(6):
+                calls.releases.setdefault(f"a{index}", threading.Event()).set()
+
+    anyio.run(main)
+    assert sorted(results) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
+
+
+def test_a_thread_that_frees_goes_to_the_waiting_client_holding_the_fewest() -> None:
+    threads, calls = WorkerThreads(4), _Calls()
+
+    async def run(name: str, client: str) -> None:
+        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for index in range(3):
+                group.start_soon(run, f"a{index}", "a")
+            await _until(lambda: len(calls.started) == 3)
+            group.start_soon(run, "b0", "b")
+            await _until(lambda: len(calls.started) == 4)  # every thread taken: 3 by a, 1 by b
+            group.start_soon(run, "a3", "a")  # waits first ...
+            await anyio.sleep(0.1)
+            group.start_soon(run, "b1", "b")
+            group.start_soon(run, "c0", "c")  # ... then b and c, holding one and none
+            await anyio.sleep(0.1)
+            assert threads.waiting == 3
+            calls.releases["a0"].set()  # a thread frees: c holds none
+            await _until(lambda: len(calls.started) == 5)
+            assert calls.started[4] == "c0"
+            calls.releases["c0"].set()  # a holds 2, b 1: b's turn, though a waited longer
+            await _until(lambda: len(calls.started) == 6)
+            assert calls.started[5] == "b1"
+            calls.releases["b0"].set()
+            await _until(lambda: len(calls.started) == 7)
+            assert calls.started[6] == "a3"
+            for release in calls.releases.values():
+                release.set()
+
+    anyio.run(main)
+
+
+def test_one_client_may_fill_only_its_share_of_the_queue() -> None:
+    threads, calls = WorkerThreads(2), _Calls()  # a client: 1 thread, 4 of the 8 waiting places
+    refusals: list[str] = []
+
+    async def run(name: str, client: str) -> None:
+        try:
+            await threads.run(DATA_ROUTE, calls.call(name), client=client)
+        except ServiceUnavailableError as error:
+            refusals.append(f"{name}: {error}")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for index in range(7):
+                group.start_soon(run, f"a{index}", "a")
+                await anyio.sleep(0.02)
+            await _until(lambda: len(refusals) == 2)
+            group.start_soon(run, "b0", "b")
+            await _until(lambda: "b0" in calls.started)
+            for name in ["b0", *(f"a{index}" for index in range(7))]:
+                calls.releases.setdefault(name, threading.Event()).set()
+
+    anyio.run(main)
+    assert [refusal.split(":")[0] for refusal in refusals] == ["a5", "a6"]
+    assert all("from this client" in refusal for refusal in refusals)
+
+
+def test_a_request_cancelled_while_waiting_leaves_its_place_and_one_given_a_thread_passes_it_on() -> None:
+    threads, calls = WorkerThreads(2), _Calls()
+
+    async def run(name: str, client: str) -> None:
+        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, "a0", "a")
+            await _until(lambda: calls.started == ["a0"])
+            async with anyio.create_task_group() as cancelled:
+                cancelled.start_soon(run, "a1", "a")
+                await _until(lambda: threads.waiting == 1)
+                cancelled.cancel_scope.cancel()
+            assert threads.waiting == 0 and "a" not in threads._waiting
+            group.start_soon(run, "a2", "a")
+            await _until(lambda: threads.waiting == 1)
+            calls.releases["a0"].set()
+            await _until(lambda: calls.started == ["a0", "a2"])
+            calls.releases["a2"].set()
+        assert threads._running == 0 and threads._running_by_client == {} and threads.waiting == 0
+
+    anyio.run(main)
+
+
+def test_a_served_client_is_answered_while_another_fills_its_share_of_the_data_threads() -> None:
+    """Through the app: clients behind a trusted proxy (here loopback) are told apart by the address
+    it forwards; the one that sends eight slow requests at once holds three of the four threads."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    backend = BlockingNamespace()
+    with serve_in_background(backend, data_threads=4) as running, ThreadPoolExecutor(8) as pool:
+        count = f"{running.uri}/v1/table/a$b/count_rows"
+
+        def post_as(address: str) -> requests.Response:
+            return requests.post(count, json={}, headers={"X-Forwarded-For": address}, timeout=60)
+
+        try:
+            attacker = [pool.submit(post_as, "203.0.113.7") for _ in range(8)]
+            for _ in range(3):
+                assert backend.started.acquire(timeout=30)
+            assert not backend.started.acquire(timeout=1)  # the fourth thread stays free
+            victim: dict[str, Any] = {}
+
+            def victim_request() -> None:
+                started = time.monotonic()
+                victim["answer"] = requests.post(
+                    count, json={}, headers={"X-Forwarded-For": "198.51.100.2"}, timeout=60
+                )
+                victim["seconds"] = time.monotonic() - started
+
+            thread = threading.Thread(target=victim_request)
+            thread.start()
+            assert backend.started.acquire(timeout=5)  # the victim's request runs now
+        finally:
+            backend.release.set()
+        thread.join(30)
+        statuses = [future.result().status_code for future in attacker]
+    assert victim["answer"].status_code == 200 and victim["seconds"] < 2
+    assert statuses == [200] * 8  # the attacker's waiting requests ran in turn
