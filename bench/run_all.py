@@ -200,6 +200,14 @@ def data_plane(text: str) -> list[Row]:
     ]
 
 
+def worker_start(text: str) -> list[Row]:
+    """A data worker forked from the template against one started as a new interpreter, for information."""
+    (new,) = _number(r"^a new interpreter importing pylance\s+([\d.]+)", text)
+    (forked,) = _number(r"^a fork of the template\s+([\d.]+)", text)
+    (ratio,) = _number(r"worker start: the fork vs a new interpreter: ([\d.]+)x", text)
+    return [_information("data worker ready, fork vs new interpreter", f"{forked} ms", f"{new} ms", ratio)]
+
+
 def write_batches(text: str) -> list[Row]:
     """Lance's CPU for rows handed to it as given and joined by the bridge, for information."""
     rows = []
@@ -272,6 +280,7 @@ BENCHMARKS: dict[str, Callable[[str], list[Row]]] = {
     "spark_sql": spark_sql,
     "managed_commits": managed_commits,
     "data_plane": data_plane,
+    "worker_start": worker_start,
     "write_batches": write_batches,
     "object_store": object_store,
 }
