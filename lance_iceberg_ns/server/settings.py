@@ -36,7 +36,7 @@ DEFAULT_MAX_HELD_MB = 4 * DEFAULT_MAX_DATA_BODY_MB  # request and answer bodies 
 DEFAULT_MAX_CONNECTIONS = 4096  # connections one server process keeps open at once (``connections``)
 DEFAULT_REQUEST_READ_TIMEOUT = 30.0  # seconds a client may take to send a request's head and body
 DEFAULT_DATA_THREADS = 8  # data operations running at once (server.capacity)
-# data operations running at once at most: each may keep a data worker process (about 250 MB idle)
+# data operations running at once at most: each may keep a data worker process (about 35 MB of its own idle)
 MAX_DATA_THREADS = 256
 DEFAULT_DATA_WORKER_MEMORY_MB = 4096  # the most one data worker may allocate unless told (server.isolation)
 SMALLEST_DATA_WORKER_MEMORY_MB = 256  # below it, a worker cannot hold pylance once loaded
