@@ -62,20 +62,22 @@ def _leave_a_core_to_python() -> None:
 
 def _warn_if_workers_may_outgrow_the_memory(settings: ServeSettings) -> None:
     """Say so when the data workers may, all at once, allocate more than this machine has: each
-    may take its ceiling (``--data-worker-memory-mb``), as many at once as there are data threads,
-    and the system's OOM killer then ends processes where a ceiling would have answered 400."""
+    may take its ceiling (``--data-worker-memory-mb``), as many at once as there are data threads in
+    each server process (``--workers``), and the system's OOM killer then ends processes where a
+    ceiling would have answered 400."""
     from lance_iceberg_ns.server.capacity import default_worker_memory_mb, physical_memory_mb
     from lance_iceberg_ns.server.settings import DEFAULT_DATA_THREADS
 
     threads = settings.data_threads or DEFAULT_DATA_THREADS
-    each = settings.data_worker_memory_mb or default_worker_memory_mb(threads)
-    most = threads * each
+    each = settings.data_worker_memory_mb or default_worker_memory_mb(threads, settings.workers)
+    workers = threads * settings.workers
+    most = workers * each
     machine = physical_memory_mb()
     if machine and most > machine:
         click.echo(
-            f"Warning: {threads} data workers of {each} MiB each may allocate {most} MiB "
-            f"at once, more than this machine's {machine} MiB: lower --data-worker-memory-mb to at most "
-            f"{machine * 3 // 4 // threads} or --data-threads",
+            f"Warning: {workers} data workers ({threads} data threads in each of {settings.workers} server "
+            f"processes) of {each} MiB each may allocate {most} MiB at once, more than this machine's {machine} MiB: "
+            f"lower --data-worker-memory-mb to at most {machine * 3 // 4 // workers}, --data-threads or --workers",
             err=True,
         )
 

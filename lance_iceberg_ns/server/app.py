@@ -62,6 +62,7 @@ def create_app(
     data_isolation: bool = True,
     data_worker_memory_mb: int | None = None,
     data_request_timeout: float = DEFAULT_DATA_REQUEST_SECONDS,
+    server_processes: int = 1,
 ) -> Starlette:
     """The Lance REST Namespace API over ``namespace``, or over an ``IcebergLanceNamespace`` made
     from ``properties``.
@@ -78,7 +79,9 @@ def create_app(
     ``data_isolation``: run each data request in a worker process of its own at the time, with a
     memory ceiling of ``data_worker_memory_mb`` MiB, ended after ``data_request_timeout`` seconds
     (``isolation``); a namespace other than the
-    bridge itself, which a worker cannot rebuild, is served in process.
+    bridge itself, which a worker cannot rebuild, is served in process. ``server_processes``: how
+    many processes serve this app side by side (``serve --workers``); when no ceiling is given, the
+    default is shared among all their data threads.
 
     Besides the Lance routes: ``/healthz`` and ``/readyz`` (no token needed, ``health``) and
     ``/metrics`` (Prometheus, behind the token like every route, ``observability``; with
@@ -90,7 +93,11 @@ def create_app(
     forget_secrets_in_logs(auth_tokens)
     threads = WorkerThreads(data_threads)
     recipe = Recipe.of(namespace, properties, forward_bearer_token) if data_isolation else None
-    memory_mb = data_worker_memory_mb if data_worker_memory_mb is not None else default_worker_memory_mb(data_threads)
+    memory_mb = (
+        data_worker_memory_mb
+        if data_worker_memory_mb is not None
+        else default_worker_memory_mb(data_threads, server_processes)
+    )
     isolated = Isolated(recipe, memory_mb, data_threads, data_request_timeout) if recipe is not None else None
     app = Starlette()
     app.router.redirect_slashes = False  # a redirect would be built from the client's Host header

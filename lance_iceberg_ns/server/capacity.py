@@ -55,7 +55,9 @@ class WorkerThreads:
     **Fairness.** A client (its address, as the audit log has it: behind a trusted proxy, the one
     the proxy forwards) holds at most ``client_share`` of the data threads, and at most its share of
     the queue; when a thread frees, it goes to the waiting client that holds the fewest, the
-    longest-waiting first among equals. One client's slow requests (allocation bombs that run a
+    longest-waiting first among equals. When the queue is full, a request from a client with fewer
+    waiting than another takes the place of that other's newest (answered 503): clients that fill
+    the queue between them cannot keep a third out of it. One client's slow requests (allocation bombs that run a
     worker to its ceiling, reads of crashing tables that cost a worker start each) therefore never
     hold every thread: another client's request finds one free, or the next one that frees."""
 
@@ -67,8 +69,8 @@ class WorkerThreads:
         self.share = client_share(data_threads)
         self.most_waiting_per_client = max(1, self.most_waiting * self.share // data_threads)
         self._threads = anyio.CapacityLimiter(data_threads)  # never waits: requests are let in by _turns
-        self._data_requests = 0  # running or waiting for a thread (read and written on the event loop)
-        self._running = 0
+        self._running = 0  # all of these are read and written on the event loop only
+        self._queued = 0
         self._running_by_client: dict[str, int] = {}
         self._waiting: dict[str, collections.deque[_Turn]] = {}  # by client, oldest first
         self._arrivals = itertools.count()
@@ -76,25 +78,25 @@ class WorkerThreads:
     @property
     def waiting(self) -> int:
         """Data requests waiting for a thread."""
-        return max(0, self._data_requests - self._running)
+        return self._queued
 
     def check_room(self, route: Route, data: bool | None = None, client: str = "") -> None:
         """ServiceUnavailableError when ``route`` reads or writes data (or ``data`` says this request
-        does) and its queue, or ``client``'s share of it, is full; checked before a body is read, and
-        again as the request takes its place in the queue."""
+        does) and ``client`` has its share of the queue waiting, or the queue is full and no other
+        client has more than one more waiting than it; checked before a body is read, and again as
+        the request takes its place in the queue."""
         if not (route.reads_or_writes_data if data is None else data):
             return
-        waiting = self.waiting
-        if waiting >= self.most_waiting:
-            raise ServiceUnavailableError(
-                f"The server is busy: {waiting} data requests are waiting for one of its "
-                f"{self.data_threads} data threads; retry later"
-            )
         mine = len(self._waiting.get(client, ()))
         if mine >= self.most_waiting_per_client:
             raise ServiceUnavailableError(
                 f"The server is busy: {mine} data requests from this client are waiting for one of its "
                 f"{self.data_threads} data threads, as many as one client may have waiting; retry later"
+            )
+        if self._queued >= self.most_waiting and self._longest_queue(beyond=mine + 1) is None:
+            raise ServiceUnavailableError(
+                f"The server is busy: {self._queued} data requests are waiting for one of its "
+                f"{self.data_threads} data threads; retry later"
             )
 
     async def run(
@@ -108,15 +110,11 @@ class WorkerThreads:
         if not data:
             return await run_in_threadpool(function, *args)
         self.check_room(route, data, client)  # no await between the check and joining the queue: the cap is exact
-        self._data_requests += 1
+        await self._take_a_thread(client)
         try:
-            await self._take_a_thread(client)
-            try:
-                return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
-            finally:
-                self._give_back(client)
+            return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
         finally:
-            self._data_requests -= 1
+            self._give_back(client)
 
     def running(self, client: str) -> int:
         """Data requests of ``client`` holding a thread."""
@@ -126,20 +124,49 @@ class WorkerThreads:
         if self._running < self.data_threads and self.running(client) < self.share:
             self._hold(client)  # a thread free and nobody waiting for it (every waiting client is at its share)
             return
+        if self._queued >= self.most_waiting:  # full, and check_room found a longer queue than this client's
+            self._push_out(self._longest_queue(beyond=len(self._waiting.get(client, ())) + 1))
         turn = _Turn(next(self._arrivals))
         self._waiting.setdefault(client, collections.deque()).append(turn)
+        self._queued += 1
         self._hand_out()  # there may be room for this one now
         try:
             await turn.given.wait()
         except BaseException:
-            if turn.given.is_set():  # given and then cancelled: to the next
-                self._give_back(client)
+            if turn.given.is_set():
+                if not turn.pushed_out:  # given a thread and then cancelled: to the next
+                    self._give_back(client)
             else:
-                queue = self._waiting[client]
-                queue.remove(turn)
-                if not queue:
-                    del self._waiting[client]
+                self._leave(client, turn)
             raise
+        if turn.pushed_out:
+            raise ServiceUnavailableError(
+                f"The server is busy: this request was waiting for one of its {self.data_threads} data threads "
+                f"behind more of its client's own than other clients had waiting, when the queue was full; retry later"
+            )
+
+    def _longest_queue(self, beyond: int) -> str | None:
+        """The client with the most requests waiting, when that is more than ``beyond``."""
+        if not self._waiting:
+            return None
+        client = max(self._waiting, key=lambda waiting: len(self._waiting[waiting]))
+        return client if len(self._waiting[client]) > beyond else None
+
+    def _push_out(self, client: str | None) -> None:
+        """Make room in a full queue: ``client``'s newest waiting request is answered 503."""
+        if client is None:
+            return
+        turn = self._waiting[client][-1]
+        self._leave(client, turn)
+        turn.pushed_out = True
+        turn.given.set()
+
+    def _leave(self, client: str, turn: _Turn) -> None:
+        queue = self._waiting[client]
+        queue.remove(turn)
+        self._queued -= 1
+        if not queue:
+            del self._waiting[client]
 
     def _hold(self, client: str) -> None:
         self._running += 1
@@ -164,6 +191,7 @@ class WorkerThreads:
             client = min(eligible, key=lambda c: (self.running(c), self._waiting[c][0].arrival))
             queue = self._waiting[client]
             turn = queue.popleft()
+            self._queued -= 1
             if not queue:
                 del self._waiting[client]
             self._hold(client)
@@ -172,10 +200,12 @@ class WorkerThreads:
 
 @dataclass
 class _Turn:
-    """A data request waiting for a thread: ``given`` is set once one is held for it."""
+    """A data request waiting for a thread: ``given`` is set once one is held for it, or once it is
+    pushed out of a full queue."""
 
     arrival: int
     given: anyio.Event = field(default_factory=anyio.Event)
+    pushed_out: bool = False  # set with given: no thread, a 503 (WorkerThreads._push_out)
 
 
 class HeldBytes:
@@ -220,16 +250,16 @@ def _mib(size: int) -> str:
     return f"{size / (1 << 20):.1f} MiB"
 
 
-def default_worker_memory_mb(data_threads: int) -> int:
+def default_worker_memory_mb(data_threads: int, server_processes: int = 1) -> int:
     """A data worker's ceiling when none is given: ``DEFAULT_DATA_WORKER_MEMORY_MB``, or less so
-    that one per data thread fits in three quarters of the memory this process may use (at least
-    ``SMALLEST_DATA_WORKER_MEMORY_MB``): the workers' ceilings together never promise more than the machine has."""
+    that one per data thread of each of ``server_processes`` (``serve --workers``) fits in three
+    quarters of the memory this process may use (at least ``SMALLEST_DATA_WORKER_MEMORY_MB``): the
+    workers' ceilings together never promise more than the machine has."""
     machine = physical_memory_mb()
     if machine is None:
         return DEFAULT_DATA_WORKER_MEMORY_MB
-    return max(
-        SMALLEST_DATA_WORKER_MEMORY_MB, min(DEFAULT_DATA_WORKER_MEMORY_MB, machine * 3 // 4 // max(1, data_threads))
-    )
+    each = machine * 3 // 4 // max(1, data_threads * server_processes)
+    return max(SMALLEST_DATA_WORKER_MEMORY_MB, min(DEFAULT_DATA_WORKER_MEMORY_MB, each))
 
 
 def physical_memory_mb() -> int | None:

@@ -79,6 +79,11 @@ class Forked:
     def poll(self) -> int | None:
         return self.returncode
 
+    @property
+    def ended(self) -> bool:
+        """Whether it has ended: reaped by the template, or gone with it (``returncode`` then None)."""
+        return self._ended.is_set()
+
     def end(self, returncode: int | None) -> None:
         self.returncode = returncode
         self._ended.set()

@@ -251,18 +251,23 @@ class DataWorkers:
         with self._changed:
             self._waiting += 1
             try:
-                while not self._idle:
-                    if self._start_failure is not None and not self._starting:
-                        raise ServiceUnavailableError(str(self._start_failure))
-                    if self._starting < self._waiting:  # one starting for each request waiting
-                        self._start_in_background()
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise ServiceUnavailableError(f"No data worker was free within {START_SECONDS:g} s: retry")
-                    self._changed.wait(left)
-                worker = self._idle.pop()  # the one used last: its caches are warm
-                self._busy.add(worker)
-                return worker
+                while True:
+                    while not self._idle:
+                        if self._start_failure is not None and not self._starting:
+                            raise ServiceUnavailableError(str(self._start_failure))
+                        if self._starting < self._waiting:  # one starting for each request waiting
+                            self._start_in_background()
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise ServiceUnavailableError(f"No data worker was free within {START_SECONDS:g} s: retry")
+                        self._changed.wait(left)
+                    worker = self._idle.pop()  # the one used last: its caches are warm
+                    if not worker.process.ended:
+                        self._busy.add(worker)
+                        return worker
+                    worker.stop()  # ended while idle (with the template, say): another in its place
+                    self._alive -= 1
+                    self._start_in_background()
             finally:
                 self._waiting -= 1
 

@@ -280,9 +280,9 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
         "--data-worker-memory-mb",
         Number(minimum=SMALLEST_DATA_WORKER_MEMORY_MB),
         None,
-        "the memory one data worker process may allocate (default: 4096, or less so that one per data thread fits "
-        "in three quarters of the machine's memory); a request that needs more is answered 400 and its worker "
-        "replaced, and no other request is affected",
+        "the memory one data worker process may allocate (default: 4096, or less so that one per data thread "
+        "of every --workers process fits in three quarters of the machine's memory); a request that needs more "
+        "is answered 400 and its worker replaced, and no other request is affected",
     ),
     ServeOption(
         "--data-request-timeout",
@@ -547,6 +547,7 @@ class ServeSettings:
             "share_static_credentials": self.share_static_credentials,
             "data_worker_memory_mb": self.data_worker_memory_mb,  # None: capacity.default_worker_memory_mb
             "data_request_timeout": self.data_request_timeout,
+            "server_processes": self.workers,
         }
         if self.max_data_body_bytes is not None:
             options["max_data_body_bytes"] = self.max_data_body_bytes

@@ -138,6 +138,42 @@ def test_one_client_may_fill_only_its_share_of_the_queue() -> None:
     assert all("from this client" in refusal for refusal in refusals)
 
 
+def test_two_clients_filling_the_queue_between_them_cannot_keep_a_third_out() -> None:
+    threads, calls = WorkerThreads(2), _Calls()  # 1 thread each; 8 waiting places, 4 per client
+    outcomes: dict[str, str] = {}
+
+    async def run(name: str, client: str) -> None:
+        try:
+            outcomes[name] = await threads.run(DATA_ROUTE, calls.call(name), client=client)
+        except ServiceUnavailableError as error:
+            outcomes[name] = f"503: {error}"
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for index in range(5):  # a0 and b0 hold the two threads; four of each wait
+                for client in "ab":
+                    group.start_soon(run, f"{client}{index}", client)
+                    await anyio.sleep(0.01)
+            await _until(lambda: threads.waiting == 8)
+            group.start_soon(run, "c0", "c")  # full: c takes the place of the newest of a client with more
+            await _until(lambda: len(outcomes) == 1)
+            assert threads.waiting == 8 and len(threads._waiting["c"]) == 1
+            group.start_soon(run, "c1", "c")  # and again: b and a have 4 and 3, c 1
+            await _until(lambda: len(outcomes) == 2)
+            group.start_soon(run, "c2", "c")  # a and b have 3 each, c 2: no longer more than one more
+            await _until(lambda: len(outcomes) == 3)
+            for name in [f"{client}{index}" for client in "abc" for index in range(5)]:
+                calls.releases.setdefault(name, threading.Event()).set()
+
+    anyio.run(main)
+    pushed_out = sorted(
+        name for name, outcome in outcomes.items() if "waiting for one of its" in outcome and "behind" in outcome
+    )
+    assert pushed_out == ["a4", "b4"], outcomes
+    assert outcomes["c2"].startswith("503: The server is busy: 8 data requests are waiting"), outcomes["c2"]
+    assert [outcomes[name] for name in ("c0", "c1")] == ["c0", "c1"]
+
+
 def test_a_request_cancelled_while_waiting_leaves_its_place_and_one_given_a_thread_passes_it_on() -> None:
     threads, calls = WorkerThreads(2), _Calls()
 

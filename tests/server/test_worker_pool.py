@@ -41,7 +41,7 @@ class _FakeWorker:
 
     def __init__(self, memory_mb: int) -> None:
         self.idle_since = time.monotonic()
-        self.process: Any = None
+        self.process: Any = type("Running", (), {"ended": False})()
 
     def wait_ready(self) -> None:
         assert self.may_start.wait(30)
@@ -150,6 +150,25 @@ def test_serve_warns_when_the_ceilings_given_promise_more_than_the_machine_has(
     assert "at most 1536" in warned
     serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4))  # the default fits
     assert capsys.readouterr().err == ""
+    serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4, data_worker_memory_mb=1024))
+    assert capsys.readouterr().err == ""  # 4 GiB of 8
+    serving._warn_if_workers_may_outgrow_the_memory(
+        ServeSettings({}, data_threads=4, data_worker_memory_mb=1024, workers=3)
+    )
+    warned = capsys.readouterr().err
+    assert "12 data workers (4 data threads in each of 3 server processes)" in warned and "at most 512" in warned
+    serving._warn_if_workers_may_outgrow_the_memory(ServeSettings({}, data_threads=4, workers=3))  # the default fits
+    assert capsys.readouterr().err == ""
+
+
+def test_the_default_ceiling_counts_every_server_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_iceberg_ns.server import capacity
+    from lance_iceberg_ns.server.settings import ServeSettings
+
+    monkeypatch.setattr(capacity, "physical_memory_mb", lambda: 24576)
+    assert capacity.default_worker_memory_mb(8) == 2304  # three quarters of 24 GiB, in eight
+    assert capacity.default_worker_memory_mb(8, server_processes=3) == 768  # in twenty-four
+    assert ServeSettings({}, workers=3).app_options()["server_processes"] == 3
 
 
 # --- workers are forks of a template that has loaded pylance ------------------------------------------
@@ -200,3 +219,23 @@ def test_a_template_that_ends_takes_its_workers_with_it_and_is_started_again() -
     finally:
         replacement.stop()
         worker.stop()
+
+
+def test_idle_workers_gone_with_their_template_are_passed_over_not_handed_out() -> None:
+    workers = DataWorkers(320)  # a ceiling of its own: these workers are this test's alone
+    workers.keep_at_least(2, start=2)
+    deadline = time.monotonic() + 60
+    while len(workers._idle) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = list(workers._idle)
+    try:
+        forking.Template.running().process.kill()
+        for worker in gone:
+            worker.process.wait(10)
+        answer, _ = workers.run(
+            60, {"operation": "no_such_operation", "arrived": time.monotonic(), "max_data_bytes": 1}
+        )
+        assert answer["kind"] == "error" and answer["message"] == "Internal error"  # a live worker's answer, no 503
+        assert not any(worker in workers._idle for worker in gone)
+    finally:
+        workers.close()
