@@ -11,7 +11,9 @@ with a memory ceiling. A worker that dies answers its own request, and only that
 - any other end (a signal, the system's OOM killer) is ServiceUnavailableError (503): retry.
 
 Another worker is started at once in its place: a fork of the template that has loaded pylance
-(``forking``), ready in milliseconds. The server process keeps the catalog routes,
+(``forking``), ready in milliseconds. So is one for a worker that lives on holding what its request
+left (an allocation that failed in Arrow, which answers 400 and does not end the process, or more
+than half its ceiling grown): the next request, another client's perhaps, gets a fresh fork's memory. The server process keeps the catalog routes,
 health, metrics and the event loop: none of them waits behind data work, and none shares its memory.
 
 Workers belong to the process, not to one app: apps with the same ceiling share them (each app
@@ -227,7 +229,12 @@ class DataWorkers:
             self._let_go(worker)
             self._start_in_background()  # in its place
             raise error from None
-        self._give_back(worker)
+        if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left: a fresh one
+            self._let_go(worker)
+            self._start_in_background()
+            worker.stop()
+        else:
+            self._give_back(worker)
         return answer
 
     def close(self) -> None:

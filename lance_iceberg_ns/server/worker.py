@@ -28,6 +28,7 @@ WORKER_MODULE = __name__
 READY = "ready"
 SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
 OOM_SCORE_ADJUSTMENT = 500
+RETIRE_AT = 0.5  # of its ceiling: a worker grown by more since it was ready is retired after its request
 
 
 # --- the wire: one message is a JSON header and a payload of bytes ------------------------------------
@@ -88,10 +89,32 @@ def main(memory_bytes: int) -> None:
     load()  # already loaded in the template it was forked from
     runner = _Runner()
     write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
+    resident_when_ready = _resident_bytes()  # mostly the template's pages, shared
     while (message := read_message(requests)) is not None:
         header, payload = message
         answer_header, content = runner.answer(header, payload)
+        del header, payload, message
+        grown = _resident_bytes() - resident_when_ready - len(content)
+        if answer_header.pop("memory_failed", False) or grown > memory_bytes * RETIRE_AT:
+            answer_header["retire"] = True  # the next request gets a fresh fork's memory, not what this one left
         write_message(answers, answer_header, content)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _caused_by_memory(error: BaseException) -> bool:
+    """Whether ``error`` came of an allocation that failed (Arrow's, Python's), however translated."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, MemoryError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def load() -> None:
@@ -144,13 +167,15 @@ class _Runner:
                 return self._run(header, payload)
         except LanceNamespaceError as exc:
             status = getattr(exc, "http_status", None)
-            return {"kind": "error", "code": int(exc.code), "message": str(exc), "status": status}, b""
+            answer = {"kind": "error", "code": int(exc.code), "message": str(exc), "status": status}
+            return {**answer, "memory_failed": _caused_by_memory(exc)}, b""
         except ValidationError as exc:  # a value the server's parser took and the request model does not
             message = f"Invalid request: {exc.error_count()} field(s) refused"
             return {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}, b""
         except MemoryError:  # an allocation over the ceiling that Python, not pylance, made
             message = "The request needs more memory than a data worker may use"
-            return {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}, b""
+            answer = {"kind": "error", "code": int(ErrorCode.INVALID_INPUT), "message": message, "status": None}
+            return {**answer, "memory_failed": True}, b""
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # a panic inside pylance is the input's doing; anything else is ours
@@ -163,7 +188,8 @@ class _Runner:
                 )
             code = ErrorCode.INVALID_INPUT if panic else ErrorCode.INTERNAL
             message = "pylance could not process the request" if panic else "Internal error"
-            return {"kind": "error", "code": int(code), "message": message, "status": None}, b""
+            answer = {"kind": "error", "code": int(code), "message": message, "status": None}
+            return {**answer, "memory_failed": panic or _caused_by_memory(exc)}, b""
         finally:
             request_arrived.reset(arrived)
 

@@ -422,3 +422,25 @@ def test_one_clients_allocation_bombs_leave_another_clients_data_requests_answer
     assert len(answers) >= 5 and set(answers) == {(200, "100")}, answers[:3]
     assert slowest < 2, f"another client's data request waited {slowest:.2f} s"
     assert served.process.alive()
+
+
+def test_what_a_failed_allocation_leaves_in_its_worker_never_fails_the_next_request(served: Served) -> None:
+    """A query whose answer Arrow cannot grow within the ceiling fails as the input's fault (400)
+    and its worker survives, holding what it had allocated; that worker is retired, so the next
+    client's query, which fits, runs on a fresh fork and is answered."""
+    table = f"{served.uri}/v1/table/{served.namespace}$strings"
+    rows = ipc(pa.table({"s": [f"word{i % 50} text {i}" for i in range(100_000)]}))
+    assert requests.post(f"{table}/create", data=rows, timeout=60).status_code == 200
+
+    def query(literal_bytes: int, address: str) -> requests.Response:
+        aliases = {"a": f"concat(s, '{'x' * literal_bytes}')"}
+        body = {"k": 100_000, "vector": {"single_vector": []}, "columns": {"column_aliases": aliases}}
+        return requests.post(f"{table}/query", json=body, headers={"X-Forwarded-For": address}, timeout=120)
+
+    assert query(1_000, "198.51.100.2").status_code == 200  # 100 MB: within the ceiling
+    for _ in range(2):
+        refused = query(2_000, "203.0.113.7")  # the answer's buffer, doubled, is over the ceiling
+        assert_refused_as_input(refused)
+        answers = [query(1_000, "198.51.100.2") for _ in range(3)]
+        assert [answer.status_code for answer in answers] == [200] * 3, [a.text[:200] for a in answers]
+    assert served.process.alive()
