@@ -13,8 +13,13 @@ with a memory ceiling. A worker that dies answers its own request, and only that
 Another worker is started at once in its place: a fork of the template that has loaded pylance
 (``forking``), ready in milliseconds. So is one for a worker that lives on holding what its request
 left (an allocation that failed in Arrow, which answers 400 and does not end the process, or more
-than half its ceiling grown): the next request, another client's perhaps, gets a fresh fork's memory. The server process keeps the catalog routes,
-health, metrics and the event loop: none of them waits behind data work, and none shares its memory.
+than half its ceiling grown): the next request, another client's perhaps, gets a fresh fork's memory.
+A create tells the server of the table it declared before it writes (``worker.DECLARED``); if its
+worker ends in the middle of the write, where the create's own undo never runs, another worker takes
+that table back (``worker.TAKE_BACK``: only that very entry, and only if nothing was written).
+
+The server process keeps the catalog routes, health, metrics and the event loop: none of them waits
+behind data work, and none shares its memory.
 
 Workers belong to the process, not to one app: apps with the same ceiling share them (each app
 sends its recipe, the bridge's properties, with each request; a worker keeps the bridges it built).
@@ -59,7 +64,7 @@ from lance_iceberg_ns.server.forking import start_worker, stop_template
 from lance_iceberg_ns.server.logs import redact
 from lance_iceberg_ns.server.routes import Route
 from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
-from lance_iceberg_ns.server.worker import READY, read_message, write_message
+from lance_iceberg_ns.server.worker import DECLARED, READY, TAKE_BACK, read_message, write_message
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +233,8 @@ class DataWorkers:
             error = worker.ended(self.memory_mb)
             self._let_go(worker)
             self._start_in_background()  # in its place
+            for declared in worker.declared:
+                error = self._take_back(seconds, header, declared, error)
             raise error from None
         if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left: a fresh one
             self._let_go(worker)
@@ -236,6 +243,21 @@ class DataWorkers:
         else:
             self._give_back(worker)
         return answer
+
+    def _take_back(
+        self, seconds: float, header: dict[str, Any], declared: dict[str, Any], error: LanceNamespaceError
+    ) -> LanceNamespaceError:
+        """Remove the table a create declared before its worker ended (on another worker); the
+        request's error, saying what became of the table."""
+        table = ".".join(declared["table"])
+        try:
+            answer, _ = self.run(seconds, {**header, "operation": TAKE_BACK, "declared": declared})
+            removed = answer.get("kind") == "taken_back" and answer.get("removed")
+            outcome = "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
+        except LanceNamespaceError as failure:
+            logger.warning("The table %s a create declared could not be taken back: %s", table, failure)
+            outcome = "could not be taken back: drop it"
+        return type(error)(f"{error}; the table {table} it declared {outcome}")
 
     def close(self) -> None:
         """Stop every worker: the idle ones as they finish, the busy ones at once (the server is
@@ -350,6 +372,7 @@ class _Worker:
                 fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._tail: collections.deque[bytes] = collections.deque(maxlen=_TAIL_LINES)
         self.timed_out: float | None = None
+        self.declared: list[dict[str, Any]] = []  # by the request running, before its answer
         self.idle_since = time.monotonic()
         self._relay = threading.Thread(target=self._relay_stderr, name="data-worker-log", daemon=True)
         self._relay.start()
@@ -362,17 +385,25 @@ class _Worker:
             raise EOFError("the worker ended before it was ready")
 
     def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
-        """The answer to one request; the worker is ended if it takes more than ``seconds``."""
+        """The answer to one request; the worker is ended if it takes more than ``seconds``. Notes
+        that come before the answer (tables declared) are kept in ``declared``."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self._tail.clear()  # what it wrote before this request says nothing of why it ends now
+        self.declared = []
         write_message(self.process.stdin, header, *payload)
-        answered, _, _ = select.select([self.process.stdout], [], [], seconds)  # its answer comes all at once
-        if not answered:
-            self.timed_out = seconds
-            self.process.kill()
-        answer = read_message(self.process.stdout)
-        if answer is None:
-            raise EOFError("the worker ended")
+        deadline = time.monotonic() + seconds
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            answered, _, _ = select.select([self.process.stdout], [], [], left)  # a message comes all at once
+            if not answered:
+                self.timed_out = seconds
+                self.process.kill()
+            answer = read_message(self.process.stdout)
+            if answer is None:
+                raise EOFError("the worker ended")
+            if answer[0].get("kind") != DECLARED:
+                break
+            self.declared.append(answer[0])
         self.idle_since = time.monotonic()
         return answer
 

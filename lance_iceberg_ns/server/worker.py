@@ -21,11 +21,14 @@ import json
 import os
 import struct
 import sys
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 _LENGTHS = struct.Struct("<IQ")  # header bytes, payload bytes
 WORKER_MODULE = __name__
 READY = "ready"
+DECLARED = "declared"  # a note before the answer: the table a create declared, and its place
+TAKE_BACK = "take_back_declared"  # a request of the server's own: remove a table declared, if untouched
 SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
 OOM_SCORE_ADJUSTMENT = 500
 RETIRE_AT = 0.5  # of its ceiling: a worker grown by more since it was ready is retired after its request
@@ -87,7 +90,7 @@ def main(memory_bytes: int) -> None:
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     load()  # already loaded in the template it was forked from
-    runner = _Runner()
+    runner = _Runner(tell=lambda note: write_message(answers, note))
     write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
     resident_when_ready = _resident_bytes()  # mostly the template's pages, shared
     while (message := read_message(requests)) is not None:
@@ -146,10 +149,11 @@ def _end_with_the_server(server: int) -> None:
 class _Runner:
     """Runs requests on the namespaces their recipes describe, kept by recipe and token."""
 
-    def __init__(self) -> None:
+    def __init__(self, tell: Callable[[dict[str, Any]], None]) -> None:
         from lance_iceberg_ns.cache import RecentlyUsed
         from lance_iceberg_ns.server.routes import ROUTES
 
+        self._tell = tell  # a note to the server before the answer: a table declared (``DECLARED``)
         self._routes = {route.operation: route for route in ROUTES}
         self._namespaces: RecentlyUsed[tuple[str, str | None], Any] = RecentlyUsed(16, on_evict=_close)
 
@@ -160,10 +164,14 @@ class _Runner:
         from lance_iceberg_ns.data import request_arrived
         from lance_iceberg_ns.errors.translation import is_panic
         from lance_iceberg_ns.limits import data_bytes_allowed
+        from lance_iceberg_ns.tables.lifecycle import told_of_declared
 
         arrived = request_arrived.set(float(header["arrived"]))
+        telling = told_of_declared.set(self._tell_declared)
         try:
             with data_bytes_allowed(int(header["max_data_bytes"])):
+                if header["operation"] == TAKE_BACK:
+                    return self._take_back(header)
                 return self._run(header, payload)
         except LanceNamespaceError as exc:
             status = getattr(exc, "http_status", None)
@@ -191,7 +199,24 @@ class _Runner:
             answer = {"kind": "error", "code": int(code), "message": message, "status": None}
             return {**answer, "memory_failed": panic or _caused_by_memory(exc)}, b""
         finally:
+            told_of_declared.reset(telling)
             request_arrived.reset(arrived)
+
+    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any]) -> None:
+        location, entry = place
+        name, table_uuid, claim = list(entry.name), entry.table_uuid, entry.claim
+        note = {"table": list(table), "location": location, "name": name, "table_uuid": table_uuid, "claim": claim}
+        self._tell({"kind": DECLARED, **note})
+
+    def _take_back(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """Remove the table a create declared in a worker that then ended (``DECLARED``), if that
+        very entry still holds the name and nothing was written there."""
+        from lance_iceberg_ns.storage.ownership import Entry
+
+        namespace = self._namespace(header["recipe"], header["properties"], header.get("token"))
+        note = header["declared"]
+        place = (note["location"], Entry(tuple(note["name"]), note["table_uuid"], note["claim"]))
+        return {"kind": "taken_back", "removed": bool(namespace.remove_declared_table(note["table"], place))}, b""
 
     def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
         import lance_namespace

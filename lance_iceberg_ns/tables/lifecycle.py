@@ -7,7 +7,8 @@ the seam to the data half: a table id as the live table the catalog names right 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from lance_namespace import (
@@ -48,6 +49,13 @@ from lance_iceberg_ns.versions import snapshots
 from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwritable_manifest_lists
 
 CREATE_MODES = ("create", "existok", "overwrite")
+
+# Told of each table a create declares, with its place, before the create writes: a data worker
+# tells its server, which takes the table back (``remove_declared_table``) should the worker end
+# in the middle of the write, where the create's own undo never runs.
+told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry]], None] | None] = ContextVar(
+    "told_of_declared", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -296,7 +304,10 @@ class Tables:
         declared = live is None and self._make_room(table, request)
         self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
-            dataset = writes.overwrite(self.datasets, self.resolve(table.parts, writing=True), rows)
+            resolved = self.resolve(table.parts, writing=True)
+            if declared and (tell := told_of_declared.get()) is not None:
+                tell(table.parts, resolved.place)
+            dataset = writes.overwrite(self.datasets, resolved, rows)
         except BaseException:
             if live is None:
                 self._undo_create(table, declared)

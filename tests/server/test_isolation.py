@@ -444,3 +444,40 @@ def test_what_a_failed_allocation_leaves_in_its_worker_never_fails_the_next_requ
         answers = [query(1_000, "198.51.100.2") for _ in range(3)]
         assert [answer.status_code for answer in answers] == [200] * 3, [a.text[:200] for a in answers]
     assert served.process.alive()
+
+
+@contextlib.contextmanager
+def every_first_write_held() -> Iterator[None]:
+    """Every location's first write held (the machine-wide turns of all of them): a create waits."""
+    directory = Path(tempfile.gettempdir()) / f"lance-iceberg-ns-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    handles = [
+        os.open(directory / f"first-write-{bucket}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        for bucket in range(opening.TURN_FILES)
+    ]
+    try:
+        for handle in handles:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        for handle in handles:
+            os.close(handle)
+
+
+def test_a_create_whose_worker_ends_mid_write_takes_back_the_table_it_declared(strict: Served) -> None:
+    """The create declared its table and was writing when its time ran out and its worker was
+    ended, where the create's own undo never runs: the table is taken back, so the name is free
+    and a create again succeeds."""
+    table = f"/v1/table/{strict.namespace}$cut_off"
+    with every_first_write_held():
+        answer = post(strict.uri, f"{table}/create", data=ipc(ROW))
+    assert answer.status_code == 503, answer.text[:300]
+    assert f"took more than {STRICT_SECONDS} s" in answer.json()["error"]
+    assert (
+        f"the table {strict.namespace.replace('$', '.')}.cut_off it declared was taken back" in answer.json()["error"]
+    )
+    assert post(strict.uri, f"{table}/exists").status_code == 404
+    assert not list(strict.victim.parent.glob("cut_off*")), "the files at its location were left"
+    again = post(strict.uri, f"{table}/create", data=ipc(ROW))
+    assert again.status_code == 200, again.text[:300]
+    assert post(strict.uri, f"{table}/count_rows", {}).json() == 1
