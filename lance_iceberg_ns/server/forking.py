@@ -121,6 +121,7 @@ class Template:
         self._answers: list[dict[str, Any]] = []
         self._answered = threading.Condition()
         self._workers: dict[int, Forked] = {}
+        self._ended_early: dict[int, int | None] = {}  # ends reported before their start was answered
         self._ended = False
         ours.settimeout(START_SECONDS)
         try:
@@ -155,7 +156,13 @@ class Template:
                     open(stdout_read, "rb", buffering=0),  # noqa: SIM115
                     open(stderr_read, "rb"),  # noqa: SIM115
                 )
-                self._workers[forked.pid] = forked
+                with self._answered:
+                    if forked.pid in self._ended_early:  # reaped before this thread got here
+                        forked.end(self._ended_early.pop(forked.pid))
+                    elif self._ended:  # the template is gone, and the worker with it
+                        forked.end(None)
+                    else:
+                        self._workers[forked.pid] = forked
             stdin_write = stdout_read = stderr_read = -1  # the worker's now
             return forked
         finally:
@@ -196,7 +203,10 @@ class Template:
         try:
             while (message := self._receive()) is not None:
                 if message.get("kind") == "ended":
-                    forked = self._workers.pop(int(message["pid"]), None)
+                    with self._answered:
+                        forked = self._workers.pop(int(message["pid"]), None)
+                        if forked is None:
+                            self._ended_early[int(message["pid"])] = message.get("returncode")
                     if forked is not None:
                         forked.end(message.get("returncode"))
                 else:
@@ -208,7 +218,9 @@ class Template:
         with self._answered:
             self._ended = True
             self._answered.notify_all()
-        for forked in list(self._workers.values()):  # they end with the template, unreaped by us
+        with self._answered:
+            gone = list(self._workers.values())
+        for forked in gone:  # they end with the template, unreaped by us
             forked.end(None)
 
 

@@ -68,7 +68,8 @@ from lance_iceberg_ns.server.worker import DECLARED, READY, TAKE_BACK, read_mess
 
 logger = logging.getLogger(__name__)
 
-START_SECONDS = 120.0  # how long a worker may take to be forked and say it is ready (a loaded host)
+START_SECONDS = 120.0  # how long a request may wait for a worker to be free (the template's imports included)
+READY_SECONDS = 30.0  # how long a fork may take to say it is ready (milliseconds on an idle host)
 STOP_SECONDS = 5.0
 STARTED_WITH_THE_APP = 2  # workers started before any request: a fork of the template, about 35 MB of its own idle
 IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
@@ -378,8 +379,12 @@ class _Worker:
         self._relay.start()
 
     def wait_ready(self) -> None:
-        """Returns once the worker has imported what it runs; EOFError if it ended first."""
+        """Returns once the worker can answer; EOFError if it ended first, or is ended for saying
+        nothing within ``READY_SECONDS``."""
         assert self.process.stdout is not None
+        said, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
+        if not said:
+            self.process.kill()
         message = read_message(self.process.stdout)
         if message is None or message[0].get("kind") != READY:
             raise EOFError("the worker ended before it was ready")

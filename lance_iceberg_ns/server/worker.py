@@ -78,8 +78,8 @@ def main(memory_bytes: int) -> None:
     """Serve requests from stdin until it closes (the server stopped, or let this worker go)."""
     import resource
 
+    _end_with_the_server(os.getppid())  # first: a thread started under the ceiling may never say it started
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
-    _end_with_the_server(os.getppid())
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
         adjust.write(str(OOM_SCORE_ADJUSTMENT))  # the system's OOM killer takes a worker before the server
     answers = os.fdopen(os.dup(1), "wb", buffering=0)  # stdout is the server's alone:

@@ -239,3 +239,23 @@ def test_idle_workers_gone_with_their_template_are_passed_over_not_handed_out() 
         assert not any(worker in workers._idle for worker in gone)
     finally:
         workers.close()
+
+
+def test_a_worker_reaped_before_its_start_is_answered_is_still_seen_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template may report a worker's end before the thread that asked for it has the pid: the
+    end is kept for it, and the worker is seen to have ended (a wait for it never hangs)."""
+    template = forking.Template.running()
+    answer_as_it_came = template._next_answer
+
+    def answered_after_the_worker_ended() -> dict[str, Any]:
+        answer = answer_as_it_came()
+        os.kill(int(answer["pid"]), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while int(answer["pid"]) not in template._ended_early and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return answer
+
+    monkeypatch.setattr(template, "_next_answer", answered_after_the_worker_ended)
+    forked = template.start(300 << 20)
+    assert forked.ended and forked.wait(5) == -signal.SIGKILL
+    assert forked.pid not in template._ended_early and forked.pid not in template._workers
