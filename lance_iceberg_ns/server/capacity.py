@@ -53,13 +53,16 @@ class WorkerThreads:
     bounded queue, shared fairly between clients), catalog routes on anyio's default threads.
 
     **Fairness.** A client (its address, as the audit log has it: behind a trusted proxy, the one
-    the proxy forwards) holds at most ``client_share`` of the data threads, and at most its share of
-    the queue; when a thread frees, it goes to the waiting client that holds the fewest, the
-    longest-waiting first among equals. When the queue is full, a request from a client with fewer
-    waiting than another takes the place of that other's newest (answered 503): clients that fill
-    the queue between them cannot keep a third out of it. One client's slow requests (allocation bombs that run a
-    worker to its ceiling, reads of crashing tables that cost a worker start each) therefore never
-    hold every thread: another client's request finds one free, or the next one that frees."""
+    the proxy forwards) holds at most ``client_share`` of the data threads, and the last quarter
+    (``reserved``) goes only to clients holding none, so that two clients cannot hold them all
+    between them; a client has at most its share of the queue waiting. When a thread frees, it
+    goes to the waiting client that holds the fewest, the longest-waiting first among equals. When
+    the queue is full, a request from a client with fewer waiting than another takes the place of
+    that other's newest (answered 503): clients that fill the queue between them cannot keep a third
+    out of it. A few clients' slow requests (allocation bombs that run a worker to its ceiling,
+    reads of crashing tables that cost a worker start each, CPU-heavy expressions) therefore never
+    hold every thread: another client's request finds one free, or the next one that frees. Many
+    clients (many addresses) with one slow request each can still."""
 
     def __init__(self, data_threads: int = DEFAULT_DATA_THREADS) -> None:
         if data_threads < 1:
@@ -67,6 +70,7 @@ class WorkerThreads:
         self.data_threads = data_threads
         self.most_waiting = data_threads * WAITING_PER_THREAD
         self.share = client_share(data_threads)
+        self.reserved = data_threads - self.share  # threads only a client holding none may take
         self.most_waiting_per_client = max(1, self.most_waiting * self.share // data_threads)
         self._threads = anyio.CapacityLimiter(data_threads)  # never waits: requests are let in by _turns
         self._running = 0  # all of these are read and written on the event loop only
@@ -121,8 +125,8 @@ class WorkerThreads:
         return self._running_by_client.get(client, 0)
 
     async def _take_a_thread(self, client: str) -> None:
-        if self._running < self.data_threads and self.running(client) < self.share:
-            self._hold(client)  # a thread free and nobody waiting for it (every waiting client is at its share)
+        if self._may_take(client):
+            self._hold(client)  # a thread free and nobody waiting who may take it
             return
         if self._queued >= self.most_waiting:  # full, and check_room found a longer queue than this client's
             self._push_out(self._longest_queue(beyond=len(self._waiting.get(client, ())) + 1))
@@ -168,6 +172,13 @@ class WorkerThreads:
         if not queue:
             del self._waiting[client]
 
+    def _may_take(self, client: str) -> bool:
+        """Whether ``client`` may take a thread now: one is free, and either it holds none or it
+        holds fewer than its share and a thread would still be left for each of ``reserved``."""
+        free = self.data_threads - self._running
+        held = self.running(client)
+        return free > 0 and (held == 0 or (held < self.share and free - 1 >= self.reserved))
+
     def _hold(self, client: str) -> None:
         self._running += 1
         self._running_by_client[client] = self.running(client) + 1
@@ -185,7 +196,7 @@ class WorkerThreads:
         """Free threads to waiting requests: each to the client holding the fewest (within its
         share), its oldest request; among clients holding as many, the one waiting longest."""
         while self._running < self.data_threads and self._waiting:
-            eligible = [c for c in self._waiting if self.running(c) < self.share]
+            eligible = [c for c in self._waiting if self._may_take(c)]
             if not eligible:
                 return
             client = min(eligible, key=lambda c: (self.running(c), self._waiting[c][0].arrival))

@@ -27,6 +27,7 @@ DATA_ROUTE = next(route for route in ROUTES if route.operation == "count_table_r
 @pytest.mark.parametrize(("threads", "share"), [(1, 1), (2, 1), (3, 2), (4, 3), (8, 6), (16, 12)])
 def test_a_client_may_hold_all_but_a_quarter_of_the_threads(threads: int, share: int) -> None:
     assert client_share(threads) == share
+    assert WorkerThreads(threads).reserved == threads - share
 
 
 class _Calls:
@@ -78,6 +79,27 @@ def test_another_client_finds_a_thread_while_one_client_fills_its_share() -> Non
     assert sorted(results) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
 
 
+def test_two_clients_cannot_hold_every_thread_between_them() -> None:
+    threads, calls = WorkerThreads(8), _Calls()  # a client: 6 threads; the last 2 for clients holding none
+
+    async def run(name: str, client: str) -> None:
+        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            for client, waiting in (("a", 2), ("b", 9)):
+                for index in range(8):
+                    group.start_soon(run, f"{client}{index}", client)
+                await _until(lambda waiting=waiting: threads.waiting >= waiting)
+            assert (threads.running("a"), threads.running("b")) == (6, 1)  # one thread still free
+            group.start_soon(run, "c0", "c")
+            await _until(lambda: "c0" in calls.started)
+            for name in [f"{client}{index}" for client in "abc" for index in range(8)]:
+                calls.releases.setdefault(name, threading.Event()).set()
+
+    anyio.run(main)
+
+
 def test_a_thread_that_frees_goes_to_the_waiting_client_holding_the_fewest() -> None:
     threads, calls = WorkerThreads(4), _Calls()
 
@@ -100,14 +122,23 @@ def test_a_thread_that_frees_goes_to_the_waiting_client_holding_the_fewest() -> 
             calls.releases["a0"].set()  # a thread frees: c holds none
             await _until(lambda: len(calls.started) == 5)
             assert calls.started[4] == "c0"
-            calls.releases["c0"].set()  # a holds 2, b 1: b's turn, though a waited longer
+            calls.releases["c0"].set()  # a holds 2, b 1: the free thread is kept for a client holding none
+            await anyio.sleep(0.2)
+            assert len(calls.started) == 5
+            group.start_soon(run, "d0", "d")  # and d, holding none, takes it at once
             await _until(lambda: len(calls.started) == 6)
-            assert calls.started[5] == "b1"
-            calls.releases["b0"].set()
+            assert calls.started[5] == "d0"
+            calls.releases["b0"].set()  # b holds none now: its turn, though a waited longer
             await _until(lambda: len(calls.started) == 7)
-            assert calls.started[6] == "a3"
-            for release in calls.releases.values():
-                release.set()
+            assert calls.started[6] == "b1"
+            calls.releases["d0"].set()  # a holds 2: the one thread free stays for a client holding none
+            await anyio.sleep(0.2)
+            assert len(calls.started) == 7
+            calls.releases["a1"].set()  # a holds 1, two free: a may take one
+            await _until(lambda: len(calls.started) == 8)
+            assert calls.started[7] == "a3"
+            for name in ("a2", "a3", "b1"):
+                calls.releases.setdefault(name, threading.Event()).set()
 
     anyio.run(main)
 
