@@ -215,6 +215,12 @@ class IcebergLanceNamespace(LanceNamespace):
         return self._tables.remove_declared_table(table_id, place)
 
     @operation()
+    def drop_restored_table(self, table_id: list[str], place: tuple[str, Entry]) -> bool:
+        """Soft-delete again a table a create brought back from the trash for a write that was cut
+        off, only while the name holds that very entry at ``place``. False: nothing changed."""
+        return self._tables.drop_restored_table(table_id, place)
+
+    @operation()
     def protect_tables(self, namespace_id: list[str], check: bool = False) -> Protected:
         """Keep Iceberg engines off the Lance tables of a warehouse or namespace and beneath it
         (for a warehouse, its trash too): the engine protection properties where missing; plain

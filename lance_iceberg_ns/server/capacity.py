@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -104,17 +104,25 @@ class WorkerThreads:
             )
 
     async def run(
-        self, route: Route, function: Callable[..., T], *args: object, data: bool | None = None, client: str = ""
+        self,
+        route: Route,
+        function: Callable[..., T],
+        *args: object,
+        data: bool | None = None,
+        client: str = "",
+        gone: Gone | None = None,
     ) -> T:
         """``function(*args)`` in a worker thread of ``route``'s kind (or of ``data``'s, for a
         request of a catalog route that opens a dataset), once it is the request's turn
-        (``client``'s, for a data request). A request cancelled while its call runs waits for the
-        call (anyio shields it), so that the count stays that of the threads' calls."""
+        (``client``'s, for a data request). A request that must wait for its turn leaves the queue
+        when ``gone`` returns (its client went away: ClientGone), so that requests nobody will read
+        never hold places or threads. A request cancelled while its call runs waits for the call
+        (anyio shields it), so that the count stays that of the threads' calls."""
         data = route.reads_or_writes_data if data is None else data
         if not data:
             return await run_in_threadpool(function, *args)
         self.check_room(route, data, client)  # no await between the check and joining the queue: the cap is exact
-        await self._take_a_thread(client)
+        await self._take_a_thread(client, gone)
         try:
             return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
         finally:
@@ -124,7 +132,7 @@ class WorkerThreads:
         """Data requests of ``client`` holding a thread."""
         return self._running_by_client.get(client, 0)
 
-    async def _take_a_thread(self, client: str) -> None:
+    async def _take_a_thread(self, client: str, gone: Gone | None) -> None:
         if self._may_take(client):
             self._hold(client)  # a thread free and nobody waiting who may take it
             return
@@ -135,7 +143,7 @@ class WorkerThreads:
         self._queued += 1
         self._hand_out()  # there may be room for this one now
         try:
-            await turn.given.wait()
+            await _given_unless_gone(turn, gone)
         except BaseException:
             if turn.given.is_set():
                 if not turn.pushed_out:  # given a thread and then cancelled: to the next
@@ -143,6 +151,9 @@ class WorkerThreads:
             else:
                 self._leave(client, turn)
             raise
+        if not turn.given.is_set():  # its client went away while it waited
+            self._leave(client, turn)
+            raise ClientGone("The client went away while its request waited for a data thread")
         if turn.pushed_out:
             raise ServiceUnavailableError(
                 f"The server is busy: this request was waiting for one of its {self.data_threads} data threads "
@@ -207,6 +218,29 @@ class WorkerThreads:
                 del self._waiting[client]
             self._hold(client)
             turn.given.set()
+
+
+Gone = Callable[[], Awaitable[None]]  # returns when the request's client has gone away
+
+
+class ClientGone(ServiceUnavailableError):
+    """The client went away while its request waited for a data thread: nobody reads the answer."""
+
+
+async def _given_unless_gone(turn: _Turn, gone: Gone | None) -> None:
+    """Wait for ``turn`` to be given a thread, or, with ``gone``, for its client to go away."""
+    if gone is None:
+        await turn.given.wait()
+        return
+    async with anyio.create_task_group() as waiting:
+
+        async def watch() -> None:
+            await gone()
+            waiting.cancel_scope.cancel()
+
+        waiting.start_soon(watch)
+        await turn.given.wait()
+        waiting.cancel_scope.cancel()
 
 
 @dataclass

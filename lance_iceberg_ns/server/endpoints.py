@@ -9,6 +9,7 @@ model (``documented_endpoint``), so that the documentation and the fields read a
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import time
@@ -286,10 +287,11 @@ def serving_endpoint(
         arrived = request_arrived.set(time.monotonic())  # a read may take the catalog's answers asked since
         try:
             body = await http_request.body() if route.json_body or route.arrow_body else b""
-            answered = await threads.run(route, answer, http_request, body, client=client)
+            gone = functools.partial(_disconnected, http_request)
+            answered = await threads.run(route, answer, http_request, body, client=client, gone=gone)
             if isinstance(answered, _DataOfACatalogRoute):  # with isolated, set
                 return await threads.run(
-                    route, isolated_answer, http_request, answered.request, body, data=True, client=client
+                    route, isolated_answer, http_request, answered.request, body, data=True, client=client, gone=gone
                 )
             return answered
         finally:  # the app may run in its caller's own task (httpx's ASGI transport): leave no stale moment
@@ -297,6 +299,12 @@ def serving_endpoint(
 
     endpoint.__name__ = route.operation
     return endpoint
+
+
+async def _disconnected(http_request: Request) -> None:
+    """Returns once the client has gone away (its body already read, only that is left to hear)."""
+    while (await http_request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @dataclass(frozen=True)

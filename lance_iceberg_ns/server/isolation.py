@@ -251,14 +251,18 @@ class DataWorkers:
         """Remove the table a create declared before its worker ended (on another worker); the
         request's error, saying what became of the table."""
         table = ".".join(declared["table"])
+        restored = declared.get("restored")
         try:
             answer, _ = self.run(seconds, {**header, "operation": TAKE_BACK, "declared": declared})
             removed = answer.get("kind") == "taken_back" and answer.get("removed")
-            outcome = "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
+            if restored:
+                outcome = "back from the trash was dropped again" if removed else "back from the trash was left"
+            else:
+                outcome = "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
         except LanceNamespaceError as failure:
             logger.warning("The table %s a create declared could not be taken back: %s", table, failure)
             outcome = "could not be taken back: drop it"
-        return type(error)(f"{error}; the table {table} it declared {outcome}")
+        return type(error)(f"{error}; the table {table} it {'brought' if restored else 'declared'} {outcome}")
 
     def close(self) -> None:
         """Stop every worker: the idle ones as they finish, the busy ones at once (the server is

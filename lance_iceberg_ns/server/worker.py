@@ -202,21 +202,23 @@ class _Runner:
             told_of_declared.reset(telling)
             request_arrived.reset(arrived)
 
-    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any]) -> None:
+    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored: bool) -> None:
         location, entry = place
         name, table_uuid, claim = list(entry.name), entry.table_uuid, entry.claim
         note = {"table": list(table), "location": location, "name": name, "table_uuid": table_uuid, "claim": claim}
-        self._tell({"kind": DECLARED, **note})
+        self._tell({"kind": DECLARED, **note, "restored": restored})
 
     def _take_back(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """Remove the table a create declared in a worker that then ended (``DECLARED``), if that
-        very entry still holds the name and nothing was written there."""
+        """Undo what a create did before its worker ended (``DECLARED``), while that very entry
+        holds the name: a table it declared is removed if nothing was written there, one it
+        brought back from the trash is soft-deleted again."""
         from lance_iceberg_ns.storage.ownership import Entry
 
         namespace = self._namespace(header["recipe"], header["properties"], header.get("token"))
         note = header["declared"]
         place = (note["location"], Entry(tuple(note["name"]), note["table_uuid"], note["claim"]))
-        return {"kind": "taken_back", "removed": bool(namespace.remove_declared_table(note["table"], place))}, b""
+        undo = namespace.drop_restored_table if note.get("restored") else namespace.remove_declared_table
+        return {"kind": "taken_back", "removed": bool(undo(note["table"], place))}, b""
 
     def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
         import lance_namespace

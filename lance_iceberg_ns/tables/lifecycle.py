@@ -50,10 +50,11 @@ from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwrita
 
 CREATE_MODES = ("create", "existok", "overwrite")
 
-# Told of each table a create declares, with its place, before the create writes: a data worker
-# tells its server, which takes the table back (``remove_declared_table``) should the worker end
-# in the middle of the write, where the create's own undo never runs.
-told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry]], None] | None] = ContextVar(
+# Told of each table a create declares, or brings back from the trash (``True``), with its place,
+# before the create writes: a data worker tells its server, which has the create undone
+# (``remove_declared_table``, ``drop_restored_table``) should the worker end in the middle of the
+# write, where the create's own undo never runs.
+told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], bool], None] | None] = ContextVar(
     "told_of_declared", default=None
 )
 
@@ -305,8 +306,8 @@ class Tables:
         self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
             resolved = self.resolve(table.parts, writing=True)
-            if declared and (tell := told_of_declared.get()) is not None:
-                tell(table.parts, resolved.place)
+            if live is None and (tell := told_of_declared.get()) is not None:
+                tell(table.parts, resolved.place, not declared)
             dataset = writes.overwrite(self.datasets, resolved, rows)
         except BaseException:
             if live is None:
@@ -348,6 +349,18 @@ class Tables:
         if resolved.place != tuple(place) or datasets.dataset_exists(resolved.location, resolved.storage_options):
             return False
         self.placement.remove(table, loaded)
+        return True
+
+    def drop_restored_table(self, table_id: Sequence[str], place: tuple[str, Entry]) -> bool:
+        """Soft-delete again a table a create brought back from the trash for a write that was cut
+        off, only while the name still holds that very entry at ``place``. False, with nothing
+        changed, otherwise."""
+        table = parse_table_id(table_id)
+        loaded = self.companions.find(table)
+        if loaded is None or self.resolved(table, loaded).place != tuple(place):
+            return False
+        self.trash.soft_delete(table, loaded)
+        self.datasets.forget_table(table.parts)
         return True
 
     def protect_tables(self, namespace_id: Sequence[str], check: bool = False) -> Protected:

@@ -5,6 +5,7 @@ trusted proxy forwards."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -265,3 +266,37 @@ def test_a_served_client_is_answered_while_another_fills_its_share_of_the_data_t
         statuses = [future.result().status_code for future in attacker]
     assert victim["answer"].status_code == 200 and victim["seconds"] < 2
     assert statuses == [200] * 8  # the attacker's waiting requests ran in turn
+
+
+def test_requests_whose_clients_went_away_while_they_waited_are_never_run() -> None:
+    """Sent, queued, and the connection closed: the request leaves the queue, and its operation
+    never runs (nobody would read its answer)."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    backend = BlockingNamespace()
+    with serve_in_background(backend, data_threads=1) as running:
+        host, port = running.uri.removeprefix("http://").split(":")
+        request = (
+            f"POST /v1/table/a$b/count_rows HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 2\r\n\r\n{}"
+        ).encode()
+
+        def sent(address: str) -> socket.socket:
+            connection = socket.create_connection((host, int(port)), source_address=(address, 0))
+            connection.sendall(request)
+            return connection
+
+        holding = sent("127.0.0.2")
+        assert backend.started.acquire(timeout=30)  # the one thread is taken
+        queued = [sent(f"127.0.0.{3 + index}") for index in range(3)]
+        time.sleep(1)  # they reach the queue
+        for connection in queued:
+            connection.close()
+        time.sleep(1)  # and leave it
+        backend.release.set()
+        assert holding.recv(1 << 16).startswith(b"HTTP/1.1 200")
+        holding.close()
+        again = requests.post(f"{running.uri}/v1/table/a$b/count_rows", json={}, timeout=30)
+    assert again.status_code == 200
+    assert backend.started.acquire(timeout=5)  # the request after them ran ...
+    assert not backend.started.acquire(timeout=1)  # ... and none of the three that went away

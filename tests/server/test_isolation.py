@@ -481,3 +481,33 @@ def test_a_create_whose_worker_ends_mid_write_takes_back_the_table_it_declared(s
     again = post(strict.uri, f"{table}/create", data=ipc(ROW))
     assert again.status_code == 200, again.text[:300]
     assert post(strict.uri, f"{table}/count_rows", {}).json() == 1
+
+
+def test_a_create_of_a_dropped_name_whose_worker_ends_mid_write_leaves_the_old_table_dropped(served: Served) -> None:
+    """With soft delete, a create of a dropped name first brings the dropped table back from the
+    trash, then writes over it. Its worker ended in the middle of that write, the old table is
+    dropped again: the cut-off create neither undrops it nor leaves its old rows live."""
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(2_000_000 * 16, np.float32)), 16)
+    big = ipc(pa.table({"id": pa.array(range(2_000_000), pa.int64()), "v": vectors}))  # 144 MB: seconds to write
+    for attempt in range(3):
+        table = f"/v1/table/{served.namespace}$reborn{attempt}"
+        assert post(served.uri, f"{table}/create", data=ipc(pa.table({"id": range(10)}))).status_code == 200
+        assert post(served.uri, f"{table}/drop").status_code == 200
+        outcome: dict[str, Any] = {}
+        creating = threading.Thread(
+            target=lambda table=table, outcome=outcome: outcome.update(
+                answer=post(served.uri, f"{table}/create", data=big)
+            )
+        )
+        creating.start()
+        while creating.is_alive() and post(served.uri, f"{table}/exists").status_code != 200:
+            time.sleep(0.005)  # until the dropped table is back and the write under way
+        for pid in worker_pids(served.process.process.pid):  # the writing one among them; idle ones are replaced
+            os.kill(pid, signal.SIGKILL)
+        creating.join(120)
+        if outcome["answer"].status_code != 200:
+            break  # cut off: else the write beat the kill, and another name is tried
+    answer = outcome["answer"]
+    assert answer.status_code == 503, answer.text[:300]
+    assert "it brought back from the trash was dropped again" in answer.json()["error"], answer.text[:300]
+    assert post(served.uri, f"{table}/exists").status_code == 404
