@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 import requests
 from lance_namespace.errors import ServiceUnavailableError
@@ -32,14 +33,18 @@ def test_a_client_may_hold_all_but_a_quarter_of_the_threads(threads: int, share:
 
 
 class _Calls:
-    """Blocking calls, each released by name, recording the order they started in."""
+    """Blocking calls run on ``threads``, each released by name: the order they started in, and
+    each one's outcome in the order they ended (its name, or ``503: ...`` when it was refused)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: WorkerThreads) -> None:
+        self.threads = threads
         self.started: list[str] = []
+        self.outcomes: dict[str, str] = {}
         self.releases: dict[str, threading.Event] = {}
+        self._all_released = False
 
     def call(self, name: str) -> Callable[[], str]:
-        release = self.releases.setdefault(name, threading.Event())
+        release = self._release_of(name)
 
         def blocking() -> str:
             self.started.append(name)
@@ -47,6 +52,37 @@ class _Calls:
             return name
 
         return blocking
+
+    async def run(self, name: str, client: str) -> None:
+        try:
+            self.outcomes[name] = await self.threads.run(DATA_ROUTE, self.call(name), client=client)
+        except ServiceUnavailableError as error:
+            self.outcomes[name] = f"503: {error}"
+
+    async def start(self, group: anyio.abc.TaskGroup, client: str, count: int, apart: float = 0.0) -> None:
+        """``count`` requests of ``client`` started in ``group``, named ``<client>0``, ``<client>1``..."""
+        for index in range(count):
+            group.start_soon(self.run, f"{client}{index}", client)
+            await anyio.sleep(apart)
+
+    def release(self, *names: str) -> None:
+        for name in names:
+            self._release_of(name).set()
+
+    def release_all(self) -> None:
+        """Every call, those to come too: the test is done with them."""
+        self._all_released = True
+        for release in self.releases.values():
+            release.set()
+
+    def refused(self) -> list[str]:
+        return [name for name, outcome in self.outcomes.items() if outcome.startswith("503: ")]
+
+    def _release_of(self, name: str) -> threading.Event:
+        release = self.releases.setdefault(name, threading.Event())
+        if self._all_released:
+            release.set()
+        return release
 
 
 async def _until(condition: Callable[[], bool]) -> None:
@@ -56,177 +92,142 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 
 def test_another_client_finds_a_thread_while_one_client_fills_its_share() -> None:
-    threads, calls, results = WorkerThreads(4), _Calls(), []
-
-    async def run(name: str, client: str) -> None:
-        results.append(await threads.run(DATA_ROUTE, calls.call(name), client=client))
+    calls = _Calls(WorkerThreads(4))
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            for index in range(6):
-                group.start_soon(run, f"a{index}", "10.0.0.1")
+            await calls.start(group, "a", 6)
             await _until(lambda: len(calls.started) == 3)
             await anyio.sleep(0.1)
-            assert sorted(calls.started) == ["a0", "a1", "a2"] and threads.waiting == 3  # the fourth thread is kept
-            group.start_soon(run, "b0", "10.0.0.2")
+            assert (
+                sorted(calls.started) == ["a0", "a1", "a2"] and calls.threads.waiting == 3
+            )  # the fourth thread is kept
+            group.start_soon(calls.run, "b0", "b")
             await _until(lambda: "b0" in calls.started)  # at once, beside a's three
-            calls.releases["b0"].set()
-            await _until(lambda: results == ["b0"])
-            assert threads.running("10.0.0.1") == 3  # a's waiting requests do not take b's thread
-            for index in range(6):
-                calls.releases.setdefault(f"a{index}", threading.Event()).set()
+            calls.release("b0")
+            await _until(lambda: list(calls.outcomes) == ["b0"])
+            assert calls.threads.running("a") == 3  # a's waiting requests do not take b's thread
+            calls.release_all()
 
     anyio.run(main)
-    assert sorted(results) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
+    assert sorted(calls.outcomes.values()) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
 
 
 def test_two_clients_cannot_hold_every_thread_between_them() -> None:
-    threads, calls = WorkerThreads(8), _Calls()  # a client: 6 threads; the last 2 for clients holding none
-
-    async def run(name: str, client: str) -> None:
-        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+    calls = _Calls(WorkerThreads(8))  # a client: 6 threads; the last 2 for clients holding none
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
             for client, waiting in (("a", 2), ("b", 9)):
-                for index in range(8):
-                    group.start_soon(run, f"{client}{index}", client)
-                await _until(lambda waiting=waiting: threads.waiting >= waiting)
-            assert (threads.running("a"), threads.running("b")) == (6, 1)  # one thread still free
-            group.start_soon(run, "c0", "c")
+                await calls.start(group, client, 8)
+                await _until(lambda waiting=waiting: calls.threads.waiting >= waiting)
+            assert (calls.threads.running("a"), calls.threads.running("b")) == (6, 1)  # one thread still free
+            group.start_soon(calls.run, "c0", "c")
             await _until(lambda: "c0" in calls.started)
-            for name in [f"{client}{index}" for client in "abc" for index in range(8)]:
-                calls.releases.setdefault(name, threading.Event()).set()
+            calls.release_all()
 
     anyio.run(main)
 
 
 def test_a_thread_that_frees_goes_to_the_waiting_client_holding_the_fewest() -> None:
-    threads, calls = WorkerThreads(4), _Calls()
-
-    async def run(name: str, client: str) -> None:
-        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+    calls = _Calls(WorkerThreads(4))
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            for index in range(3):
-                group.start_soon(run, f"a{index}", "a")
+            await calls.start(group, "a", 3)
             await _until(lambda: len(calls.started) == 3)
-            group.start_soon(run, "b0", "b")
+            group.start_soon(calls.run, "b0", "b")
             await _until(lambda: len(calls.started) == 4)  # every thread taken: 3 by a, 1 by b
-            group.start_soon(run, "a3", "a")  # waits first ...
+            group.start_soon(calls.run, "a3", "a")  # waits first ...
             await anyio.sleep(0.1)
-            group.start_soon(run, "b1", "b")
-            group.start_soon(run, "c0", "c")  # ... then b and c, holding one and none
+            group.start_soon(calls.run, "b1", "b")
+            group.start_soon(calls.run, "c0", "c")  # ... then b and c, holding one and none
             await anyio.sleep(0.1)
-            assert threads.waiting == 3
-            calls.releases["a0"].set()  # a thread frees: c holds none
+            assert calls.threads.waiting == 3
+            calls.release("a0")  # a thread frees: c holds none
             await _until(lambda: len(calls.started) == 5)
             assert calls.started[4] == "c0"
-            calls.releases["c0"].set()  # a holds 2, b 1: the free thread is kept for a client holding none
+            calls.release("c0")  # a holds 2, b 1: the free thread is kept for a client holding none
             await anyio.sleep(0.2)
             assert len(calls.started) == 5
-            group.start_soon(run, "d0", "d")  # and d, holding none, takes it at once
+            group.start_soon(calls.run, "d0", "d")  # and d, holding none, takes it at once
             await _until(lambda: len(calls.started) == 6)
             assert calls.started[5] == "d0"
-            calls.releases["b0"].set()  # b holds none now: its turn, though a waited longer
+            calls.release("b0")  # b holds none now: its turn, though a waited longer
             await _until(lambda: len(calls.started) == 7)
             assert calls.started[6] == "b1"
-            calls.releases["d0"].set()  # a holds 2: the one thread free stays for a client holding none
+            calls.release("d0")  # a holds 2: the one thread free stays for a client holding none
             await anyio.sleep(0.2)
             assert len(calls.started) == 7
-            calls.releases["a1"].set()  # a holds 1, two free: a may take one
+            calls.release("a1")  # a holds 1, two free: a may take one
             await _until(lambda: len(calls.started) == 8)
             assert calls.started[7] == "a3"
-            for name in ("a2", "a3", "b1"):
-                calls.releases.setdefault(name, threading.Event()).set()
+            calls.release_all()
 
     anyio.run(main)
 
 
 def test_one_client_may_fill_only_its_share_of_the_queue() -> None:
-    threads, calls = WorkerThreads(2), _Calls()  # a client: 1 thread, 4 of the 8 waiting places
-    refusals: list[str] = []
-
-    async def run(name: str, client: str) -> None:
-        try:
-            await threads.run(DATA_ROUTE, calls.call(name), client=client)
-        except ServiceUnavailableError as error:
-            refusals.append(f"{name}: {error}")
+    calls = _Calls(WorkerThreads(2))  # a client: 1 thread, 4 of the 8 waiting places
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            for index in range(7):
-                group.start_soon(run, f"a{index}", "a")
-                await anyio.sleep(0.02)
-            await _until(lambda: len(refusals) == 2)
-            group.start_soon(run, "b0", "b")
+            await calls.start(group, "a", 7, apart=0.02)
+            await _until(lambda: len(calls.refused()) == 2)
+            group.start_soon(calls.run, "b0", "b")
             await _until(lambda: "b0" in calls.started)
-            for name in ["b0", *(f"a{index}" for index in range(7))]:
-                calls.releases.setdefault(name, threading.Event()).set()
+            calls.release_all()
 
     anyio.run(main)
-    assert [refusal.split(":")[0] for refusal in refusals] == ["a5", "a6"]
-    assert all("from this client" in refusal for refusal in refusals)
+    assert calls.refused() == ["a5", "a6"]
+    assert all("from this client" in calls.outcomes[name] for name in calls.refused())
 
 
 def test_two_clients_filling_the_queue_between_them_cannot_keep_a_third_out() -> None:
-    threads, calls = WorkerThreads(2), _Calls()  # 1 thread each; 8 waiting places, 4 per client
-    outcomes: dict[str, str] = {}
-
-    async def run(name: str, client: str) -> None:
-        try:
-            outcomes[name] = await threads.run(DATA_ROUTE, calls.call(name), client=client)
-        except ServiceUnavailableError as error:
-            outcomes[name] = f"503: {error}"
+    calls = _Calls(WorkerThreads(2))  # 1 thread each; 8 waiting places, 4 per client
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
             for index in range(5):  # a0 and b0 hold the two threads; four of each wait
                 for client in "ab":
-                    group.start_soon(run, f"{client}{index}", client)
+                    group.start_soon(calls.run, f"{client}{index}", client)
                     await anyio.sleep(0.01)
-            await _until(lambda: threads.waiting == 8)
-            group.start_soon(run, "c0", "c")  # full: c takes the place of the newest of a client with more
-            await _until(lambda: len(outcomes) == 1)
-            assert threads.waiting == 8 and len(threads._waiting["c"]) == 1
-            group.start_soon(run, "c1", "c")  # and again: b and a have 4 and 3, c 1
-            await _until(lambda: len(outcomes) == 2)
-            group.start_soon(run, "c2", "c")  # a and b have 3 each, c 2: no longer more than one more
-            await _until(lambda: len(outcomes) == 3)
-            for name in [f"{client}{index}" for client in "abc" for index in range(5)]:
-                calls.releases.setdefault(name, threading.Event()).set()
+            await _until(lambda: calls.threads.waiting == 8)
+            group.start_soon(calls.run, "c0", "c")  # full: c takes the place of the newest of a client with more
+            await _until(lambda: len(calls.outcomes) == 1)
+            assert calls.threads.waiting == 8 and len(calls.threads._waiting["c"]) == 1
+            group.start_soon(calls.run, "c1", "c")  # and again: b and a have 4 and 3, c 1
+            await _until(lambda: len(calls.outcomes) == 2)
+            group.start_soon(calls.run, "c2", "c")  # a and b have 3 each, c 2: no longer more than one more
+            await _until(lambda: len(calls.outcomes) == 3)
+            calls.release_all()
 
     anyio.run(main)
-    pushed_out = sorted(
-        name for name, outcome in outcomes.items() if "waiting for one of its" in outcome and "behind" in outcome
-    )
+    outcomes = calls.outcomes
+    pushed_out = sorted(name for name in calls.refused() if "behind" in outcomes[name])
     assert pushed_out == ["a4", "b4"], outcomes
     assert outcomes["c2"].startswith("503: The server is busy: 8 data requests are waiting"), outcomes["c2"]
     assert [outcomes[name] for name in ("c0", "c1")] == ["c0", "c1"]
 
 
 def test_a_request_cancelled_while_waiting_leaves_its_place_and_one_given_a_thread_passes_it_on() -> None:
-    threads, calls = WorkerThreads(2), _Calls()
-
-    async def run(name: str, client: str) -> None:
-        await threads.run(DATA_ROUTE, calls.call(name), client=client)
+    calls = _Calls(WorkerThreads(2))
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
-            group.start_soon(run, "a0", "a")
+            group.start_soon(calls.run, "a0", "a")
             await _until(lambda: calls.started == ["a0"])
             async with anyio.create_task_group() as cancelled:
-                cancelled.start_soon(run, "a1", "a")
-                await _until(lambda: threads.waiting == 1)
+                cancelled.start_soon(calls.run, "a1", "a")
+                await _until(lambda: calls.threads.waiting == 1)
                 cancelled.cancel_scope.cancel()
-            assert threads.waiting == 0 and "a" not in threads._waiting
-            group.start_soon(run, "a2", "a")
-            await _until(lambda: threads.waiting == 1)
-            calls.releases["a0"].set()
+            assert calls.threads.waiting == 0 and "a" not in calls.threads._waiting
+            group.start_soon(calls.run, "a2", "a")
+            await _until(lambda: calls.threads.waiting == 1)
+            calls.release("a0")
             await _until(lambda: calls.started == ["a0", "a2"])
-            calls.releases["a2"].set()
-        assert threads._running == 0 and threads._running_by_client == {} and threads.waiting == 0
+            calls.release("a2")
+        assert calls.threads._running == 0 and calls.threads._running_by_client == {} and calls.threads.waiting == 0
 
     anyio.run(main)
 
