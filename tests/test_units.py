@@ -213,3 +213,24 @@ def test_a_file_uri_is_local_and_its_files_are_where_lance_reads_them(tmp_path: 
     assert [found.path for found in files.list_files(place.as_uri(), "", {})] == ["marker"]
     assert files.read_file(place.as_uri(), "marker", {}) == b"1" and files.read_file(str(place), "gone", {}) is None
     assert not files.is_empty_directory(place.as_uri(), {}) and files.entries_at(place.as_uri(), {}) == {"marker"}
+
+
+def test_a_file_moved_away_while_its_directory_is_listed_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another writer finalizing a staged manifest moves it between the listing and the look at it
+    import os
+
+    from lance_iceberg_ns.storage import files
+
+    (tmp_path / "1.manifest").write_bytes(b"1")
+    (tmp_path / "2.manifest-staged").write_bytes(b"2")
+    walk = os.walk
+
+    def walk_then_move(top: str, **kwargs: object):  # type: ignore[no-untyped-def]
+        for folder, subfolders, names in walk(top, **kwargs):  # type: ignore[call-overload]
+            os.rename(tmp_path / "2.manifest-staged", tmp_path / "2.manifest")
+            yield folder, subfolders, names
+
+    monkeypatch.setattr(files.os, "walk", walk_then_move)
+    assert sorted(found.path for found in files.list_files(str(tmp_path), "", {})) == ["1.manifest"]

@@ -299,15 +299,19 @@ def list_files(
     location: str, directory: str, storage_options: Mapping[str, str], recursive: bool = False
 ) -> list[StoredFile]:
     """The files directly under ``location/directory`` (with ``recursive``, anywhere under it),
-    paths relative to that directory; none when it is not there. Links are not followed. On an
-    object store, one paged listing of that prefix alone."""
+    paths relative to that directory; none when it is not there. Links are not followed, and a
+    file moved or deleted while the directory is read (a manifest finalized by another writer) is
+    not listed. On an object store, one paged listing of that prefix alone."""
     if is_local(location):
         top = _under(local_path(location), directory) if directory else local_path(location)
         found = []
         for folder, subfolders, names in os.walk(top, followlinks=False):
             relative = os.path.relpath(folder, top)
             for name in names:
-                status = os.lstat(os.path.join(folder, name))
+                try:
+                    status = os.lstat(os.path.join(folder, name))
+                except (FileNotFoundError, NotADirectoryError):  # moved or deleted since it was listed
+                    continue
                 if stat.S_ISREG(status.st_mode):
                     path = name if relative == "." else f"{relative}/{name}"
                     found.append(StoredFile(path, status.st_size, status.st_mtime))
