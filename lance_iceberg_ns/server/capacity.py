@@ -111,20 +111,24 @@ class WorkerThreads:
         data: bool | None = None,
         client: str = "",
         gone: Gone | None = None,
+        abandon: Callable[[], None] | None = None,
     ) -> T:
         """``function(*args)`` in a worker thread of ``route``'s kind (or of ``data``'s, for a
         request of a catalog route that opens a dataset), once it is the request's turn
         (``client``'s, for a data request). A request that must wait for its turn leaves the queue
         when ``gone`` returns (its client went away: ClientGone), so that requests nobody will read
-        never hold places or threads. A request cancelled while its call runs waits for the call
-        (anyio shields it), so that the count stays that of the threads' calls."""
+        never hold places or threads; one whose client goes away while its call runs has ``abandon``
+        called, if given (a read's worker is ended). A request cancelled while its call runs waits
+        for the call (anyio shields it), so that the count stays that of the threads' calls."""
         data = route.reads_or_writes_data if data is None else data
         if not data:
             return await run_in_threadpool(function, *args)
         self.check_room(route, data, client)  # no await between the check and joining the queue: the cap is exact
         await self._take_a_thread(client, gone)
         try:
-            return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
+            if gone is None or abandon is None:
+                return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
+            return await _run_unless_gone(function, args, self._threads, gone, abandon)
         finally:
             self._give_back(client)
 
@@ -241,6 +245,34 @@ async def _given_unless_gone(turn: _Turn, gone: Gone | None) -> None:
         waiting.start_soon(watch)
         await turn.given.wait()
         waiting.cancel_scope.cancel()
+
+
+async def _run_unless_gone(
+    function: Callable[..., T],
+    args: tuple[object, ...],
+    threads: anyio.CapacityLimiter,
+    gone: Gone,
+    abandon: Callable[[], None],
+) -> T:
+    """``function(*args)`` on one of ``threads``, calling ``abandon`` if ``gone`` returns first
+    (the call is still waited for: it answers sooner once abandoned)."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+    async with anyio.create_task_group() as running:  # raised here, a failure would come out as a group
+
+        async def watch() -> None:
+            await gone()
+            abandon()
+
+        running.start_soon(watch)
+        try:
+            outcome.append(await anyio.to_thread.run_sync(function, *args, limiter=threads))
+        except Exception as exc:
+            failure.append(exc)
+        running.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 @dataclass

@@ -34,7 +34,7 @@ from lance_iceberg_ns.limits import check_json_depth, check_request_bounds
 from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
 from lance_iceberg_ns.server.guard import bearer_token
-from lance_iceberg_ns.server.isolation import Isolated
+from lance_iceberg_ns.server.isolation import Abandonment, Isolated
 from lance_iceberg_ns.server.logs import record_audited_ids
 from lance_iceberg_ns.server.responses import ARROW_STREAM, render_result, validation_summary
 from lance_iceberg_ns.server.routes import Route
@@ -236,11 +236,12 @@ def serving_endpoint(
     other client. A data request finding its queue full is refused before its body is read.
     With ``isolated``, every request that opens a dataset runs in a worker process (``isolation``):
     a data route's, and a catalog route's that asks for what only the dataset knows (parsed on a
-    catalog thread, then answered from a data thread)."""
+    catalog thread, then answered from a data thread). A read's worker is ended if its client goes
+    away while it runs (``isolation.Abandonment``)."""
     model: type[BaseModel] = getattr(lance_namespace, route.model)
     query = _QueryString(route, model)
 
-    def answer(http_request: Request, body: bytes) -> Response | _DataOfACatalogRoute:
+    def answer(http_request: Request, body: bytes, abandonment: Abandonment | None) -> Response | _DataOfACatalogRoute:
         arguments = query.arguments(http_request)
         if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
             arguments["id_as_sent"] = arguments["id"]
@@ -257,7 +258,7 @@ def serving_endpoint(
         if isolated is not None and route.opens_data(request):
             if not route.reads_or_writes_data:  # on a catalog thread: to a data thread first
                 return _DataOfACatalogRoute(request)
-            return isolated_answer(http_request, request, body)
+            return isolated_answer(http_request, request, body, abandonment)
         if isolated is None:
             return in_process(namespace, request, operated.id, body)
         try:  # a catalog request that turns out to open a dataset (versions to adopt, say) is a data worker's
@@ -277,9 +278,12 @@ def serving_endpoint(
             result = getattr(result, route.response_field)  # the body is one field of the response
         return render_result(result)
 
-    def isolated_answer(http_request: Request, request: BaseModel, body: bytes) -> Response:
+    def isolated_answer(
+        http_request: Request, request: BaseModel, body: bytes, abandonment: Abandonment | None = None
+    ) -> Response:
         assert isolated is not None
-        return isolated.answer(route, request, body, bearer_token(http_request.headers.getlist("authorization")))
+        token = bearer_token(http_request.headers.getlist("authorization"))
+        return isolated.answer(route, request, body, token, abandonment)
 
     async def endpoint(http_request: Request) -> Response:
         client = http_request.client.host if http_request.client else ""
@@ -288,7 +292,17 @@ def serving_endpoint(
         try:
             body = await http_request.body() if route.json_body or route.arrow_body else b""
             gone = functools.partial(_disconnected, http_request)
-            answered = await threads.run(route, answer, http_request, body, client=client, gone=gone)
+            abandonment = Abandonment() if isolated is not None and route.only_reads else None
+            answered = await threads.run(
+                route,
+                answer,
+                http_request,
+                body,
+                abandonment,
+                client=client,
+                gone=gone,
+                abandon=abandonment.abandon if abandonment is not None else None,
+            )
             if isinstance(answered, _DataOfACatalogRoute):  # with isolated, set
                 return await threads.run(
                     route, isolated_answer, http_request, answered.request, body, data=True, client=client, gone=gone

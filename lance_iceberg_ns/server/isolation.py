@@ -18,6 +18,10 @@ A create tells the server of the table it declared before it writes (``worker.DE
 worker ends in the middle of the write, where the create's own undo never runs, another worker takes
 that table back (``worker.TAKE_BACK``: only that very entry, and only if nothing was written).
 
+A read whose client goes away while it runs (``routes.ONLY_READING``: a query, a count) has its
+worker ended (``Abandonment``): nobody will read its answer, and a query sent and hung up on cannot
+hold a data thread for as long as it would have run. Writes always run to their end.
+
 The server process keeps the catalog routes, health, metrics and the event loop: none of them waits
 behind data work, and none shares its memory.
 
@@ -60,6 +64,7 @@ from starlette.responses import Response
 
 from lance_iceberg_ns import limits
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.server.capacity import ClientGone
 from lance_iceberg_ns.server.forking import start_worker, stop_template
 from lance_iceberg_ns.server.logs import redact
 from lance_iceberg_ns.server.routes import Route
@@ -78,6 +83,30 @@ _TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
 CRASHES_TO_REFUSE = 2  # ends of workers by a signal on one table ...
 CRASH_SECONDS = 60.0  # ... within this long refuse its data requests for this long
 _ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
+
+
+class Abandonment:
+    """A read whose client may go away while it runs: ``abandon`` (from the event loop, once the
+    client has gone) ends the worker running it, and the read answers ClientGone. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        with self._lock:
+            self.abandoned, worker = True, self._worker
+        if worker is not None:
+            worker.process.kill()
+
+    def running_on(self, worker: _Worker | None) -> None:
+        """The read runs on ``worker`` now (None: it has finished); ended at once if abandoned already."""
+        with self._lock:
+            self._worker = worker
+            ended = worker is not None and self.abandoned
+        if ended:
+            worker.process.kill()  # type: ignore[union-attr]  # not None when ended
 
 
 class WorkerCrashed(ServiceUnavailableError):
@@ -151,9 +180,17 @@ class Isolated:
         self.crashing = CrashingTables()
         self.workers.keep_at_least(data_threads, start=min(data_threads, STARTED_WITH_THE_APP))
 
-    def answer(self, route: Route, request: BaseModel, body: bytes, token: str | None) -> Response:
+    def answer(
+        self,
+        route: Route,
+        request: BaseModel,
+        body: bytes,
+        token: str | None,
+        abandonment: Abandonment | None = None,
+    ) -> Response:
         """``route``'s operation on ``request`` (and its Arrow IPC ``body``) in a worker, as the HTTP
-        answer; raises the Lance error the operation raised, or the one its worker's end means."""
+        answer; raises the Lance error the operation raised, or the one its worker's end means
+        (ClientGone when it was ended by ``abandonment``)."""
         fields = request.model_dump(by_alias=True, exclude_unset=True)
         encoded = pydantic_core.to_json(fields, inf_nan_mode="constants")  # a NaN the parser took stays one
         header = {
@@ -169,7 +206,9 @@ class Isolated:
         if table:
             self.crashing.refuse_if_crashing(table)
         try:
-            answer, content = self.workers.run(self.request_seconds, header, encoded, body if route.arrow_body else b"")
+            answer, content = self.workers.run(
+                self.request_seconds, header, encoded, body if route.arrow_body else b"", abandonment=abandonment
+            )
         except WorkerCrashed:
             if table:
                 self.crashing.crashed(table)
@@ -224,19 +263,28 @@ class DataWorkers:
         """Whether a worker has started and can take requests (idle or busy now)."""
         return bool(self._idle or self._busy)
 
-    def run(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
-        """One request on an idle worker, ended if it takes more than ``seconds``; the worker's end,
-        if it ends, as a Lance error."""
+    def run(
+        self, seconds: float, header: dict[str, Any], *payload: bytes, abandonment: Abandonment | None = None
+    ) -> tuple[dict[str, Any], bytearray]:
+        """One request on an idle worker, ended if it takes more than ``seconds``, or once its
+        ``abandonment`` is abandoned (ClientGone); the worker's end, if it ends, as a Lance error."""
         worker = self._take()
+        if abandonment is not None:
+            abandonment.running_on(worker)
         try:
             answer = worker.call(seconds, header, *payload)
         except (OSError, EOFError, ValueError):
             error = worker.ended(self.memory_mb)
             self._let_go(worker)
             self._start_in_background()  # in its place
+            if abandonment is not None and abandonment.abandoned:
+                raise ClientGone("The client went away while its read ran: the read was stopped") from None
             for declared in worker.declared:
                 error = self._take_back(seconds, header, declared, error)
             raise error from None
+        finally:
+            if abandonment is not None:
+                abandonment.running_on(None)
         if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left: a fresh one
             self._let_go(worker)
             self._start_in_background()

@@ -42,6 +42,11 @@ class Route:
         """Whether the operation touches Lance data (every operation not known to be catalog-only)."""
         return self.operation not in CATALOG_OPERATIONS
 
+    @property
+    def only_reads(self) -> bool:
+        """Whether the operation only reads data: stopped midway, it leaves nothing half done."""
+        return self.operation in ONLY_READING
+
     def opens_data(self, request: object) -> bool:
         """Whether this request opens a dataset: every data operation's, and a catalog operation's
         that asks for what only the dataset knows (``data_when``: a field given, and not false)."""
@@ -76,6 +81,10 @@ CATALOG_OPERATIONS = frozenset(
         "list_all_tables",
     }
 )
+
+# Data operations that only read (a query, a count): the work of one whose client went away may be
+# stopped midway, as it changes nothing a later request could miss
+ONLY_READING = frozenset({"query_table", "count_table_rows", "explain_table_query_plan", "analyze_table_query_plan"})
 
 # Operations that make the table their path names: nothing is there to adopt versions of yet
 TABLE_CREATIONS = frozenset({"create_table", "declare_table", "register_table"})

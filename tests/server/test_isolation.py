@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import struct
 import tempfile
 import threading
@@ -511,3 +512,36 @@ def test_a_create_of_a_dropped_name_whose_worker_ends_mid_write_leaves_the_old_t
     assert answer.status_code == 503, answer.text[:300]
     assert "it brought back from the trash was dropped again" in answer.json()["error"], answer.text[:300]
     assert post(served.uri, f"{table}/exists").status_code == 404
+
+
+def test_a_read_whose_client_hangs_up_while_it_runs_is_stopped(catalog_server: Any, tmp_path: Path) -> None:
+    """With one data thread, a client sends a query of some 20 s of CPU and hangs up, twice on the
+    same table: each time its worker is ended, so another client's queries of that table are
+    answered within seconds, and the table is not taken for one that crashes its workers."""
+    with serving_a_victim(catalog_server.endpoint, tmp_path, "--data-threads", "1") as served:
+        host, port = served.uri.removeprefix("http://").split(":")
+        path = f"/v1/table/{served.namespace}$words"
+        rows = pa.table({"text": ["lorem ipsum dolor sit amet " * 10 + str(i) for i in range(20_000)]})
+        assert post(served.uri, f"{path}/create", data=ipc(rows)).status_code == 200
+        slow = json.dumps({"k": 10, "vector": {}, "filter": "levenshtein(text, repeat('x', 8000)) < 0"})
+        sent = (
+            f"POST {path}/query HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(slow)}\r\n\r\n{slow}"
+        ).encode()
+        for attempt in range(2):
+            before = worker_pids(served.process.process.pid)
+            connection = socket.create_connection((host, int(port)), source_address=("127.0.0.2", 0))
+            connection.sendall(sent)
+            deadline = time.monotonic() + 10
+            while not any(_on_cpu(pid) for pid in before) and time.monotonic() < deadline:
+                time.sleep(0.05)  # the query is running in a worker
+            time.sleep(0.5)
+            connection.close()
+            started = time.monotonic()
+            answer = requests.post(
+                f"{served.uri}{path}/count_rows", json={}, headers={"X-Forwarded-For": "198.51.100.2"}, timeout=120
+            )
+            waited = time.monotonic() - started
+            assert answer.status_code == 200 and answer.json() == 20_000, answer.text
+            assert waited < 5, f"attempt {attempt}: another client's count waited {waited:.1f} s"
+        assert served.process.alive()
