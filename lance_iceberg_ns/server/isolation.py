@@ -47,7 +47,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +66,10 @@ from lance_iceberg_ns import limits
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.server.capacity import ClientGone
 from lance_iceberg_ns.server.forking import start_worker, stop_template
-from lance_iceberg_ns.server.logs import redact
+from lance_iceberg_ns.server.logs import audit_by_the_server, redact
 from lance_iceberg_ns.server.routes import Route
 from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
+from lance_iceberg_ns.server.turns import TableTurns
 from lance_iceberg_ns.server.worker import DECLARED, READY, TAKE_BACK, read_message, write_message
 
 logger = logging.getLogger(__name__)
@@ -207,7 +208,12 @@ class Isolated:
             self.crashing.refuse_if_crashing(table)
         try:
             answer, content = self.workers.run(
-                self.request_seconds, header, encoded, body if route.arrow_body else b"", abandonment=abandonment
+                self.request_seconds,
+                header,
+                encoded,
+                body if route.arrow_body else b"",
+                abandonment=abandonment,
+                table=tuple(getattr(request, "id", None) or ()) if route.names_a_table else (),
             )
         except WorkerCrashed:
             if table:
@@ -249,6 +255,7 @@ class DataWorkers:
         self._waiting = 0  # requests waiting for an idle worker
         self._start_failure: LanceNamespaceError | None = None  # why the last start failed, until one succeeds
         self._changed = threading.Condition()  # reentrant: a waiting request starts a worker while it holds it
+        self.turns = TableTurns()
 
     def keep_at_least(self, count: int, start: int) -> None:
         """Keep up to ``count`` idle workers (an app's ``data_threads``), and have at least
@@ -264,52 +271,70 @@ class DataWorkers:
         return bool(self._idle or self._busy)
 
     def run(
-        self, seconds: float, header: dict[str, Any], *payload: bytes, abandonment: Abandonment | None = None
+        self,
+        seconds: float,
+        header: dict[str, Any],
+        *payload: bytes,
+        abandonment: Abandonment | None = None,
+        table: Sequence[str] = (),
     ) -> tuple[dict[str, Any], bytearray]:
         """One request on an idle worker, ended if it takes more than ``seconds``, or once its
-        ``abandonment`` is abandoned (ClientGone); the worker's end, if it ends, as a Lance error."""
-        worker = self._take()
-        if abandonment is not None:
-            abandonment.running_on(worker)
-        try:
-            answer = worker.call(seconds, header, *payload)
-        except (OSError, EOFError, ValueError):
-            error = worker.ended(self.memory_mb)
-            self._let_go(worker)
-            self._start_in_background()  # in its place
-            if abandonment is not None and abandonment.abandoned:
-                raise ClientGone("The client went away while its read ran: the read was stopped") from None
-            for declared in worker.declared:
-                error = self._take_back(seconds, header, declared, error)
-            raise error from None
-        finally:
+        ``abandonment`` is abandoned (ClientGone); the worker's end, if it ends, as a Lance error.
+        The request holds a turn on the ``table`` it names while it runs (``turns``); a create cut
+        off is taken back once its turn is given up, when the take-back is alone on the table."""
+        with self.turns.shared(table):
+            worker = self._take()
             if abandonment is not None:
-                abandonment.running_on(None)
-        if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left: a fresh one
-            self._let_go(worker)
-            self._start_in_background()
-            worker.stop()
-        else:
-            self._give_back(worker)
-        return answer
+                abandonment.running_on(worker)
+            try:
+                answer = worker.call(seconds, header, *payload)
+            except (OSError, EOFError, ValueError):
+                error = worker.ended(self.memory_mb)
+                self._let_go(worker)
+                self._start_in_background()  # in its place
+                if abandonment is not None and abandonment.abandoned:
+                    raise ClientGone("The client went away while its read ran: the read was stopped") from None
+                if not worker.declared:
+                    raise error from None
+            else:
+                if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left
+                    self._let_go(worker)
+                    self._start_in_background()
+                    worker.stop()
+                else:
+                    self._give_back(worker)
+                return answer
+            finally:
+                if abandonment is not None:
+                    abandonment.running_on(None)
+        for declared in worker.declared:
+            error = self._take_back(seconds, header, declared, error)
+        raise error
 
     def _take_back(
         self, seconds: float, header: dict[str, Any], declared: dict[str, Any], error: LanceNamespaceError
     ) -> LanceNamespaceError:
-        """Remove the table a create declared before its worker ended (on another worker); the
-        request's error, saying what became of the table."""
+        """Undo what a create did before its worker ended (on another worker), alone on the table;
+        the request's error, saying what became of the table. An audit line says it too."""
         table = ".".join(declared["table"])
         restored = declared.get("restored")
-        try:
-            answer, _ = self.run(seconds, {**header, "operation": TAKE_BACK, "declared": declared})
-            removed = answer.get("kind") == "taken_back" and answer.get("removed")
-            if restored:
-                outcome = "back from the trash was dropped again" if removed else "back from the trash was left"
-            else:
-                outcome = "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
-        except LanceNamespaceError as failure:
-            logger.warning("The table %s a create declared could not be taken back: %s", table, failure)
-            outcome = "could not be taken back: drop it"
+        with self.turns.alone(declared["table"]) as alone:
+            try:
+                if not alone:
+                    outcome = "was left as it is (other requests were using it)"
+                else:
+                    answer, _ = self.run(seconds, {**header, "operation": TAKE_BACK, "declared": declared})
+                    removed = answer.get("kind") == "taken_back" and answer.get("removed")
+                    if restored:
+                        outcome = "back from the trash was dropped again" if removed else "back from the trash was left"
+                    else:
+                        outcome = (
+                            "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
+                        )
+            except LanceNamespaceError as failure:
+                logger.warning("The table %s a create declared could not be taken back: %s", table, failure)
+                outcome = "could not be taken back: drop it"
+        audit_by_the_server("take_back", declared["table"], f"the table {outcome}")
         return type(error)(f"{error}; the table {table} it {'brought' if restored else 'declared'} {outcome}")
 
     def close(self) -> None:

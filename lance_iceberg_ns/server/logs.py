@@ -18,7 +18,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -83,6 +83,18 @@ def shown_ids(ids: list[list[str]]) -> str:
         return "-"
     shown = repr(ids[0]) if len(ids) == 1 else repr(ids)
     return shown if len(shown) <= _LONGEST_AUDITED_ID else shown[: _LONGEST_AUDITED_ID - 1] + "…"
+
+
+def audit_by_the_server(operation: str, ids: Sequence[str], outcome: str) -> None:
+    """One audit line for what the server did of its own accord (a create cut off, taken back),
+    in the requests' format, under the request that led to it."""
+    _audit_log.info(
+        "%s %s by the server: %s",
+        operation,
+        shown_ids([list(ids)]),
+        outcome,
+        extra={"request_id": request_id.get(), "event": "server", "operation": operation, "table_id": ids},
+    )
 
 
 class AuditedRequest:

@@ -38,6 +38,11 @@ class Route:
         return self.path.startswith("/v1/table/{id}/") and self.operation not in TABLE_CREATIONS
 
     @property
+    def names_a_table(self) -> bool:
+        """Whether the operation acts on the table its path names: an existing one, or one it makes."""
+        return self.path.startswith("/v1/table/{id}/")
+
+    @property
     def reads_or_writes_data(self) -> bool:
         """Whether the operation touches Lance data (every operation not known to be catalog-only)."""
         return self.operation not in CATALOG_OPERATIONS

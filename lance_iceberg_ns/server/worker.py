@@ -202,11 +202,11 @@ class _Runner:
             told_of_declared.reset(telling)
             request_arrived.reset(arrived)
 
-    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored: bool) -> None:
+    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored_at: int | None) -> None:
         location, entry = place
         name, table_uuid, claim = list(entry.name), entry.table_uuid, entry.claim
         note = {"table": list(table), "location": location, "name": name, "table_uuid": table_uuid, "claim": claim}
-        self._tell({"kind": DECLARED, **note, "restored": restored})
+        self._tell({"kind": DECLARED, **note, "restored": restored_at is not None, "restored_at": restored_at})
 
     def _take_back(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """Undo what a create did before its worker ended (``DECLARED``), while that very entry
@@ -217,8 +217,11 @@ class _Runner:
         namespace = self._namespace(header["recipe"], header["properties"], header.get("token"))
         note = header["declared"]
         place = (note["location"], Entry(tuple(note["name"]), note["table_uuid"], note["claim"]))
-        undo = namespace.drop_restored_table if note.get("restored") else namespace.remove_declared_table
-        return {"kind": "taken_back", "removed": bool(undo(note["table"], place))}, b""
+        if note.get("restored"):
+            removed = namespace.drop_restored_table(note["table"], place, int(note["restored_at"]))
+        else:
+            removed = namespace.remove_declared_table(note["table"], place)
+        return {"kind": "taken_back", "removed": bool(removed)}, b""
 
     def _run(self, header: dict[str, Any], payload: bytearray) -> tuple[dict[str, Any], bytes | memoryview]:
         import lance_namespace

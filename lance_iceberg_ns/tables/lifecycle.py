@@ -28,7 +28,7 @@ from lance_namespace import (
     RenameTableResponse,
     TableExistsRequest,
 )
-from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError
+from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns.catalog.client_properties import answered_io_properties
 from lance_iceberg_ns.catalog.companions import Companions, Protected, missing_protection, shown, stored_properties
@@ -50,11 +50,11 @@ from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwrita
 
 CREATE_MODES = ("create", "existok", "overwrite")
 
-# Told of each table a create declares, or brings back from the trash (``True``), with its place,
-# before the create writes: a data worker tells its server, which has the create undone
-# (``remove_declared_table``, ``drop_restored_table``) should the worker end in the middle of the
-# write, where the create's own undo never runs.
-told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], bool], None] | None] = ContextVar(
+# Told of each table a create declares (``None``), or brings back from the trash (the version it
+# was brought back at), with its place, before the create writes: a data worker tells its server,
+# which has the create undone (``remove_declared_table``, ``drop_restored_table``) should the worker
+# end in the middle of the write, where the create's own undo never runs.
+told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], int | None], None] | None] = ContextVar(
     "told_of_declared", default=None
 )
 
@@ -307,7 +307,7 @@ class Tables:
         try:
             resolved = self.resolve(table.parts, writing=True)
             if live is None and (tell := told_of_declared.get()) is not None:
-                tell(table.parts, resolved.place, not declared)
+                tell(table.parts, resolved.place, None if declared else self._latest_version(resolved))
             dataset = writes.overwrite(self.datasets, resolved, rows)
         except BaseException:
             if live is None:
@@ -315,6 +315,13 @@ class Tables:
             raise
         entry = self.companions.load(table)
         return CreateTableResponse(location=entry.location, version=dataset.version, properties=shown(entry.properties))
+
+    def _latest_version(self, resolved: ResolvedTable) -> int:
+        """The latest version of a table's dataset; 0 for a table declared and never written."""
+        try:
+            return int(self.datasets.open(resolved, reading=True).version)
+        except TableNotFoundError:
+            return 0
 
     def _make_room(self, table: TableId, request: CreateTableRequest) -> bool:
         """Before a create writes: bring back the newest soft-deleted table of the name (its data
@@ -351,13 +358,17 @@ class Tables:
         self.placement.remove(table, loaded)
         return True
 
-    def drop_restored_table(self, table_id: Sequence[str], place: tuple[str, Entry]) -> bool:
-        """Soft-delete again a table a create brought back from the trash for a write that was cut
-        off, only while the name still holds that very entry at ``place``. False, with nothing
-        changed, otherwise."""
+    def drop_restored_table(self, table_id: Sequence[str], place: tuple[str, Entry], version: int) -> bool:
+        """Soft-delete again a table a create brought back from the trash (at ``version``) for a
+        write that was cut off, only while the name still holds that very entry at ``place`` and it
+        is still at that version: a table another client wrote to since is theirs. False, with
+        nothing changed, otherwise."""
         table = parse_table_id(table_id)
         loaded = self.companions.find(table)
-        if loaded is None or self.resolved(table, loaded).place != tuple(place):
+        if loaded is None:
+            return False
+        resolved = self.resolved(table, loaded)
+        if resolved.place != tuple(place) or self._latest_version(resolved) != version:
             return False
         self.trash.soft_delete(table, loaded)
         self.datasets.forget_table(table.parts)

@@ -479,6 +479,8 @@ def test_a_create_whose_worker_ends_mid_write_takes_back_the_table_it_declared(s
     )
     assert post(strict.uri, f"{table}/exists").status_code == 404
     assert not list(strict.victim.parent.glob("cut_off*")), "the files at its location were left"
+    audited = f"take_back {[*strict.namespace.split('$'), 'cut_off']!r} by the server: the table was taken back"
+    assert audited in Path(strict.process.stderr_path).read_text()
     again = post(strict.uri, f"{table}/create", data=ipc(ROW))
     assert again.status_code == 200, again.text[:300]
     assert post(strict.uri, f"{table}/count_rows", {}).json() == 1

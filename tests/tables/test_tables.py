@@ -402,3 +402,19 @@ def test_table_operations_accept_plain_dicts(ns: IcebergLanceNamespace, db: list
     ns.table_exists({"id": [*db, "t"]})
     with pytest.raises(InvalidInputError):
         ns.describe_table({"id": [*db, "t"], "version": "not-a-number"})
+
+
+def test_drop_restored_table_drops_only_a_table_not_written_since_it_was_brought_back(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    from lance_namespace import CountTableRowsRequest, CreateTableRequest, InsertIntoTableRequest
+
+    table = [*db, "reborn"]
+    ns.create_table(CreateTableRequest(id=table), ipc(pa.table({"id": range(10)})))
+    place = ns.resolve_table(table).place  # as a create that brought it back at version 1 saw it
+    ns.insert_into_table(InsertIntoTableRequest(id=table), ipc(pa.table({"id": range(5)})))  # another client's
+    assert ns.drop_restored_table(table, place, 1) is False
+    assert ns.count_table_rows(CountTableRowsRequest(id=table)).count == 15
+    assert ns.drop_restored_table(table, place, 2) is True
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=table))
