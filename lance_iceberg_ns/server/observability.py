@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import re
@@ -237,8 +238,19 @@ class RequestContext:
 
 
 def _client(scope: Scope) -> str:
+    """The client's address and port as log lines show them. Behind a trusted proxy the address is
+    what the proxy forwarded (``X-Forwarded-For``), which a client of the proxy may have written:
+    anything but an IP address is shown escaped, quoted and cut short, so that it cannot pass for
+    more of the line."""
     client = scope.get("client")
-    return f"{client[0]}:{client[1]}" if client else "-"
+    if not client:
+        return "-"
+    host = str(client[0])
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        host = repr(host[:64])
+    return f"{host}:{client[1]}"
 
 
 def _error_code(body: bytes) -> int | None:

@@ -137,3 +137,21 @@ def _json_or_none(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def test_a_forwarded_address_that_is_no_address_cannot_pass_for_more_of_the_line(audit_text: io.StringIO) -> None:
+    """Behind a trusted proxy (loopback here) the client's address is what the proxy forwarded,
+    which its own client may have written: anything but an address is shown quoted."""
+    namespace = BlockingNamespace(audit_text)
+    namespace.go_on.set()
+    forged = "10.0.0.7:1: ok in 2.0 ms   (admin session) x"
+    with serve_in_background(namespace) as running:
+        for sent in (forged, "198.51.100.2"):
+            answer = requests.post(
+                f"{running.uri}/v1/namespace/wh$db/create", json={}, headers={"X-Forwarded-For": sent}, timeout=60
+            )
+            assert answer.status_code == 200
+    lines = audit_text.getvalue().splitlines()
+    assert len(lines) == 4, lines
+    assert all(f"by anonymous from {forged[:64]!r}:0: " in line for line in lines[:2]), lines
+    assert all("by anonymous from 198.51.100.2:0: " in line for line in lines[2:]), lines
