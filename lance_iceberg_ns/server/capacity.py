@@ -292,31 +292,63 @@ class HeldBytes:
     it is read) and each answer before it is sent, and given back when its request is done
     (``guard.GuardMiddleware``): a request that would take more is answered 503 at once, so that
     many bodies uploading at once, or answers their clients do not read, cannot grow the server's
-    memory beyond ``most``, and lengths declared and never sent hold none of it. Used on the event
-    loop only."""
+    memory beyond ``most``, and lengths declared and never sent hold none of it.
 
-    def __init__(self, most: int) -> None:
+    Shared between clients as the data threads are (``WorkerThreads``): a client's requests
+    together hold at most ``share`` (three quarters of the room, and at least one ``largest``
+    body), and the rest is kept for the requests of clients that held nothing when they began
+    (``opening``), so that one address sending many large bodies cannot keep every other client's
+    write out. Used on the event loop only."""
+
+    def __init__(self, most: int, largest: int = 1) -> None:
         if most < 1:
             raise ValueError("most must be at least 1 byte")
         self.most = most
+        self.share = min(most, max(largest, most - most // 4))
+        self.reserved = most - self.share
         self.held = 0
+        self._by_client: dict[str, int] = {}
 
-    def fits(self, size: int) -> bool:
-        """Whether ``size`` more bytes would fit now (nothing is taken)."""
-        return size <= 0 or self.held + size <= self.most
+    def holds(self, client: str) -> int:
+        """The bytes ``client``'s requests hold now."""
+        return self._by_client.get(client, 0)
 
-    def take(self, size: int) -> bool:
-        """Whether ``size`` more bytes fit; they are counted as held when they do."""
-        if size > 0 and self.held + size > self.most:
+    def fits(self, size: int, client: str = "", opening: bool = True) -> bool:
+        """Whether ``size`` more bytes would fit now for ``client`` (nothing is taken); ``opening``
+        for a request that began while its client held nothing, which may use the reserve."""
+        if size <= 0:
+            return True
+        if self.held + size > self.most:
             return False
-        self.held += max(size, 0)
+        return opening or (self.holds(client) + size <= self.share and self.held + size <= self.most - self.reserved)
+
+    def take(self, size: int, client: str = "", opening: bool = True) -> bool:
+        """Whether ``size`` more bytes fit (``fits``); they are counted as held when they do."""
+        if not self.fits(size, client, opening):
+            return False
+        if size > 0:
+            self.held += size
+            self._by_client[client] = self.holds(client) + size
         return True
 
-    def give_back(self, size: int) -> None:
+    def give_back(self, size: int, client: str = "") -> None:
+        if size <= 0:
+            return
         self.held -= size
+        left = self.holds(client) - size
+        if left > 0:
+            self._by_client[client] = left
+        else:
+            self._by_client.pop(client, None)
 
-    def refusal(self, size: int) -> str:
+    def refusal(self, size: int, client: str = "") -> str:
         """Why ``size`` more bytes were refused: the 503's message."""
+        mine = self.holds(client)
+        if mine and self.held + size <= self.most:
+            return (
+                f"The server is busy: this client's requests hold {_mib(mine)} of request and answer bodies, and "
+                f"{_mib(size)} more would pass the share one client may hold while others may need room; retry later"
+            )
         return (
             f"The server is busy: it holds {_mib(self.held)} of request and answer bodies, and {_mib(size)} more "
             f"would pass its limit of {_mib(self.most)}; retry later"

@@ -75,7 +75,8 @@ class GuardMiddleware:
         self.auth_tokens = [token.encode() for token in auth_tokens]
         self.max_body_bytes = max_body_bytes
         self.max_data_body_bytes = max_data_body_bytes
-        self.held = HeldBytes(max(max_held_bytes, max_data_body_bytes, max_body_bytes))  # one largest body fits
+        largest = max(max_data_body_bytes, max_body_bytes)
+        self.held = HeldBytes(max(max_held_bytes, largest), largest)  # one largest body fits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,16 +99,17 @@ class GuardMiddleware:
         if declared.isdigit() and int(declared) > limit:
             await self._too_large(scope, receive, send, limit)
             return
-        request = _Held(self.held)
+        client = scope["client"][0] if scope.get("client") else ""  # as the data threads tell clients apart
+        request = _Held(self.held, client)
         size = int(declared) if declared.isdigit() and int(declared) > FREE_BYTES else 0
-        if not self.held.fits(size):  # refused before it is read; counted only as it arrives
-            await self._busy(scope, receive, send, size)
+        if not self.held.fits(size, client, self.held.holds(client) == 0):  # refused before it is read
+            await self._busy(scope, receive, send, size, client)
             return
         try:
             with data_bytes_allowed(self.max_data_body_bytes):  # what an Arrow body may decompress to, too
                 await self.app(scope, request.receive(receive, limit), request.send(send, scope))
         finally:
-            self.held.give_back(request.taken)
+            self.held.give_back(request.taken, client)
 
     def _authorized(self, token: str | None) -> bool:
         if token is None:
@@ -121,8 +123,8 @@ class GuardMiddleware:
         response = error_response(message, ErrorCode.INVALID_INPUT, scope.get("path", ""), status=413)
         await response(scope, receive, send)
 
-    async def _busy(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
-        message = self.held.refusal(size)
+    async def _busy(self, scope: Scope, receive: Receive, send: Send, size: int, client: str) -> None:
+        message = self.held.refusal(size, client)
         await error_response(message, ErrorCode.SERVICE_UNAVAILABLE, scope.get("path", ""))(scope, receive, send)
 
 
@@ -130,12 +132,26 @@ class _Held:
     """What one request holds among the server's bodies: its body, counted as it arrives (a length
     declared and never sent holds nothing), and its answer (taken as it starts). A body or an
     answer of at most ``FREE_BYTES`` is not counted: like a request's head, it costs a connection
-    no more than that, and a catalog request always has room."""
+    no more than that, and a catalog request always has room. ``opening``: its client held nothing
+    when it first took some, so it may use the room kept for such requests (``HeldBytes``): one
+    client's requests cannot all count as such by starting together."""
 
-    def __init__(self, held: HeldBytes) -> None:
+    def __init__(self, held: HeldBytes, client: str) -> None:
         self.held = held
+        self.client = client
+        self.opening: bool | None = None  # known at its first take
         self.body_counted = FREE_BYTES  # the body's bytes taken already, or free
         self.taken = 0
+
+    def take(self, size: int) -> bool:
+        if size <= 0:
+            return True
+        if self.opening is None:
+            self.opening = self.held.holds(self.client) == 0
+        if not self.held.take(size, self.client, self.opening):
+            return False
+        self.taken += size
+        return True
 
     def receive(self, receive: Receive, limit: int) -> Receive:
         """``receive``, refusing a body beyond ``limit`` (413) or beyond the room left (503)."""
@@ -149,9 +165,8 @@ class _Held:
                 if seen > limit:
                     raise BodyTooLarge()
                 if seen > self.body_counted:  # arrived past what is counted
-                    if not self.held.take(seen - self.body_counted):
-                        raise NoRoomToHold(self.held.refusal(seen - self.body_counted))
-                    self.taken += seen - self.body_counted
+                    if not self.take(seen - self.body_counted):
+                        raise NoRoomToHold(self.held.refusal(seen - self.body_counted, self.client))
                     self.body_counted = seen
             return message
 
@@ -169,14 +184,13 @@ class _Held:
             if message["type"] == "http.response.start":
                 length = next((value for key, value in message.get("headers", ()) if key == b"content-length"), b"")
                 size = int(length) if length.isdigit() and int(length) > FREE_BYTES else 0
-                if not self.held.take(size):
+                if not self.take(size):
                     refused = True
                     answer = error_response(
-                        self.held.refusal(size), ErrorCode.SERVICE_UNAVAILABLE, scope.get("path", "")
+                        self.held.refusal(size, self.client), ErrorCode.SERVICE_UNAVAILABLE, scope.get("path", "")
                     )
                     await answer(scope, _nothing_more, send)
                     return
-                self.taken += size
                 await send(message)
                 return
             body = message.get("body", b"")

@@ -50,11 +50,14 @@ def _served(answer_bytes: int, max_held_mb: int) -> Iterator[tuple[RunningServer
         yield running, backend
 
 
-def _connect(running: RunningServer, receive_buffer: int | None = None) -> socket.socket:
+def _connect(running: RunningServer, receive_buffer: int | None = None, source: str = "") -> socket.socket:
+    """A connection to the server, from ``source`` (a loopback address: a client of its own) if given."""
     host, port = running.uri.removeprefix("http://").rsplit(":", 1)
     connection = socket.socket()
     if receive_buffer:  # a client that takes little at a time
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    if source:
+        connection.bind((source, 0))
     connection.settimeout(30)
     connection.connect((host, int(port)))
     return connection
@@ -80,7 +83,7 @@ def _send_query(connection: socket.socket) -> None:
 
 def test_bodies_uploading_at_once_are_held_within_the_limit_and_the_next_is_503_at_once() -> None:
     with _served(10, max_held_mb=8) as (running, backend):
-        uploading = [_connect(running) for _ in range(2)]
+        uploading = [_connect(running, source=f"127.0.0.{2 + index}") for index in range(2)]  # two clients
         for connection in uploading:  # 4 MiB declared, 3.6 sent: the server holds what arrived
             connection.sendall(
                 _head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=str(4 * MIB))
@@ -99,6 +102,31 @@ def test_bodies_uploading_at_once_are_held_within_the_limit_and_the_next_is_503_
         time.sleep(0.3)  # the server sees them go and lets their bodies go
         again = requests.post(running.uri + INSERT, data=b"\0" * MIB, timeout=10)
     assert again.status_code != 503, again.text
+    assert backend.inserted == [MIB]
+
+
+def test_one_client_holds_at_most_its_share_and_another_clients_body_still_fits() -> None:
+    """One client uploading two large bodies at once holds at most three quarters of the room (6
+    of 8 MiB): its second body is refused, and another client's insert has room. Before the room
+    was shared, both bodies were held and every other client's large body was refused."""
+    with _served(10, max_held_mb=8) as (running, backend):
+        first = _connect(running, source="127.0.0.2")
+        first.sendall(_head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=str(4 * MIB)))
+        first.sendall(b"\0" * (36 * MIB // 10))
+        time.sleep(0.3)
+        second = _connect(running, source="127.0.0.2")
+        second.sendall(_head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=str(4 * MIB)))
+        with contextlib.suppress(OSError):
+            second.sendall(b"\0" * (36 * MIB // 10))
+        answer = second.recv(1 << 16)
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        assert b"this client's requests hold" in answer
+        other = _connect(running, source="127.0.0.3")
+        other.sendall(_head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=str(MIB)))
+        other.sendall(b"\0" * MIB)
+        assert other.recv(1 << 16).startswith(b"HTTP/1.1 200")
+        for connection in (first, second, other):
+            connection.close()
     assert backend.inserted == [MIB]
 
 
