@@ -215,11 +215,11 @@ class IcebergLanceNamespace(LanceNamespace):
         return self._tables.remove_declared_table(table_id, place)
 
     @operation()
-    def drop_restored_table(self, table_id: list[str], place: tuple[str, Entry], version: int) -> bool:
-        """Soft-delete again a table a create brought back from the trash (at ``version``) for a
-        write that was cut off, only while the name holds that very entry at ``place``, still at
-        that version. False: nothing changed."""
-        return self._tables.drop_restored_table(table_id, place, version)
+    def drop_restored_table(self, table_id: list[str], place: tuple[str, Entry], restored_after: float) -> bool:
+        """Soft-delete again a table a create brought back from the trash (after ``restored_after``,
+        seconds since the epoch) for a write that was cut off, only while the name holds that very
+        entry at ``place`` and nothing was written since. False: nothing changed."""
+        return self._tables.drop_restored_table(table_id, place, restored_after)
 
     @operation()
     def protect_tables(self, namespace_id: list[str], check: bool = False) -> Protected:

@@ -17,7 +17,9 @@ on the query path.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable
@@ -255,24 +257,20 @@ async def _run_unless_gone(
     abandon: Callable[[], None],
 ) -> T:
     """``function(*args)`` on one of ``threads``, calling ``abandon`` if ``gone`` returns first
-    (the call is still waited for: it answers sooner once abandoned)."""
-    outcome: list[T] = []
-    failure: list[BaseException] = []
-    async with anyio.create_task_group() as running:  # raised here, a failure would come out as a group
+    (the call is still waited for: it answers sooner once abandoned). The watch is a bare task of
+    the event loop, cancelled once the call returns: a task group's scopes cost more than the
+    watch does on every query."""
 
-        async def watch() -> None:
+    async def watch() -> None:
+        with contextlib.suppress(Exception):  # a watch that fails is no going away, and is never awaited
             await gone()
             abandon()
 
-        running.start_soon(watch)
-        try:
-            outcome.append(await anyio.to_thread.run_sync(function, *args, limiter=threads))
-        except Exception as exc:
-            failure.append(exc)
-        running.cancel_scope.cancel()
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    watching = asyncio.ensure_future(watch())
+    try:
+        return await anyio.to_thread.run_sync(function, *args, limiter=threads)
+    finally:
+        watching.cancel()
 
 
 @dataclass

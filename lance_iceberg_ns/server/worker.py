@@ -202,11 +202,12 @@ class _Runner:
             told_of_declared.reset(telling)
             request_arrived.reset(arrived)
 
-    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored_at: int | None) -> None:
+    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored_after: float | None) -> None:
         location, entry = place
         name, table_uuid, claim = list(entry.name), entry.table_uuid, entry.claim
         note = {"table": list(table), "location": location, "name": name, "table_uuid": table_uuid, "claim": claim}
-        self._tell({"kind": DECLARED, **note, "restored": restored_at is not None, "restored_at": restored_at})
+        restored = {"restored": restored_after is not None, "restored_after": restored_after}
+        self._tell({"kind": DECLARED, **note, **restored})
 
     def _take_back(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """Undo what a create did before its worker ended (``DECLARED``), while that very entry
@@ -218,7 +219,7 @@ class _Runner:
         note = header["declared"]
         place = (note["location"], Entry(tuple(note["name"]), note["table_uuid"], note["claim"]))
         if note.get("restored"):
-            removed = namespace.drop_restored_table(note["table"], place, int(note["restored_at"]))
+            removed = namespace.drop_restored_table(note["table"], place, float(note["restored_after"]))
         else:
             removed = namespace.remove_declared_table(note["table"], place)
         return {"kind": "taken_back", "removed": bool(removed)}, b""

@@ -7,6 +7,7 @@ the seam to the data half: a table id as the live table the catalog names right 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -45,16 +46,16 @@ from lance_iceberg_ns.storage.ownership import Entry
 from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_entry
 from lance_iceberg_ns.tables.tombstones import TableStatus
 from lance_iceberg_ns.tables.trash import Trash
-from lance_iceberg_ns.versions import snapshots
+from lance_iceberg_ns.versions import manifests, snapshots
 from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwritable_manifest_lists
 
 CREATE_MODES = ("create", "existok", "overwrite")
 
-# Told of each table a create declares (``None``), or brings back from the trash (the version it
-# was brought back at), with its place, before the create writes: a data worker tells its server,
+# Told of each table a create declares (``None``), or brings back from the trash (the time, in
+# seconds since the epoch, the create began), with its place, before the create writes: a data worker tells its server,
 # which has the create undone (``remove_declared_table``, ``drop_restored_table``) should the worker
 # end in the middle of the write, where the create's own undo never runs.
-told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], int | None], None] | None] = ContextVar(
+told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], float | None], None] | None] = ContextVar(
     "told_of_declared", default=None
 )
 
@@ -302,12 +303,13 @@ class Tables:
             raise TableAlreadyExistsError(f"Table {table} already exists")
         if live is not None and mode == "existok":
             return CreateTableResponse(location=live.location, properties=shown(live.properties))
+        began = time.time()  # a version written after it is not the table brought back from the trash
         declared = live is None and self._make_room(table, request)
         self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
             resolved = self.resolve(table.parts, writing=True)
             if live is None and (tell := told_of_declared.get()) is not None:
-                tell(table.parts, resolved.place, None if declared else self._latest_version(resolved))
+                tell(table.parts, resolved.place, None if declared else began)
             dataset = writes.overwrite(self.datasets, resolved, rows)
         except BaseException:
             if live is None:
@@ -316,12 +318,13 @@ class Tables:
         entry = self.companions.load(table)
         return CreateTableResponse(location=entry.location, version=dataset.version, properties=shown(entry.properties))
 
-    def _latest_version(self, resolved: ResolvedTable) -> int:
-        """The latest version of a table's dataset; 0 for a table declared and never written."""
+    def _written_after(self, resolved: ResolvedTable, moment: float) -> bool:
+        """Whether the table's latest version was written after ``moment`` (seconds since the epoch)."""
         try:
-            return int(self.datasets.open(resolved, reading=True).version)
-        except TableNotFoundError:
-            return 0
+            dataset = self.datasets.open(resolved, reading=True)
+        except TableNotFoundError:  # declared, never written
+            return False
+        return manifests.latest_written_at(dataset) > moment
 
     def _make_room(self, table: TableId, request: CreateTableRequest) -> bool:
         """Before a create writes: bring back the newest soft-deleted table of the name (its data
@@ -358,17 +361,17 @@ class Tables:
         self.placement.remove(table, loaded)
         return True
 
-    def drop_restored_table(self, table_id: Sequence[str], place: tuple[str, Entry], version: int) -> bool:
-        """Soft-delete again a table a create brought back from the trash (at ``version``) for a
-        write that was cut off, only while the name still holds that very entry at ``place`` and it
-        is still at that version: a table another client wrote to since is theirs. False, with
-        nothing changed, otherwise."""
+    def drop_restored_table(self, table_id: Sequence[str], place: tuple[str, Entry], restored_after: float) -> bool:
+        """Soft-delete again a table a create brought back from the trash (after ``restored_after``,
+        seconds since the epoch) for a write that was cut off, only while the name still holds that
+        very entry at ``place`` and no version was written since: a table another client wrote to
+        since is theirs. False, with nothing changed, otherwise."""
         table = parse_table_id(table_id)
         loaded = self.companions.find(table)
         if loaded is None:
             return False
         resolved = self.resolved(table, loaded)
-        if resolved.place != tuple(place) or self._latest_version(resolved) != version:
+        if resolved.place != tuple(place) or self._written_after(resolved, restored_after):
             return False
         self.trash.soft_delete(table, loaded)
         self.datasets.forget_table(table.parts)

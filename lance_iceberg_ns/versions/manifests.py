@@ -253,6 +253,11 @@ def _millis(timestamp: datetime | int) -> int:
     return int(timestamp.timestamp() * 1000) if isinstance(timestamp, datetime) else int(timestamp) // 1_000_000
 
 
+def latest_written_at(dataset: lance.LanceDataset) -> float:
+    """When the dataset's latest version was committed, in seconds since the epoch."""
+    return _millis(dataset.versions()[-1]["timestamp"]) / 1000
+
+
 def table_versions(
     dataset: lance.LanceDataset, location: str, storage_options: Mapping[str, str]
 ) -> list[TableVersion]:

@@ -494,7 +494,10 @@ def test_a_create_of_a_dropped_name_whose_worker_ends_mid_write_leaves_the_old_t
     big = ipc(pa.table({"id": pa.array(range(2_000_000), pa.int64()), "v": vectors}))  # 144 MB: seconds to write
     for attempt in range(3):
         table = f"/v1/table/{served.namespace}$reborn{attempt}"
-        assert post(served.uri, f"{table}/create", data=ipc(pa.table({"id": range(10)}))).status_code == 200
+        created = post(served.uri, f"{table}/create", data=ipc(pa.table({"id": range(10)})))
+        assert created.status_code == 200
+        data = Path(created.json()["location"].removeprefix("file://")) / "data"
+        written_before = len(list(data.iterdir()))
         assert post(served.uri, f"{table}/drop").status_code == 200
         outcome: dict[str, Any] = {}
         creating = threading.Thread(
@@ -504,7 +507,9 @@ def test_a_create_of_a_dropped_name_whose_worker_ends_mid_write_leaves_the_old_t
         )
         creating.start()
         while creating.is_alive() and post(served.uri, f"{table}/exists").status_code != 200:
-            time.sleep(0.005)  # until the dropped table is back and the write under way
+            time.sleep(0.005)  # until the dropped table is back ...
+        while creating.is_alive() and len(list(data.iterdir())) <= written_before:
+            time.sleep(0.005)  # ... and its write under way (a cut before the server is told is not taken back)
         for pid in worker_pids(served.process.process.pid):  # the writing one among them; idle ones are replaced
             os.kill(pid, signal.SIGKILL)
         creating.join(120)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -411,10 +412,11 @@ def test_drop_restored_table_drops_only_a_table_not_written_since_it_was_brought
 
     table = [*db, "reborn"]
     ns.create_table(CreateTableRequest(id=table), ipc(pa.table({"id": range(10)})))
-    place = ns.resolve_table(table).place  # as a create that brought it back at version 1 saw it
+    place = ns.resolve_table(table).place
+    restored_after = time.time()  # as a create that brought it back from the trash then saw it
     ns.insert_into_table(InsertIntoTableRequest(id=table), ipc(pa.table({"id": range(5)})))  # another client's
-    assert ns.drop_restored_table(table, place, 1) is False
+    assert ns.drop_restored_table(table, place, restored_after) is False
     assert ns.count_table_rows(CountTableRowsRequest(id=table)).count == 15
-    assert ns.drop_restored_table(table, place, 2) is True
+    assert ns.drop_restored_table(table, place, time.time()) is True
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=table))
