@@ -207,12 +207,15 @@ class IcebergLanceNamespace(LanceNamespace):
         return self._tables.resolve_table(table_id, proved)
 
     @operation()
-    def remove_declared_table(self, table_id: list[str], place: tuple[str, Entry]) -> bool:
+    def remove_declared_table(
+        self, table_id: list[str], place: tuple[str, Entry] | None, create_id: str | None = None
+    ) -> bool:
         """Take back a table declared for a write that failed, entry and files, only while the name
-        holds that very entry at ``place`` (``ResolvedTable.place``) and nothing was written there;
+        holds that very entry at ``place`` (``ResolvedTable.place``; with none, the entry its create
+        marked ``create_id``) and nothing was written there;
         unlike ``drop_table``, never another client's table that took the name. False: nothing
         changed. Raises PermissionDeniedError (its location is not its own)."""
-        return self._tables.remove_declared_table(table_id, place)
+        return self._tables.remove_declared_table(table_id, place, create_id)
 
     @operation()
     def drop_restored_table(self, table_id: list[str], place: tuple[str, Entry], restored_after: float) -> bool:

@@ -14,9 +14,11 @@ Another worker is started at once in its place: a fork of the template that has 
 (``forking``), ready in milliseconds. So is one for a worker that lives on holding what its request
 left (an allocation that failed in Arrow, which answers 400 and does not end the process, or more
 than half its ceiling grown): the next request, another client's perhaps, gets a fresh fork's memory.
-A create tells the server of the table it declared before it writes (``worker.DECLARED``); if its
-worker ends in the middle of the write, where the create's own undo never runs, another worker takes
-that table back (``worker.TAKE_BACK``: only that very entry, and only if nothing was written).
+A create tells the server, before it makes anything, the mark its table's entry will bear, then the
+table it declared or brought back from the trash, before it writes (``worker.DECLARED``); if its
+worker ends meanwhile, where the create's own undo never runs, another worker takes that table back
+(``worker.TAKE_BACK``: only that very entry, and only if nothing was written), once no other request
+of this server is at work on the table (``turns``).
 
 A read whose client goes away while it runs (``routes.ONLY_READING``: a query, a count) has its
 worker ended (``Abandonment``): nobody will read its answer, and a query sent and hung up on cannot
@@ -485,7 +487,8 @@ class _Worker:
                 raise EOFError("the worker ended")
             if answer[0].get("kind") != DECLARED:
                 break
-            self.declared.append(answer[0])
+            told = answer[0]  # what a create declared: a later note of the same table says more
+            self.declared = [note for note in self.declared if note["table"] != told["table"]] + [told]
         self.idle_since = time.monotonic()
         return answer
 

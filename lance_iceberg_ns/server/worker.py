@@ -202,12 +202,15 @@ class _Runner:
             told_of_declared.reset(telling)
             request_arrived.reset(arrived)
 
-    def _tell_declared(self, table: Sequence[str], place: tuple[str, Any], restored_after: float | None) -> None:
-        location, entry = place
-        name, table_uuid, claim = list(entry.name), entry.table_uuid, entry.claim
-        note = {"table": list(table), "location": location, "name": name, "table_uuid": table_uuid, "claim": claim}
+    def _tell_declared(
+        self, table: Sequence[str], place: tuple[str, Any] | None, restored_after: float | None, create_id: str | None
+    ) -> None:
+        note: dict[str, Any] = {"kind": DECLARED, "table": list(table), "create_id": create_id}
+        if place is not None:
+            location, entry = place
+            note.update(location=location, name=list(entry.name), table_uuid=entry.table_uuid, claim=entry.claim)
         restored = {"restored": restored_after is not None, "restored_after": restored_after}
-        self._tell({"kind": DECLARED, **note, **restored})
+        self._tell({**note, **restored})
 
     def _take_back(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """Undo what a create did before its worker ended (``DECLARED``), while that very entry
@@ -217,6 +220,9 @@ class _Runner:
 
         namespace = self._namespace(header["recipe"], header["properties"], header.get("token"))
         note = header["declared"]
+        if "location" not in note:  # cut off before its table was made, or as it was: the one its create marked
+            removed = namespace.remove_declared_table(note["table"], None, note["create_id"])
+            return {"kind": "taken_back", "removed": bool(removed)}, b""
         place = (note["location"], Entry(tuple(note["name"]), note["table_uuid"], note["claim"]))
         if note.get("restored"):
             removed = namespace.drop_restored_table(note["table"], place, float(note["restored_after"]))

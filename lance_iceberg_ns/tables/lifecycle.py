@@ -8,6 +8,7 @@ the seam to the data half: a table id as the live table the catalog names right 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -51,13 +52,14 @@ from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwrita
 
 CREATE_MODES = ("create", "existok", "overwrite")
 
-# Told of each table a create declares (``None``), or brings back from the trash (the time, in
-# seconds since the epoch, the create began), with its place, before the create writes: a data worker tells its server,
-# which has the create undone (``remove_declared_table``, ``drop_restored_table``) should the worker
-# end in the middle of the write, where the create's own undo never runs.
-told_of_declared: ContextVar[Callable[[Sequence[str], tuple[str, Entry], float | None], None] | None] = ContextVar(
-    "told_of_declared", default=None
-)
+# Told of each table a create may declare, before anything is made (no place yet, and the mark its
+# entry will bear), then of the table it declared (``None``) or brought back from the trash (the
+# time, in seconds since the epoch, the create began), with its place, before the create writes: a
+# data worker tells its server, which has the create undone (``remove_declared_table``,
+# ``drop_restored_table``) should the worker end meanwhile, where the create's own undo never runs.
+told_of_declared: ContextVar[
+    Callable[[Sequence[str], tuple[str, Entry] | None, float | None, str | None], None] | None
+] = ContextVar("told_of_declared", default=None)
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,8 @@ class Tables:
 
     # --- operations -----------------------------------------------------------------------------
 
-    def declare_table(self, request: DeclareTableRequest) -> DeclareTableResponse:
+    def declare_table(self, request: DeclareTableRequest, create_id: str | None = None) -> DeclareTableResponse:
+        """Declare the table (``create_id``: the create's own mark on its entry, made when not given)."""
         table = parse_table_id(request.id)
         properties = stored_properties(request.properties)
         if self.settings.table_version_management:
@@ -140,7 +143,7 @@ class Tables:
         managed = snapshots.is_managed(properties)
         if not request.location and self.settings.location_mode == "catalog":
             check = (lambda at: refuse_unwritable_manifest_lists(at, self.settings)) if managed else None
-            created = self.placement.claim_assigned(table, properties, check)
+            created = self.placement.claim_assigned(table, properties, check, create_id)
         else:
             if request.location:
                 location = self.placement.free_location(request.location)
@@ -148,7 +151,7 @@ class Tables:
                 location = self.placement.new_location(table)
             if managed:
                 refuse_unwritable_manifest_lists(location, self.settings)
-            created = self.placement.claim(table, location, properties)
+            created = self.placement.claim(table, location, properties, create_id=create_id)
         self.datasets.forget_table(table.parts)  # the name's next read asks the catalog
         vended = None
         if request.vend_credentials or self.settings.vend_credentials:
@@ -304,12 +307,16 @@ class Tables:
         if live is not None and mode == "existok":
             return CreateTableResponse(location=live.location, properties=shown(live.properties))
         began = time.time()  # a version written after it is not the table brought back from the trash
-        declared = live is None and self._make_room(table, request)
+        create_id = uuid.uuid4().hex
+        tell = told_of_declared.get() if live is None else None
+        if tell is not None:  # before anything is made: a table it declares bears this mark
+            tell(table.parts, None, None, create_id)
+        declared = live is None and self._make_room(table, request, create_id)
         self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
             resolved = self.resolve(table.parts, writing=True)
-            if live is None and (tell := told_of_declared.get()) is not None:
-                tell(table.parts, resolved.place, None if declared else began)
+            if tell is not None:
+                tell(table.parts, resolved.place, None if declared else began, None)
             dataset = writes.overwrite(self.datasets, resolved, rows)
         except BaseException:
             if live is None:
@@ -326,13 +333,13 @@ class Tables:
             return False
         return manifests.latest_written_at(dataset) > moment
 
-    def _make_room(self, table: TableId, request: CreateTableRequest) -> bool:
+    def _make_room(self, table: TableId, request: CreateTableRequest, create_id: str) -> bool:
         """Before a create writes: bring back the newest soft-deleted table of the name (its data
         is then overwritten as a new version, one lineage), else declare a new table at a new
         location of its own. True when a new table was declared."""
         if self.trash.restore_newest(table):
             return False
-        self.declare_table(DeclareTableRequest(id=table.parts, properties=request.properties))
+        self.declare_table(DeclareTableRequest(id=table.parts, properties=request.properties), create_id)
         return True
 
     def _undo_create(self, table: TableId, declared: bool) -> None:
@@ -346,17 +353,25 @@ class Tables:
 
     # --- for tools beside the operations ----------------------------------------------------------
 
-    def remove_declared_table(self, table_id: Sequence[str], place: tuple[str, Entry]) -> bool:
+    def remove_declared_table(
+        self, table_id: Sequence[str], place: tuple[str, Entry] | None, create_id: str | None = None
+    ) -> bool:
         """Take back a table a tool declared for a write that failed: its entry, then its own files,
-        only while the name still holds that very entry at ``place`` (``ResolvedTable.place``) and
-        no dataset was written there. False, with nothing changed, otherwise. Raises
-        PermissionDeniedError (its location is not its own)."""
+        only while the name still holds that very entry at ``place`` (``ResolvedTable.place``), or
+        with no place, the entry its create marked ``create_id``, and no dataset was written there.
+        False, with nothing changed, otherwise. Raises PermissionDeniedError (its location is not
+        its own)."""
         table = parse_table_id(table_id)
         loaded = self.companions.find(table)
         if loaded is None:
             return False
         resolved = self.resolved(table, loaded)
-        if resolved.place != tuple(place) or datasets.dataset_exists(resolved.location, resolved.storage_options):
+        same = (
+            resolved.place == tuple(place)
+            if place is not None
+            else bool(create_id) and resolved.entry.claim == create_id
+        )
+        if not same or datasets.dataset_exists(resolved.location, resolved.storage_options):
             return False
         self.placement.remove(table, loaded)
         return True

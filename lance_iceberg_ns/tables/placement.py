@@ -140,8 +140,10 @@ class Placement:
         taking_over: bool = False,
         fill: Callable[[], None] | None = None,
         unfill: Callable[[], None] | None = None,
+        create_id: str | None = None,
     ) -> Any:
-        """Create the companion table at ``location``, which it then owns. The location is claimed
+        """Create the companion table at ``location``, which it then owns (``create_id``: the
+        create's own mark on its entry, made here when not given). The location is claimed
         before the entry is made (a conditional create of the marker: a refused claim creates
         nothing, and of several at once exactly one wins), and the claim stamped with the entry's
         UUID after, on the tag the create returned (a claim taken meanwhile is lost: the entry is
@@ -152,7 +154,7 @@ class Placement:
         whole); on a failure, ``unfill`` takes back what it wrote, only while the claim still
         stands. ``taking_over``: the location is owned by the entry this one replaces, and passes
         to it at once. Returns pyiceberg's ``Table``."""
-        create_id = uuid.uuid4().hex
+        create_id = create_id or uuid.uuid4().hex
         top = self.locations.base_of(location) or location
         claimed = None
         if not taking_over:
@@ -194,7 +196,11 @@ class Placement:
         return created
 
     def claim_assigned(
-        self, table: TableId, properties: dict[str, str], check: Callable[[str], None] | None = None
+        self,
+        table: TableId,
+        properties: dict[str, str],
+        check: Callable[[str], None] | None = None,
+        create_id: str | None = None,
     ) -> Any:
         """Create the companion table where the catalog places it (``createTable`` with no
         location: ``location_mode=catalog``), then claim that location, which it then owns.
@@ -209,7 +215,7 @@ class Placement:
         pass ``check``. Otherwise the claim is taken back, the entry dropped and the metadata file
         its create wrote deleted, and PermissionDeniedError says why (or ``check`` raises): no
         entry, marker or file is left. Returns pyiceberg's ``Table``."""
-        create_id = uuid.uuid4().hex
+        create_id = create_id or uuid.uuid4().hex
         created = self._companions.create(table, None, properties, create_id)
         if created.metadata.properties.get(CREATE_ID) != create_id:  # a catalog that answers a create
             raise TableAlreadyExistsError(f"Table {table} already exists")  # of a taken name with its table

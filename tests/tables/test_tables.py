@@ -420,3 +420,32 @@ def test_drop_restored_table_drops_only_a_table_not_written_since_it_was_brought
     assert ns.drop_restored_table(table, place, time.time()) is True
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=table))
+
+
+def test_a_create_tells_the_mark_of_its_entry_before_it_declares_and_the_place_after(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """A create's worker may end between declaring the table and telling where it is: the first
+    note, sent before anything is made, names the mark its entry bears, which alone is enough to
+    take that very entry back."""
+    from lance_namespace import CreateTableRequest
+
+    from lance_iceberg_ns.tables.lifecycle import told_of_declared
+
+    table, notes = [*db, "told"], []
+    telling = told_of_declared.set(lambda *note: notes.append(note))
+    try:
+        ns.create_table(CreateTableRequest(id=table), ipc(pa.table({"id": range(3)})))
+    finally:
+        told_of_declared.reset(telling)
+    (first_table, no_place, _, create_id), (_, place, restored_after, _) = notes
+    assert list(first_table) == table and no_place is None and create_id
+    assert place == ns.resolve_table(table).place and place[1].claim == create_id and restored_after is None
+
+    declared = [*db, "marked"]
+    ns.declare_table(DeclareTableRequest(id=declared))
+    mark = ns.resolve_table(declared).entry.claim
+    assert ns.remove_declared_table(declared, None, "another create's mark") is False
+    assert ns.remove_declared_table(declared, None, mark) is True
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table(DescribeTableRequest(id=declared))
