@@ -72,6 +72,9 @@ class Unregistered:
     was: str  # the name its marker gives, as text
 
 
+Check = Callable[[str], None]  # refuses a place, raising
+
+
 class Placement:
     """Claims, replaces, proves and releases table locations, and deletes only owned files."""
 
@@ -196,11 +199,7 @@ class Placement:
         return created
 
     def claim_assigned(
-        self,
-        table: TableId,
-        properties: dict[str, str],
-        check: Callable[[str], None] | None = None,
-        create_id: str | None = None,
+        self, table: TableId, properties: dict[str, str], check: Check | None = None, create_id: str | None = None
     ) -> Any:
         """Create the companion table where the catalog places it (``createTable`` with no
         location: ``location_mode=catalog``), then claim that location, which it then owns.
