@@ -292,11 +292,11 @@ class HeldBytes:
     many bodies uploading at once, or answers their clients do not read, cannot grow the server's
     memory beyond ``most``, and lengths declared and never sent hold none of it.
 
-    Shared between clients as the data threads are (``WorkerThreads``): a client's requests
-    together hold at most ``share`` (three quarters of the room, and at least one ``largest``
-    body), and the rest is kept for the requests of clients that held nothing when they began
-    (``opening``), so that one address sending many large bodies cannot keep every other client's
-    write out. Used on the event loop only."""
+    Shared between clients as the data threads are (``WorkerThreads``): the last ``reserved``
+    bytes (a quarter of the room) go only to clients holding at most that much in all, and a
+    client holds at most ``share`` (three quarters, and at least one ``largest`` body). One
+    address sending many large bodies cannot keep every other client's write out, nor the second
+    of a client's own two. Used on the event loop only."""
 
     def __init__(self, most: int, largest: int = 1) -> None:
         if most < 1:
@@ -311,18 +311,18 @@ class HeldBytes:
         """The bytes ``client``'s requests hold now."""
         return self._by_client.get(client, 0)
 
-    def fits(self, size: int, client: str = "", opening: bool = True) -> bool:
-        """Whether ``size`` more bytes would fit now for ``client`` (nothing is taken); ``opening``
-        for a request that began while its client held nothing, which may use the reserve."""
+    def fits(self, size: int, client: str = "") -> bool:
+        """Whether ``size`` more bytes would fit now for ``client`` (nothing is taken)."""
         if size <= 0:
             return True
         if self.held + size > self.most:
             return False
-        return opening or (self.holds(client) + size <= self.share and self.held + size <= self.most - self.reserved)
+        mine = self.holds(client) + size
+        return mine <= self.reserved or (mine <= self.share and self.held + size <= self.most - self.reserved)
 
-    def take(self, size: int, client: str = "", opening: bool = True) -> bool:
+    def take(self, size: int, client: str = "") -> bool:
         """Whether ``size`` more bytes fit (``fits``); they are counted as held when they do."""
-        if not self.fits(size, client, opening):
+        if not self.fits(size, client):
             return False
         if size > 0:
             self.held += size

@@ -102,7 +102,7 @@ class GuardMiddleware:
         client = scope["client"][0] if scope.get("client") else ""  # as the data threads tell clients apart
         request = _Held(self.held, client)
         size = int(declared) if declared.isdigit() and int(declared) > FREE_BYTES else 0
-        if not self.held.fits(size, client, self.held.holds(client) == 0):  # refused before it is read
+        if not self.held.fits(size, client):  # refused before it is read; counted as it arrives
             await self._busy(scope, receive, send, size, client)
             return
         try:
@@ -132,25 +132,18 @@ class _Held:
     """What one request holds among the server's bodies: its body, counted as it arrives (a length
     declared and never sent holds nothing), and its answer (taken as it starts). A body or an
     answer of at most ``FREE_BYTES`` is not counted: like a request's head, it costs a connection
-    no more than that, and a catalog request always has room. ``opening``: its client held nothing
-    when it first took some, so it may use the room kept for such requests (``HeldBytes``): one
-    client's requests cannot all count as such by starting together."""
+    no more than that, and a catalog request always has room."""
 
     def __init__(self, held: HeldBytes, client: str) -> None:
         self.held = held
         self.client = client
-        self.opening: bool | None = None  # known at its first take
         self.body_counted = FREE_BYTES  # the body's bytes taken already, or free
         self.taken = 0
 
     def take(self, size: int) -> bool:
-        if size <= 0:
-            return True
-        if self.opening is None:
-            self.opening = self.held.holds(self.client) == 0
-        if not self.held.take(size, self.client, self.opening):
+        if not self.held.take(size, self.client):
             return False
-        self.taken += size
+        self.taken += max(size, 0)
         return True
 
     def receive(self, receive: Receive, limit: int) -> Receive:

@@ -66,6 +66,7 @@ from starlette.responses import Response
 
 from lance_iceberg_ns import limits
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.server.capacity import ClientGone
 from lance_iceberg_ns.server.forking import start_worker, stop_template
 from lance_iceberg_ns.server.logs import audit_by_the_server, redact
@@ -79,6 +80,7 @@ logger = logging.getLogger(__name__)
 START_SECONDS = 120.0  # how long a request may wait for a worker to be free (the template's imports included)
 READY_SECONDS = 30.0  # how long a fork may take to say it is ready (milliseconds on an idle host)
 STOP_SECONDS = 5.0
+TAKE_BACK_SECONDS = 60.0  # at least, whatever the requests' own time: a take-back cut off leaves files
 STARTED_WITH_THE_APP = 2  # workers started before any request: a fork of the template, about 35 MB of its own idle
 IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
 PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
@@ -98,18 +100,24 @@ class Abandonment:
         self.abandoned = False
 
     def abandon(self) -> None:
-        with self._lock:
-            self.abandoned, worker = True, self._worker
-        if worker is not None:
-            worker.process.kill()
+        with self._lock:  # the worker is killed only while it is still this read's
+            self.abandoned = True
+            if self._worker is not None:
+                self._worker.process.kill()
 
-    def running_on(self, worker: _Worker | None) -> None:
-        """The read runs on ``worker`` now (None: it has finished); ended at once if abandoned already."""
+    def running_on(self, worker: _Worker) -> None:
+        """The read runs on ``worker`` now; ended at once if abandoned already."""
         with self._lock:
             self._worker = worker
-            ended = worker is not None and self.abandoned
-        if ended:
-            worker.process.kill()  # type: ignore[union-attr]  # not None when ended
+            if self.abandoned:
+                worker.process.kill()
+
+    def finished(self) -> bool:
+        """The read is done with its worker (before the worker goes to anyone else); whether it
+        was abandoned, its worker killed or about to end."""
+        with self._lock:
+            self._worker = None
+            return self.abandoned
 
 
 class WorkerCrashed(ServiceUnavailableError):
@@ -215,7 +223,7 @@ class Isolated:
                 encoded,
                 body if route.arrow_body else b"",
                 abandonment=abandonment,
-                table=tuple(getattr(request, "id", None) or ()) if route.names_a_table else (),
+                table=_table_key(request) if route.names_a_table and not route.only_reads else (),
             )
         except WorkerCrashed:
             if table:
@@ -227,6 +235,15 @@ class Isolated:
                 error.http_status = int(answer["status"])  # type: ignore[attr-defined]  # 413 beyond a size limit
             raise error
         return Response(memoryview(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
+
+
+def _table_key(request: BaseModel) -> tuple[str, ...]:
+    """The table a request names, as the bridge parses it (Unicode normalized): a write's turn on
+    it (``turns``), whatever spelling the client sent; none for an id the bridge will refuse."""
+    try:
+        return tuple(parse_table_id(getattr(request, "id", None) or []).parts)
+    except LanceNamespaceError:
+        return ()
 
 
 class DataWorkers:
@@ -291,24 +308,25 @@ class DataWorkers:
             try:
                 answer = worker.call(seconds, header, *payload)
             except (OSError, EOFError, ValueError):
+                abandoned = abandonment is not None and abandonment.finished()
                 error = worker.ended(self.memory_mb)
                 self._let_go(worker)
                 self._start_in_background()  # in its place
-                if abandonment is not None and abandonment.abandoned:
+                if abandoned:
                     raise ClientGone("The client went away while its read ran: the read was stopped") from None
                 if not worker.declared:
                     raise error from None
             else:
-                if answer[0].get("retire"):  # it holds what a failed allocation, or a large request, left
+                abandoned = abandonment is not None and abandonment.finished()  # killed as it answered, maybe
+                if abandoned or answer[0].get(
+                    "retire"
+                ):  # or it holds what a failed allocation, or a large request, left
                     self._let_go(worker)
                     self._start_in_background()
                     worker.stop()
                 else:
                     self._give_back(worker)
                 return answer
-            finally:
-                if abandonment is not None:
-                    abandonment.running_on(None)
         for declared in worker.declared:
             error = self._take_back(seconds, header, declared, error)
         raise error
@@ -323,9 +341,12 @@ class DataWorkers:
         with self.turns.alone(declared["table"]) as alone:
             try:
                 if not alone:
-                    outcome = "was left as it is (other requests were using it)"
+                    outcome = "was left as it is (other requests were writing to it)"
+                    if restored:
+                        outcome = "back from the trash was left as it is (other requests were writing to it)"
                 else:
-                    answer, _ = self.run(seconds, {**header, "operation": TAKE_BACK, "declared": declared})
+                    taking_back = {**header, "operation": TAKE_BACK, "declared": declared}
+                    answer, _ = self.run(max(seconds, TAKE_BACK_SECONDS), taking_back)
                     removed = answer.get("kind") == "taken_back" and answer.get("removed")
                     if restored:
                         outcome = "back from the trash was dropped again" if removed else "back from the trash was left"

@@ -5,9 +5,12 @@ table it declared is removed if nothing was written there, one it brought back f
 dropped again if it was not written since. What the take-back finds must stay true until it has
 acted: another client's create, insert or overwrite of that very table, under way meanwhile, would
 otherwise have its rows deleted under it or its acknowledged write dropped. So every data request
-naming a table holds a shared turn on it while its worker runs, and a take-back waits until it is
-alone on the table, holding back new requests of that table meanwhile; one that is not alone within
-``ALONE_WITHIN_SECONDS`` leaves the table as it is (others are using it: it is theirs now).
+that may write a table (all but ``routes.ONLY_READING``) holds a shared turn on it, by the id the
+bridge parses (Unicode normalized), while its worker runs, and a take-back waits until it is alone
+on the table, holding back new writes of that table meanwhile; one that is not alone within
+``ALONE_WITHIN_SECONDS`` leaves the table as it is (others are writing to it: it is theirs now).
+Reads take no turn: a take-back removes a table only where nothing was written, and drops one
+brought back from the trash as a soft delete, which leaves its files to the reads under way.
 
 Turns are this server process's: a writer in another process is not held back, and the take-back's
 own checks (the entry, the versions) are all that stands between it and such a writer.
@@ -20,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-ALONE_WITHIN_SECONDS = 30.0
+ALONE_WITHIN_SECONDS = 10.0
 
 TableKey = tuple[str, ...]
 

@@ -83,18 +83,20 @@ def _send_query(connection: socket.socket) -> None:
 
 def test_bodies_uploading_at_once_are_held_within_the_limit_and_the_next_is_503_at_once() -> None:
     with _served(10, max_held_mb=8) as (running, backend):
-        uploading = [_connect(running, source=f"127.0.0.{2 + index}") for index in range(2)]  # two clients
-        for connection in uploading:  # 4 MiB declared, 3.6 sent: the server holds what arrived
-            connection.sendall(
-                _head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=str(4 * MIB))
-            )
-            connection.sendall(b"\0" * (36 * MIB // 10))
+        # three clients, 4, 2.4 and 2 MiB declared, 3.6, 2.3 and 1.9 MiB sent: the server holds what
+        # arrived (two large holders within three quarters of the room, a small one in the last quarter)
+        uploading = [_connect(running, source=f"127.0.0.{2 + index}") for index in range(3)]
+        for connection, declared, sent in zip(uploading, (40, 24, 20), (36, 23, 19), strict=True):
+            length = str(declared * MIB // 10)
+            connection.sendall(_head(INSERT, content_type="application/vnd.apache.arrow.stream", content_length=length))
+            connection.sendall(b"\0" * (sent * MIB // 10))
+            time.sleep(0.1)
         time.sleep(0.3)
         started = time.monotonic()
         refused = requests.post(running.uri + INSERT, data=b"\0" * MIB, timeout=10)
         assert time.monotonic() - started < 1
         assert (refused.status_code, refused.json()["code"]) == (503, 17), refused.text
-        assert "busy" in refused.json()["error"] and "7.1 MiB" in refused.json()["error"]
+        assert "busy" in refused.json()["error"] and "7.6 MiB" in refused.json()["error"]
         catalog = requests.post(f"{running.uri}/v1/namespace/a/exists", json={}, timeout=5)
         assert catalog.status_code == 200  # a small body still has room
         for connection in uploading:
@@ -246,3 +248,15 @@ def test_a_client_taking_its_answer_at_a_trickle_is_cut_off_after_a_second_per_m
         took = time.monotonic() - started
         connection.close()
     assert received < answer and took < READ_TIMEOUT + 8 + 10, (received, took)
+
+
+def test_the_room_kept_for_small_holders_takes_a_clients_second_body_but_not_a_large_holders() -> None:
+    from lance_iceberg_ns.server.capacity import HeldBytes
+
+    held = HeldBytes(8 * MIB, largest=4 * MIB)  # a client holds at most 6 MiB; the last 2 MiB are for small holders
+    assert held.take(4 * MIB, "attacker") and held.take(2 * MIB, "attacker")  # 6 MiB: its share
+    assert not held.take(MIB, "attacker")
+    assert held.take(MIB, "victim") and held.take(MIB, "victim")  # its second body too, within the kept room
+    assert not held.take(1, "victim") and not held.take(1, "third")  # the room is full
+    held.give_back(MIB, "victim")
+    assert held.take(MIB, "third")

@@ -124,3 +124,73 @@ def test_a_cut_off_create_is_taken_back_only_after_another_clients_write_on_its_
     assert _Cutting.calls.index("insert_into_table ends") < _Cutting.calls.index(TAKE_BACK + " starts")
     assert "the table wh.db.t it declared was taken back" in outcome["create"]
     workers.close()
+
+
+def test_a_turn_is_on_the_table_as_the_bridge_parses_it_and_reads_take_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write naming the table in another Unicode form holds the same turn; a read holds none (a
+    query running on a table must not keep its take-back waiting, nor hold back others' writes)."""
+    import lance_namespace
+
+    from lance_iceberg_ns.server.routes import ROUTES
+
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    taken: dict[str, tuple[str, ...]] = {}
+
+    class Recording:
+        def keep_at_least(self, count: int, start: int) -> None:
+            pass
+
+        def run(self, seconds: float, header: dict[str, Any], *payload: bytes, **how: Any) -> Any:
+            taken[header["operation"]] = tuple(how["table"])
+            return {"kind": "ok", "status": 200}, bytearray()
+
+    monkeypatch.setattr(DataWorkers, "of", classmethod(lambda cls, memory_mb: Recording()))
+    isolated = isolation.Isolated(isolation.Recipe({}, False), 64, 1)
+    routes = {route.operation: route for route in ROUTES}
+    for operation, name in (("insert_into_table", decomposed), ("count_table_rows", composed)):
+        model = getattr(lance_namespace, routes[operation].model)
+        isolated.answer(routes[operation], model(id=["wh", "db", name]), b"", None)
+    assert taken == {"insert_into_table": ("wh", "db", composed), "count_table_rows": ()}
+
+
+class _Answering:
+    """A fake worker that answers at once; its kills are counted."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.idle_since = time.monotonic()
+        self.kills = 0
+        self.process: Any = type("Running", (), {"ended": False, "kill": lambda _: self._killed()})()
+        self.declared: list[dict[str, Any]] = []
+
+    def _killed(self) -> None:
+        self.kills += 1
+
+    def wait_ready(self) -> None:
+        pass
+
+    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        if header.get("abandon_now"):
+            header["abandon_now"].abandon()  # the client went away as the answer came
+        return {"kind": "ok"}, bytearray()
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_read_abandoned_after_it_answered_never_ends_the_worker_another_request_took(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation, "_Worker", _Answering)
+    workers = DataWorkers(3)
+    workers.keep_at_least(1, start=0)  # a worker done is kept idle
+    try:
+        done = isolation.Abandonment()
+        workers.run(5, {"operation": "query_table"}, abandonment=done)
+        (worker,) = workers._idle  # given back
+        done.abandon()  # the client's hang-up, heard only now: the worker is another request's
+        assert worker.kills == 0
+        late = isolation.Abandonment()
+        workers.run(5, {"operation": "query_table", "abandon_now": late}, abandonment=late)
+        assert worker.kills == 1 and worker not in workers._idle  # killed as it answered: never handed out again
+    finally:
+        workers.close()
