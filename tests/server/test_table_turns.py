@@ -62,21 +62,38 @@ def test_a_take_back_not_alone_in_time_holds_nothing() -> None:
         assert alone is True
 
 
-class _Cutting:
-    """A fake worker: a create is cut off after declaring its table; an insert runs until released;
-    a take-back answers that it removed the table. Every call is recorded, in order."""
+class _FakeWorker:
+    """A worker of these tests: it starts at once, its kills are counted, and it answers at once."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.idle_since = time.monotonic()
+        self.kills = 0
+        self.process: Any = type("Running", (), {"ended": False, "kill": lambda _: self._killed()})()
+        self.declared: list[dict[str, Any]] = []
+
+    def _killed(self) -> None:
+        self.kills += 1
+
+    def wait_ready(self) -> None:
+        pass
+
+    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        return {"kind": "ok"}, bytearray()
+
+    def ended(self, memory_mb: int) -> Exception:
+        return ServiceUnavailableError("The data worker running the request ended")
+
+    def stop(self) -> None:
+        pass
+
+
+class _Cutting(_FakeWorker):
+    """A create is cut off after declaring its table; an insert runs until released; a take-back
+    answers that it removed the table. Every call is recorded, in order."""
 
     calls: list[str] = []
     insert_running = threading.Event()
     release_insert = threading.Event()
-
-    def __init__(self, memory_mb: int) -> None:
-        self.idle_since = time.monotonic()
-        self.process: Any = type("Running", (), {"ended": False, "kill": lambda self: None})()
-        self.declared: list[dict[str, Any]] = []
-
-    def wait_ready(self) -> None:
-        pass
 
     def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
         operation = header["operation"]
@@ -89,12 +106,6 @@ class _Cutting:
             assert self.release_insert.wait(10)
         self.calls.append(f"{operation} ends")
         return ({"kind": "taken_back", "removed": True} if operation == TAKE_BACK else {"kind": "ok"}), bytearray()
-
-    def ended(self, memory_mb: int) -> Exception:
-        return ServiceUnavailableError("The data worker running the request ended")
-
-    def stop(self) -> None:
-        pass
 
 
 def test_a_cut_off_create_is_taken_back_only_after_another_clients_write_on_its_table_ends(
@@ -153,28 +164,13 @@ def test_a_turn_is_on_the_table_as_the_bridge_parses_it_and_reads_take_none(monk
     assert taken == {"insert_into_table": ("wh", "db", composed), "count_table_rows": ()}
 
 
-class _Answering:
-    """A fake worker that answers at once; its kills are counted."""
-
-    def __init__(self, memory_mb: int) -> None:
-        self.idle_since = time.monotonic()
-        self.kills = 0
-        self.process: Any = type("Running", (), {"ended": False, "kill": lambda _: self._killed()})()
-        self.declared: list[dict[str, Any]] = []
-
-    def _killed(self) -> None:
-        self.kills += 1
-
-    def wait_ready(self) -> None:
-        pass
+class _Answering(_FakeWorker):
+    """A read's client may go away just as the answer comes (``abandon_now``)."""
 
     def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
         if header.get("abandon_now"):
-            header["abandon_now"].abandon()  # the client went away as the answer came
-        return {"kind": "ok"}, bytearray()
-
-    def stop(self) -> None:
-        pass
+            header["abandon_now"].abandon()
+        return super().call(seconds, header, *payload)
 
 
 def test_a_read_abandoned_after_it_answered_never_ends_the_worker_another_request_took(
