@@ -350,15 +350,18 @@ class DataWorkers:
                     removed = answer.get("kind") == "taken_back" and answer.get("removed")
                     if restored:
                         outcome = "back from the trash was dropped again" if removed else "back from the trash was left"
+                    elif removed:
+                        outcome = "was taken back"
+                    elif "location" not in declared:  # cut off before it said where: it may never have been made
+                        outcome = "was not found (never made, or not its own): nothing was taken back"
                     else:
-                        outcome = (
-                            "was taken back" if removed else "was left as it is (written to, or no longer the create's)"
-                        )
+                        outcome = "was left as it is (written to, or no longer the create's)"
             except LanceNamespaceError as failure:
                 logger.warning("The table %s a create declared could not be taken back: %s", table, failure)
                 outcome = "could not be taken back: drop it"
         audit_by_the_server("take_back", declared["table"], f"the table {outcome}")
-        return type(error)(f"{error}; the table {table} it {'brought' if restored else 'declared'} {outcome}")
+        verb = "brought" if restored else "declared" if "location" in declared else "was declaring"
+        return type(error)(f"{error}; the table {table} it {verb} {outcome}")
 
     def close(self) -> None:
         """Stop every worker: the idle ones as they finish, the busy ones at once (the server is

@@ -99,7 +99,7 @@ class _Cutting(_FakeWorker):
         operation = header["operation"]
         self.calls.append(f"{operation} starts")
         if operation == "create_table":
-            self.declared.append({"table": list(TABLE), "restored": False})
+            self.declared.append({"table": list(TABLE), "location": "/t.lance", "restored": False})
             raise EOFError("the worker ended")
         if operation == "insert_into_table":
             self.insert_running.set()
@@ -190,3 +190,26 @@ def test_a_read_abandoned_after_it_answered_never_ends_the_worker_another_reques
         assert worker.kills == 1 and worker not in workers._idle  # killed as it answered: never handed out again
     finally:
         workers.close()
+
+
+class _CutBeforeMaking(_FakeWorker):
+    """A create cut off after telling only the mark its entry would bear: nothing bears it."""
+
+    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
+        if header["operation"] == "create_table":
+            self.declared.append({"table": list(TABLE), "create_id": "c0ffee", "restored": False})
+            raise EOFError("the worker ended")
+        return {"kind": "taken_back", "removed": False}, bytearray()
+
+
+def test_a_create_cut_off_before_it_made_its_table_says_nothing_was_taken_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(isolation, "_Worker", _CutBeforeMaking)
+    workers = DataWorkers(4)
+    try:
+        with pytest.raises(ServiceUnavailableError) as raised:
+            workers.run(5, {"operation": "create_table"}, table=TABLE)
+    finally:
+        workers.close()
+    assert "the table wh.db.t it was declaring was not found (never made, or not its own)" in str(raised.value)
