@@ -42,6 +42,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     (re.compile(r"Commit result for version \d+ is unknown"), ConcurrentModificationError),
     # a commit that lost to a concurrent one it cannot be rebased on (an append on an overwrite)
     (re.compile(r"Incompatible transaction|Retryable commit conflict"), ConcurrentModificationError),
+    # a commit that kept losing to concurrent ones until pylance gave up retrying: the client may retry
+    (re.compile(r"Commit conflict for version \d+|Too many concurrent writers"), ConcurrentModificationError),
     (re.compile(r"^Append with different schema"), TableSchemaValidationError),
     (re.compile(r"^Ref not found"), _REF_NOT_FOUND),
     (re.compile(r"^Ref conflict"), _REF_TAKEN),

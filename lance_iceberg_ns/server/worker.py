@@ -31,7 +31,7 @@ DECLARED = "declared"  # a note before the answer: the table a create declared, 
 TAKE_BACK = "take_back_declared"  # a request of the server's own: remove a table declared, if untouched
 SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
 OOM_SCORE_ADJUSTMENT = 500
-RETIRE_AT = 0.5  # of its ceiling: a worker grown by more since it was ready is retired after its request
+RETIRE_AT = 0.5  # of its ceiling: a worker whose data grew by more since it was ready is retired after its request
 
 
 # --- the wire: one message is a JSON header and a payload of bytes ------------------------------------
@@ -92,20 +92,22 @@ def main(memory_bytes: int) -> None:
     load()  # already loaded in the template it was forked from
     runner = _Runner(tell=lambda note: write_message(answers, note))
     write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
-    resident_when_ready = _resident_bytes()  # mostly the template's pages, shared
+    data_when_ready = _data_bytes()  # mostly the template's pages, shared
     while (message := read_message(requests)) is not None:
         header, payload = message
         answer_header, content = runner.answer(header, payload)
         del header, payload, message
-        grown = _resident_bytes() - resident_when_ready - len(content)
+        grown = _data_bytes() - data_when_ready - len(content)
         if answer_header.pop("memory_failed", False) or grown > memory_bytes * RETIRE_AT:
             answer_header["retire"] = True  # the next request gets a fresh fork's memory, not what this one left
         write_message(answers, answer_header, content)
 
 
-def _resident_bytes() -> int:
+def _data_bytes() -> int:
+    """The memory the ceiling counts: everything private and writable, touched or only reserved
+    (an allocator's arena counts in full from the moment it is mapped)."""
     with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return int(statm.read().split()[5]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _caused_by_memory(error: BaseException) -> bool:
@@ -123,6 +125,11 @@ def _caused_by_memory(error: BaseException) -> bool:
 def load() -> None:
     """Import what answering a request takes (pylance, pyiceberg, the bridge: a second or more on a
     loaded host), so that a worker that says it is ready is."""
+    # Before Arrow's first allocation: its default allocator (mimalloc) maps a 1 GiB arena as soon as
+    # a worker's ceiling lets it, and the ceiling counts all of it from then on, used or not: a
+    # 7-row insert failed on memory that no request had asked for. The system allocator maps what
+    # it is asked for and gives large blocks back.
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     import lance  # noqa: F401
     import lance_namespace  # noqa: F401
     import pyiceberg.catalog.rest  # noqa: F401

@@ -309,6 +309,14 @@ def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_com
             "transaction Overwrite at version 2. Please retry.",
             ConcurrentModificationError,
         ),
+        (
+            "insert_into_table: Commit conflict for version 1765: Failed to commit the transaction after 20 retries.",
+            ConcurrentModificationError,
+        ),
+        (
+            "Too many concurrent writers. Attempted 7 times, but failed on retry_timeout of 30.000 seconds.",
+            ConcurrentModificationError,
+        ),
         ('LanceError(IO): does not have sufficient data, len: 1, bytes: b"x"', InvalidTableStateError),
         ("LanceError(IO): file size is too small", InvalidTableStateError),
     ],
