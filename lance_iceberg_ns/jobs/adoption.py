@@ -149,7 +149,9 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
         raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
     latest = _catalog_latest(ns, table_id)
     on_disk = final_manifests(table.location, table.storage_options)
-    following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))
+    # before any version, the first on disk: a shallow clone's keeps its source's number
+    first = latest + 1 if latest or 1 in on_disk or not on_disk else min(on_disk)
+    following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(first)))
     if latest and latest not in on_disk and not following and any(version > latest for version in on_disk):
         raise latest_gone_error(".".join(table_id), latest)  # a writer by location went on, then cleaned up
     return _Found(latest, table.location, table.storage_options, [(version, on_disk[version]) for version in following])

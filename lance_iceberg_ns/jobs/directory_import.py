@@ -63,7 +63,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns.catalog.companions import stored_properties
-from lance_iceberg_ns.data.datasets import dataset_exists, lance_dataset
+from lance_iceberg_ns.data.datasets import dataset_exists
 from lance_iceberg_ns.errors.translation import translated_errors
 from lance_iceberg_ns.identifiers import TRASH_NAMESPACE, parse_namespace_id, parse_table_id
 from lance_iceberg_ns.namespace import IcebergLanceNamespace
@@ -77,7 +77,7 @@ from lance_iceberg_ns.storage.locations import (
     normalize_location,
 )
 from lance_iceberg_ns.storage.ownership import MARKER
-from lance_iceberg_ns.versions.bases import DEEP_COPY_HINT, foreign_base_count
+from lance_iceberg_ns.versions.bases import not_self_contained
 
 logger = logging.getLogger(__name__)
 
@@ -391,7 +391,7 @@ def _import_one(
         return ImportedTable(source, target, location, SKIPPED, reason)
     if not dataset_exists(location, dict(storage_options)):
         return ImportedTable(source, target, location, SKIPPED, "declared only: no Lance data yet")
-    reason = _not_self_contained(location, storage_options)
+    reason = not_self_contained(location, storage_options)
     if reason:
         return ImportedTable(source, target, location, SKIPPED, reason)
     in_place = _reachable(ns, location)
@@ -414,24 +414,6 @@ def _import_one(
     except (PermissionDeniedError, InvalidInputError, TableAlreadyExistsError) as exc:  # another table's place
         return ImportedTable(source, target, location, CONFLICT, str(exc))
     return ImportedTable(source, target, location, REGISTERED)
-
-
-def _not_self_contained(location: str, storage_options: Mapping[str, str]) -> str:
-    """Why the dataset at ``location`` must not be imported because it names files outside itself
-    (a shallow clone names its source's; a multi-base write, its other bases), or "" when it names
-    only its own: nothing is claimed, copied or registered for it. Its latest manifest tells, as
-    Lance carries a dataset's base paths on to every later version."""
-    try:
-        bases = lance_dataset(location, storage_options).base_paths()
-    except (ValueError, OSError, RuntimeError):
-        return "its latest manifest cannot be read"
-    count = foreign_base_count(bases, location)
-    if not count:
-        return ""
-    return (
-        f"a shallow clone: its manifest names {count} base path{'s' if count > 1 else ''} outside the table, "
-        f"whose files an imported table must not point at; {DEEP_COPY_HINT} to import"
-    )
 
 
 def _copy_in(

@@ -45,6 +45,7 @@ from lance_iceberg_ns.storage import files, ownership
 from lance_iceberg_ns.storage.credentials import lance_storage_options, vended_storage_options
 from lance_iceberg_ns.storage.locations import LocationPolicy, is_local, is_relative, normalize_location, store_top
 from lance_iceberg_ns.storage.options import StorageOptions
+from lance_iceberg_ns.versions import bases
 
 logger = logging.getLogger(__name__)
 
@@ -117,14 +118,14 @@ class Placement:
         return location
 
     def dataset_location(self, raw: str, table: TableId) -> str:
-        """A location a register asked for: confined, and holding a dataset (InvalidInputError).
+        """A location a register asked for: confined, and holding a dataset that names only its own
+        files (InvalidInputError: a shallow clone would read, and write through, its source's).
         A relative one is resolved against the directory of the table's namespace under the root
         (``LocationPolicy.relative_location``), then confined and owned like any other."""
         if is_relative(raw):
             raw = self.locations.relative_location(table.namespace.parts, raw)
         location = self.locations.confine_requested(raw)
-        if not datasets.dataset_exists(location, self._options.for_bridge()):
-            raise InvalidInputError(f"No Lance dataset at {location}")
+        bases.refuse_unregistrable(location, self._options.for_bridge())
         return location
 
     def entry_options(self, entry: TableSummary) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
-from lance_iceberg_ns.data.datasets import dataset_of_manifest
+from lance_iceberg_ns.data.datasets import dataset_exists, dataset_of_manifest, lance_dataset
 from lance_iceberg_ns.storage.locations import normalize_location
 
 # Lance's framing of a manifest file: the manifest's protobuf message, preceded by its length (a
@@ -96,3 +96,30 @@ def refuse_foreign_manifest(location: str, storage_options: Mapping[str, str], v
             "version names only the table's own files. To take another dataset's data into the table, write "
             f"it through the namespace, or {DEEP_COPY_HINT}"
         )
+
+
+def not_self_contained(location: str, storage_options: Mapping[str, str]) -> str:
+    """Why the dataset at ``location`` must not become a table as it is, because it names files
+    outside itself (a shallow clone names its source's; a multi-base write, its other bases), or
+    "" when it names only its own. Its latest manifest tells, as Lance carries a dataset's base
+    paths on to every later version. A table registered or imported from it would read, and its
+    writes could reach, another table's files."""
+    try:
+        bases = lance_dataset(location, storage_options).base_paths()
+    except (ValueError, OSError, RuntimeError):
+        return "its latest manifest cannot be read"
+    count = foreign_base_count(bases, location)
+    if not count:
+        return ""
+    return (
+        f"a shallow clone: its manifest names {count} base path{'s' if count > 1 else ''} outside the table, "
+        f"whose files a table must not point at: {DEEP_COPY_HINT}"
+    )
+
+
+def refuse_unregistrable(location: str, storage_options: Mapping[str, str]) -> None:
+    """InvalidInputError unless ``location`` holds a Lance dataset that names only its own files."""
+    if not dataset_exists(location, storage_options):
+        raise InvalidInputError(f"No Lance dataset at {location}")
+    if reason := not_self_contained(location, storage_options):
+        raise InvalidInputError(f"The dataset at {location} cannot be registered: {reason}")

@@ -261,9 +261,16 @@ def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> i
     ``_versions/``, else None: one look, in both naming schemes (a manifest planted under the
     other scheme's name must not pass for none). With the catalog's current state, a writer by
     location committed it; with a state kept from earlier, another writer may also have committed
-    it through the catalog since."""
-    following = latest_version(table) + 1
-    return following if manifests.version_present(table.metadata.location, storage_options, following) else None
+    it through the catalog since. For a table with no version yet, any version on disk: a writer
+    by location's first version need not be numbered 1 (a shallow clone keeps its source's number),
+    and the catalog must not leave it to be read from disk, as pylance would."""
+    latest = latest_version(table)
+    location = table.metadata.location
+    if manifests.version_present(location, storage_options, latest + 1):
+        return latest + 1
+    if latest == 0 and (on_disk := manifests.final_manifests(location, storage_options)):
+        return min(on_disk)
+    return None
 
 
 def latest_gone(table: Table, storage_options: Mapping[str, str]) -> bool:

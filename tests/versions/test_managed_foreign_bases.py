@@ -11,10 +11,11 @@ import lance
 import pyarrow as pa
 import pytest
 import requests
-from lance_namespace.errors import InvalidInputError
+from lance_namespace.errors import InvalidInputError, InvalidTableStateError, TableNotFoundError
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.data.datasets import dataset_of_manifest
+from lance_iceberg_ns.jobs import adopt_versions_written_by_location
 from lance_iceberg_ns.versions.bases import manifest_message
 from lance_iceberg_ns.versions.manifests import manifest_name
 
@@ -191,3 +192,43 @@ def test_a_base_path_at_the_tables_own_root_is_taken_and_any_other_refused_throu
     assert FOREIGN in capfd.readouterr().err
     assert _versions(managed_ns, mine) == [1, 2, 3] and staged_manifests(store, location) == []
     assert _rows(managed_ns, mine) == ["mine", "own base"]
+
+
+def test_a_shallow_clone_written_by_location_into_a_declared_table_is_refused_not_read(
+    managed_ns: IcebergLanceNamespace, store: Store, tables: tuple[list[str], str, list[str], str]
+) -> None:
+    """A writer by location shallow-clones another table into a managed table declared and never
+    written: the clone keeps its source's version number (2), so it is no first version to adopt,
+    and reads of the table must not answer the other table's rows from its files."""
+    _mine, _location, victim, victim_location = tables
+    declared = [*victim[:-1], "declared"]
+    location = str(managed_ns.declare_table({"id": declared}).location)
+    options = store.storage_options or None
+    lance.dataset(victim_location, storage_options=options).shallow_clone(location, 2, storage_options=options)
+    for read in (
+        lambda: managed_ns.count_table_rows({"id": declared}),
+        lambda: managed_ns.list_table_versions({"id": declared}),
+    ):
+        with pytest.raises(InvalidTableStateError, match="Version 2 of .* was written by a writer that went by its"):
+            read()
+    with pytest.raises(ValueError, match="Invalid table state"):  # pylance opening it through the bridge
+        _rows(managed_ns, declared)
+    with pytest.raises(InvalidTableStateError, match="names files outside the table"):  # and never adopted
+        adopt_versions_written_by_location(managed_ns, declared)
+    assert _versions(managed_ns, victim) == [1, 2] and _rows(managed_ns, victim) == ["VICTIM-1", "VICTIM-2"]
+
+
+def test_a_shallow_clone_of_another_table_cannot_be_registered(
+    managed_ns: IcebergLanceNamespace, store: Store, tables: tuple[list[str], str, list[str], str]
+) -> None:
+    """Registered, a shallow clone would read another table's files, and its writes could reach
+    them: the register is refused as bad input, and nothing is made."""
+    _mine, _location, victim, victim_location = tables
+    clone = f"{victim_location.rstrip('/').rsplit('/', 1)[0]}/registered.lance"  # where a table of its namespace goes
+    options = store.storage_options or None
+    lance.dataset(victim_location, storage_options=options).shallow_clone(clone, 2, storage_options=options)
+    registered = [*victim[:-1], "registered"]
+    with pytest.raises(InvalidInputError, match="cannot be registered: a shallow clone"):
+        managed_ns.register_table({"id": registered, "location": clone})
+    with pytest.raises(TableNotFoundError):
+        managed_ns.describe_table({"id": registered})
