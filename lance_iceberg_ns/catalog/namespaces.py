@@ -27,8 +27,12 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, NamespaceNotEmptyError, NamespaceNotFoundError
 from pyiceberg import exceptions as iceberg
 
-from lance_iceberg_ns.catalog.companions import Companions
-from lance_iceberg_ns.catalog.property_rules import RESERVED_LOCATION_PROPERTIES, plain_property_key
+from lance_iceberg_ns.catalog.companions import BOOKKEEPING_PREFIX, Companions
+from lance_iceberg_ns.catalog.property_rules import (
+    RESERVED_LOCATION_PROPERTIES,
+    check_requested_properties,
+    plain_property_key,
+)
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 from lance_iceberg_ns.identifiers import (
     LEGACY_TRASH_NAMESPACE,
@@ -78,6 +82,7 @@ class Namespaces:
     def create_namespace(self, request: CreateNamespaceRequest) -> CreateNamespaceResponse:
         namespace = namespace_below_warehouse(request.id, "create")
         mode = parse_mode(request.mode, "create", ("create", "existok", "overwrite"), "create_namespace")
+        check_requested_properties(dict(request.properties or {}), BOOKKEEPING_PREFIX)  # as a table's
         catalog = self._companions.catalog(namespace.warehouse)
         if len(namespace.path) > 1 and not catalog.namespace_exists(namespace.path[:-1]):
             raise NamespaceNotFoundError(f"Parent namespace of {namespace} does not exist")

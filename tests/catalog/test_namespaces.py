@@ -31,6 +31,18 @@ def test_create_namespace_returns_its_properties(ns: IcebergLanceNamespace, ware
     assert described.properties["owner"] == "ana"
 
 
+@pytest.mark.parametrize("key", ["location", " Location", "write.data.path", "Lance-Iceberg-NS.created-by"])
+def test_create_namespace_refuses_where_files_go_and_the_bridges_own_properties(
+    ns: IcebergLanceNamespace, warehouse: str, key: str
+) -> None:
+    """A namespace's ``location`` places the tables some catalogs create in it, and the bridge's
+    own keys are its bookkeeping: a client sets neither, as on a table, and nothing is made."""
+    with pytest.raises(InvalidInputError):
+        ns.create_namespace(CreateNamespaceRequest(id=[warehouse, "placed"], properties={key: "/elsewhere"}))
+    with pytest.raises(NamespaceNotFoundError):
+        ns.namespace_exists(NamespaceExistsRequest(id=[warehouse, "placed"]))
+
+
 def test_create_existing_namespace_raises_namespace_already_exists(ns: IcebergLanceNamespace, db: list[str]) -> None:
     with pytest.raises(NamespaceAlreadyExistsError) as caught:
         ns.create_namespace(CreateNamespaceRequest(id=db))
