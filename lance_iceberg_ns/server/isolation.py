@@ -446,9 +446,9 @@ class DataWorkers:
         try:
             worker = _Worker(self.memory_mb)
             worker.wait_ready()
-        except (OSError, EOFError, ValueError):
-            failure = worker.ended(self.memory_mb) if worker is not None else ServiceUnavailableError("")
-            failure = ServiceUnavailableError(f"A data worker did not start: {failure}")
+        except (OSError, EOFError, ValueError) as exc:
+            why = worker.ended(self.memory_mb) if worker is not None else (str(exc) or type(exc).__name__)
+            failure = ServiceUnavailableError(f"A data worker did not start: {why}")
             logger.warning("%s", failure)
             worker = None
         finally:

@@ -93,6 +93,18 @@ def test_a_start_that_fails_is_said_to_the_waiting_request(monkeypatch: pytest.M
     assert time.monotonic() - started < 5
 
 
+def test_a_worker_that_cannot_even_be_started_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No process to ask why it ended (the template is gone, a server stopping as it starts): the
+    failure itself is said, not an empty reason."""
+
+    def never(memory_mb: int) -> None:
+        raise EOFError("the data workers' template ended before it was ready")
+
+    monkeypatch.setattr(isolation, "_Worker", never)
+    with pytest.raises(isolation.ServiceUnavailableError, match="did not start: the data workers' template ended"):
+        DataWorkers(1).run(5, {})
+
+
 def test_a_table_is_refused_after_two_crashes_within_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
     crashing, table, other = CrashingTables(), ("wh", "db", "t"), ("wh", "db", "u")
     crashing.crashed(table)
