@@ -13,6 +13,11 @@ from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsE
 from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.limits import MAX_SCHEMA_METADATA_BYTES, MAX_VECTOR_DIMENSION, check_column_count
 
+# Lance's own columns, which it refuses to store under a table's names (a table renamed to one
+# answered every query with a panic)
+LANCE_RESERVED_COLUMNS = frozenset(
+    {"_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version", "_row_last_updated_at_version"}
+)
 MAX_TYPE_NESTING = 32  # lists within lists in one data_type: deeper is no column anyone stores
 
 # The Lance spec's JSON Arrow types (JsonArrowDataType.type) that a column can be cast to.
@@ -110,12 +115,23 @@ def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry])
         expression = entry.expression or entry.computed
         if not expression:
             raise InvalidInputError(f"Expression is required for new column {entry.name!r}")
-        if not entry.name or entry.name in expressions:
+        if entry.name in expressions:
             raise InvalidInputError(f"Each new column needs a name of its own, got {entry.name!r}")
-        expressions[entry.name] = expression
+        expressions[check_new_column_name(entry.name or "")] = expression
     with pylance_failures("alter_table_add_columns"):
         dataset.add_columns(expressions)
     return int(dataset.version)
+
+
+def check_new_column_name(name: str) -> str:
+    """``name`` for a column a table gains or a column renamed: InvalidInputError for a name Lance
+    takes for its own or cannot read back (empty, or with a dot, which Lance reads as a path)."""
+    if not name or "." in name or name in LANCE_RESERVED_COLUMNS:
+        raise InvalidInputError(
+            f"{name!r} cannot name a column: a name is not empty, holds no dot, and is none of Lance's own "
+            f"({', '.join(sorted(LANCE_RESERVED_COLUMNS))})"
+        )
+    return name
 
 
 def alter_columns(dataset: lance.LanceDataset, entries: Sequence[AlterColumnsEntry]) -> int:
@@ -129,7 +145,7 @@ def alter_columns(dataset: lance.LanceDataset, entries: Sequence[AlterColumnsEnt
             raise UnsupportedOperationError(f"Column {entry.path!r}: virtual (UDF) columns are not supported here")
         alteration: dict[str, Any] = {"path": entry.path}
         if entry.rename is not None:
-            alteration["name"] = entry.rename
+            alteration["name"] = check_new_column_name(entry.rename)
         if entry.nullable is not None:
             alteration["nullable"] = entry.nullable
         if entry.data_type is not None:

@@ -68,8 +68,9 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
             # a regular expression of the filter that compiles past the regex engine's size limit
             # ("a{1000}{1000}"): DataFusion calls it an internal error, pylance an OSError on a count
             r"|Regular expression did not compile|Compiled regex exceeds size limit"
-            # rows that do not fit the table: a null in a column that takes none
-            r"|declared as non-nullable but contains null"
+            # rows that do not fit the table: a null in a column that takes none, a value that is not
+            # what its column's type says (text that is no JSON in an ``arrow.json`` column)
+            r"|declared as non-nullable but contains null|Invalid argument error"
         ),
         InvalidInputError,
     ),

@@ -92,6 +92,38 @@ def test_expressions_that_fail_on_the_rows_and_bad_schemas_are_4xx_and_change_no
             ns.describe_table({"id": [*db, "other"]})
 
 
+@pytest.mark.parametrize("name", ["_rowid", "_rowaddr", "_row_created_at_version", "", "a.b"])
+def test_a_column_is_never_renamed_or_added_to_a_name_lance_takes_or_cannot_read(
+    ns: IcebergLanceNamespace, table_id: list[str], name: str
+) -> None:
+    """Renamed ``_rowid``, a column made every query of the table a panic in pylance (500); renamed
+    ``""``, a table no query could read. Refused as bad input, and the table is as it was."""
+    version = ns.describe_table({"id": table_id}).version
+    with pytest.raises(InvalidInputError, match="cannot name a column"):
+        ns.alter_table_alter_columns({"id": table_id, "alterations": [{"path": "text", "rename": name}]})
+    with pytest.raises(InvalidInputError, match="cannot name a column"):
+        ns.alter_table_add_columns({"id": table_id, "new_columns": [AddColumnsEntry(name=name, expression="id")]})
+    assert ns.describe_table({"id": table_id}).version == version
+    assert answer(ns, {"id": table_id, "k": 3, "vector": {}}).column_names == ["id", "vector", "text"]
+
+
+def test_text_that_is_no_json_in_a_json_column_is_refused_as_bad_input(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """A column that says it holds JSON (Arrow's ``arrow.json`` extension) and holds other text was
+    a 500 on create, insert and merge; it is bad input, and nothing is made or written."""
+    field = pa.field("doc", pa.string(), metadata={"ARROW:extension:name": "arrow.json"})
+    good, bad = (pa.table({"doc": pa.array([text])}, schema=pa.schema([field])) for text in ('{"a": 1}', "not json"))
+    with pytest.raises(InvalidInputError, match="Invalid argument error"):
+        ns.create_table({"id": [*db, "made"]}, ipc(bad))
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table({"id": [*db, "made"]})
+    ns.create_table({"id": [*db, "docs"]}, ipc(good))
+    with pytest.raises(InvalidInputError, match="Invalid argument error"):
+        ns.insert_into_table({"id": [*db, "docs"]}, ipc(bad))
+    assert ns.count_table_rows({"id": [*db, "docs"]}).count == 1
+
+
 def _twin_columns() -> pa.Table:
     return pa.Table.from_arrays([pa.array([1]), pa.array([2])], names=["a", "a"])
 
