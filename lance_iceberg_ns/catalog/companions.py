@@ -57,6 +57,8 @@ TRASH_COMMENT = "soft-deleted Lance tables (lance-iceberg-ns)"
 # PURGE ("GC is disabled"), INSERT INTO from Spark or pyiceberg ("Invalid file format: lance"), and
 # from DuckDB, which writes Parquet whatever the format says but checks the codec before it writes
 # ("Expected codec argument to be any of [...]"). Plain properties: every catalog keeps them.
+MANAGED_PROPERTY = "table_version_management"  # the catalog manages the table's Lance versions
+LANCE_VERSION_KEY = "lance.version"  # in a snapshot's summary: the Lance version it records
 ENGINE_PROTECTION = {
     "gc.enabled": "false",
     "write.format.default": "lance",
@@ -108,11 +110,27 @@ def _refuse_unprotecting(key: str, value: str) -> bool:
     return True
 
 
-def missing_protection(properties: Mapping[str, str]) -> dict[str, str]:
-    """The engine protections a companion's properties lack (or hold with another value)."""
-    return {
+def missing_protection(properties: Mapping[str, str], answer: Any = None) -> dict[str, str]:
+    """The engine protections a companion's properties lack (or hold with another value); and, for
+    a table whose ``main`` holds a Lance version the catalog recorded (``answer``: its loadTable
+    answer), the management of its versions. An engine that removed ``table_version_management``
+    would otherwise have the bridge write the table's next versions by its own commits on disk,
+    which the catalog's readers no longer saw once the property was back."""
+    missing = {
         key: value for key, value in ENGINE_PROTECTION.items() if str(properties.get(key, "")).strip().lower() != value
     }
+    if str(properties.get(MANAGED_PROPERTY, "")).strip().lower() != "true" and _holds_lance_version(answer):
+        missing[MANAGED_PROPERTY] = "true"
+    return missing
+
+
+def _holds_lance_version(answer: Any) -> bool:
+    """Whether the current snapshot of a loadTable answer records a Lance version."""
+    metadata = getattr(answer, "metadata", None)
+    snapshot = metadata.current_snapshot() if metadata is not None else None
+    return snapshot is not None and LANCE_VERSION_KEY in (
+        snapshot.summary.additional_properties if snapshot.summary else {}
+    )
 
 
 def turned_off(properties: Mapping[str, str], missing: Mapping[str, str]) -> str:
@@ -286,7 +304,7 @@ class Companions:
         refuses (no right to change the table's properties, or the entry replaced meanwhile) is
         a warning too, repeated at most every ``RESTORE_RETRY_SECONDS``, and the operation this
         comes before goes on without it."""
-        missing = missing_protection(loaded.properties)
+        missing = missing_protection(loaded.properties, loaded.answer)
         if not missing:
             return loaded
         refused = (table.warehouse, table.iceberg_identifier, loaded.table_uuid)
@@ -347,7 +365,7 @@ class Companions:
             for identifier, loaded in zip(identifiers, parallel_map(self.lookups(), load, identifiers), strict=True):
                 if loaded is None or not is_lance_table(loaded.properties):
                     continue
-                missing = missing_protection(loaded.properties)
+                missing = missing_protection(loaded.properties, loaded.answer)
                 if not missing:
                     done.already.append(identifier)
                     continue

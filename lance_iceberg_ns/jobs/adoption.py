@@ -31,7 +31,6 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns.cache import RecentlyUsed
-from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
@@ -60,30 +59,33 @@ def adopt_versions_written_by_location(
     first (none when the catalog is not behind). Raises InvalidInputError for a table whose
     versions the catalog does not manage, ConcurrentModificationError when another writer
     committed meanwhile (nothing more is recorded; run it again), InvalidTableStateError (nothing
-    recorded) when a file under a version's manifest name is no version of this dataset (it does not
-    open, or names files the table does not have): it was planted, and must be removed."""
+    recorded from it on, those before it are) when a file under a version's manifest name is no
+    version of this dataset (it does not open, or names files the table does not have): it was
+    planted, and must be removed. Each version is recorded once it is checked, so that adoption cut
+    off keeps what it did."""
     ns = as_namespace(namespace)
     found = _written_by_location(ns, table_id)
-    for version, manifest in found.manifests:  # all checked before any is recorded
-        try:
-            check_own_version(found.location, found.storage_options, version)
+    adopted: list[int] = []
+    for version, manifest in found.manifests:
+        try:  # the commit opens the version first, as it opens any final manifest a client names
+            ns.create_table_version(
+                CreateTableVersionRequest(
+                    id=list(table_id),
+                    version=version,
+                    manifest_path=f"{manifest_directory(found.location)}/{manifest.name}",
+                    manifest_size=manifest.size,
+                    naming_scheme="V2" if manifest.name == manifest_name(version) else "V1",
+                )
+            )
         except InvalidTableStateError as exc:
+            kept = f" (versions {adopted[0]} to {adopted[-1]}, before it, were adopted)" if adopted else ""
             raise InvalidTableStateError(
                 f"{exc}. It is no version a writer by location committed: remove "
                 f"{found.location.rstrip('/')}/{VERSIONS_DIRECTORY}/{manifest.name} (and any "
-                f"manifest after it) from the table's _versions/; the table is then as the catalog says"
+                f"manifest after it) from the table's _versions/; the table is then as the catalog says{kept}"
             ) from None
-    for version, manifest in found.manifests:
-        ns.create_table_version(
-            CreateTableVersionRequest(
-                id=list(table_id),
-                version=version,
-                manifest_path=f"{manifest_directory(found.location)}/{manifest.name}",
-                manifest_size=manifest.size,
-                naming_scheme="V2" if manifest.name == manifest_name(version) else "V1",
-            )
-        )
-    return [version for version, _manifest in found.manifests]
+        adopted.append(version)
+    return adopted
 
 
 def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -> list[int]:

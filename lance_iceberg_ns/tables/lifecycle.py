@@ -90,7 +90,7 @@ class Tables:
         location: a commit has the catalog write a metadata file there, and an entry planted at
         another table's location may write nothing into it."""
         location = self.placement.prove(loaded) if writing else self.placement.confine(loaded.location)
-        if missing_protection(loaded.properties) and (writing or self.placement.owns(loaded)):
+        if missing_protection(loaded.properties, loaded.answer) and (writing or self.placement.owns(loaded)):
             loaded = self.companions.protect(table, loaded)
         resolved = ResolvedTable(
             id=tuple(table.parts),

@@ -65,7 +65,7 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from lance_iceberg_ns.catalog.companions import missing_protection
+from lance_iceberg_ns.catalog.companions import LANCE_VERSION_KEY, MANAGED_PROPERTY, missing_protection
 from lance_iceberg_ns.limits import MAX_VERSION
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import is_local
@@ -73,9 +73,8 @@ from lance_iceberg_ns.versions import manifests
 from lance_iceberg_ns.versions.manifests import final_manifest_name, manifest_directory
 from lance_iceberg_ns.versions.refusals import forged, rolled_back_error, written_by_path_error
 
-MANAGED_PROPERTY = "table_version_management"
 MAIN_BRANCH = "main"
-VERSION_KEY = "lance.version"
+VERSION_KEY = LANCE_VERSION_KEY
 MANIFEST_KEY = "lance.manifest-path"
 SIZE_KEY = "lance.manifest-size"
 ETAG_KEY = "lance.e-tag"

@@ -212,6 +212,30 @@ def test_an_old_managed_companion_is_protected_by_its_next_version(
     assert lance.dataset(namespace_client=managed, table_id=table_id).count_rows() == 2
 
 
+def test_a_managed_table_whose_management_an_engine_removed_gets_it_back_and_loses_no_write(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An engine unsets ``table_version_management`` on a table whose catalog records its Lance
+    versions. Writes through the bridge then went to disk by Lance's own commits, and once the
+    property was back, the catalog's readers saw none of them (21 rows of 56). The bridge puts
+    the property back before its next operation, with the protection, and every write stays a
+    version the catalog records."""
+    managed = IcebergLanceNamespace(**{**ns.properties, "table_version_management": "true"})
+    table_id = [*db, "flipped"]
+    write_values(managed, table_id, [1])
+    _alter(endpoint, table_id, removing=("table_version_management",))
+    caplog.set_level(logging.WARNING, logger=COMPANIONS_LOG)
+    for value in (2, 3):
+        managed.insert_into_table({"id": table_id}, ipc(pa.table({"v": [value]})))
+    assert _properties(endpoint, table_id)["table_version_management"] == "true"
+    assert any("table_version_management removed" in warning for warning in _warnings(caplog))
+    assert [v.version for v in managed.list_table_versions({"id": table_id}).versions] == [1, 2, 3]
+    _alter(endpoint, table_id, removing=("table_version_management",))
+    other = IcebergLanceNamespace(**ns.properties)  # any bridge, whatever its own setting
+    assert other.count_table_rows({"id": table_id}).count == 3
+    assert _properties(endpoint, table_id)["table_version_management"] == "true"
+
+
 def test_a_catalog_that_refuses_the_protection_does_not_stop_a_write(
     ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

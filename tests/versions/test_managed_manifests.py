@@ -134,6 +134,28 @@ def test_a_manifest_planted_under_the_other_naming_scheme_is_refused_by_name(
     assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2, 3]
 
 
+def test_adoption_records_each_version_as_it_goes_and_stops_at_a_planted_one(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
+) -> None:
+    """Versions 2 to 4 written by location, and a file planted as version 5: adoption records 2 to
+    4 and refuses 5 by name. It used to record nothing until it had opened every version, so an
+    adoption cut off by a server's request time kept nothing, and every request on the table
+    began it again (800 versions took 37 s a request)."""
+    table_id = [*db, "progress"]
+    location = _create(managed_ns, table_id, [1])
+    for value in (2, 3, 4):
+        _by_location(store, location, [value])
+    planted = _plant(store, location, 5, b"planted, not a manifest")
+    with pytest.raises(
+        InvalidTableStateError, match=r"remove .*/_versions/.*5.*versions 2 to 4, before it, were adopted"
+    ):
+        adopt_versions_written_by_location(managed_ns, table_id)
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4] and _rows(managed_ns, table_id) == [1, 2, 3, 4]
+    store.delete(planted)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [5]})))
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5]
+
+
 def test_a_file_that_is_not_a_manifest_of_the_dataset_is_not_adopted(
     managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
 ) -> None:
