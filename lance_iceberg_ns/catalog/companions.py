@@ -119,17 +119,29 @@ def missing_protection(properties: Mapping[str, str], answer: Any = None) -> dic
     missing = {
         key: value for key, value in ENGINE_PROTECTION.items() if str(properties.get(key, "")).strip().lower() != value
     }
-    if str(properties.get(MANAGED_PROPERTY, "")).strip().lower() != "true" and _holds_lance_version(answer):
+    if not is_managed(properties) and _holds_lance_version(answer):
         missing[MANAGED_PROPERTY] = "true"
     return missing
 
 
+def is_managed(properties: Mapping[str, str] | None) -> bool:
+    """True when a companion table's properties say the catalog manages its versions."""
+    return str((properties or {}).get(MANAGED_PROPERTY, "")).strip().lower() == "true"
+
+
+def managed_entry(loaded: TableSummary) -> bool:
+    """Whether the catalog manages the versions of the entry ``loaded``: its property says so, or a
+    snapshot of it records a Lance version (an engine removed the property, and restoring it
+    failed: the table is managed all the same, never written behind the catalog)."""
+    return is_managed(loaded.properties) or _holds_lance_version(loaded.answer)
+
+
 def _holds_lance_version(answer: Any) -> bool:
-    """Whether the current snapshot of a loadTable answer records a Lance version."""
+    """Whether a snapshot of a loadTable answer (those it holds) records a Lance version."""
     metadata = getattr(answer, "metadata", None)
-    snapshot = metadata.current_snapshot() if metadata is not None else None
-    return snapshot is not None and LANCE_VERSION_KEY in (
-        snapshot.summary.additional_properties if snapshot.summary else {}
+    return any(
+        snapshot.summary is not None and LANCE_VERSION_KEY in snapshot.summary.additional_properties
+        for snapshot in (getattr(metadata, "snapshots", None) or ())
     )
 
 

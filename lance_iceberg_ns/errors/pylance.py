@@ -70,7 +70,7 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
             r"|Regular expression did not compile|Compiled regex exceeds size limit"
             # rows that do not fit the table: a null in a column that takes none, a value that is not
             # what its column's type says (text that is no JSON in an ``arrow.json`` column)
-            r"|declared as non-nullable but contains null|Invalid argument error"
+            r"|declared as non-nullable but contains null|Invalid argument error: Failed to (?:en|de)code JSON"
         ),
         InvalidInputError,
     ),

@@ -31,6 +31,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns.cache import RecentlyUsed
+from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
@@ -78,7 +79,12 @@ def adopt_versions_written_by_location(
                 )
             )
         except InvalidTableStateError as exc:
-            kept = f" (versions {adopted[0]} to {adopted[-1]}, before it, were adopted)" if adopted else ""
+            if not _planted(found, version):
+                raise  # refused for another reason (a rollback, say): its own way out, never "remove"
+            kept = ""
+            if adopted:
+                were = f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted[0]} to {adopted[-1]}"
+                kept = f" ({were}, before it, adopted)"
             raise InvalidTableStateError(
                 f"{exc}. It is no version a writer by location committed: remove "
                 f"{found.location.rstrip('/')}/{VERSIONS_DIRECTORY}/{manifest.name} (and any "
@@ -124,6 +130,15 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         return []
 
 
+def _planted(found: _Found, version: int) -> bool:
+    """Whether ``version`` on disk is no version of the table's own (``check_own_version``)."""
+    try:
+        check_own_version(found.location, found.storage_options, version)
+    except InvalidTableStateError:
+        return True
+    return False
+
+
 def refuse_if_written_by_location(
     namespace: IcebergLanceNamespace | Mapping[str, str], table_id: Sequence[str]
 ) -> None:
@@ -151,9 +166,13 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
         raise InvalidInputError(f"The catalog does not manage the versions of {'.'.join(table_id)}")
     latest = _catalog_latest(ns, table_id)
     on_disk = final_manifests(table.location, table.storage_options)
-    # before any version, the first on disk: a shallow clone's keeps its source's number
-    first = latest + 1 if latest or 1 in on_disk or not on_disk else min(on_disk)
-    following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(first)))
+    if not latest and on_disk and 1 not in on_disk:
+        raise InvalidTableStateError(
+            f"The dataset of {'.'.join(table_id)} begins at version {min(on_disk)}, not 1: a writer by location "
+            "made it a shallow clone of another dataset, or removed its first versions, so the catalog cannot "
+            "take its versions. Drop the table (or deregister it and register a deep copy of its dataset)"
+        )
+    following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))
     if latest and latest not in on_disk and not following and any(version > latest for version in on_disk):
         raise latest_gone_error(".".join(table_id), latest)  # a writer by location went on, then cleaned up
     return _Found(latest, table.location, table.storage_options, [(version, on_disk[version]) for version in following])

@@ -33,7 +33,14 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError, TableNotFoundError
 
 from lance_iceberg_ns.catalog.client_properties import answered_io_properties
-from lance_iceberg_ns.catalog.companions import Companions, Protected, missing_protection, shown, stored_properties
+from lance_iceberg_ns.catalog.companions import (
+    Companions,
+    Protected,
+    managed_entry,
+    missing_protection,
+    shown,
+    stored_properties,
+)
 from lance_iceberg_ns.catalog.warehouses import TableSummary
 from lance_iceberg_ns.config.settings import Settings
 from lance_iceberg_ns.data import ResolvedTable, datasets, ipc, writes
@@ -96,7 +103,7 @@ class Tables:
             id=tuple(table.parts),
             location=location,
             storage_options=self.placement.entry_options(loaded),
-            managed=snapshots.is_managed(loaded.properties),
+            managed=managed_entry(loaded),
             entry=owner_entry(loaded),
         )
         if writing and resolved.managed:
@@ -185,13 +192,13 @@ class Tables:
             loaded = self.companions.protect(table, loaded)  # the client reads the table next (pylance, lancedb)
             location, properties = loaded.location, loaded.properties
             vended = self._vended(table, loaded) if vending else None
-            if snapshots.is_managed(properties):  # pylance asks for the latest version next: answer from this
+            if managed_entry(loaded):  # pylance asks for the latest version next: answer from this
                 self.companions.managed.loaded(table, self.companions.table_from_summary(table, loaded))
         response = DescribeTableResponse(
             location=location,
             properties=shown(properties),
             storage_options=self.options.for_caller(vended),
-            managed_versioning=snapshots.is_managed(properties),
+            managed_versioning=managed_entry(loaded) if loaded is not None else snapshots.is_managed(properties),
         )
         if request.with_table_uri:
             response.table_uri = table_uri(location)

@@ -34,6 +34,7 @@ from lance_namespace.errors import (
 )
 from pyiceberg import exceptions as iceberg
 
+from lance_iceberg_ns.catalog.companions import managed_entry
 from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.catalog.warehouses import LOST_ANSWER, TableSummary
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
@@ -90,7 +91,7 @@ class Versions:
 
     def _all_versions(self, table: TableId, latest_only: bool) -> list[TableVersion]:
         summary = self._companions.load(table)
-        if not snapshots.is_managed(summary.properties):
+        if not managed_entry(summary):
             return versions.table_versions(*self._open(table, summary))
         if latest_only:  # pylance's question for the latest version: keep it for the commit that follows
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
@@ -119,7 +120,7 @@ class Versions:
         table = parse_table_id(request.id)
         refuse_branch(request.branch, "describe_table_version")
         summary = self._companions.load(table)
-        if snapshots.is_managed(summary.properties):
+        if managed_entry(summary):
             loaded = self._with_latest(table, self._companions.table_from_summary(table, summary))
             if request.version is not None and request.version != snapshots.latest_version(loaded):
                 loaded = self._companions.load_table(table, history=True)

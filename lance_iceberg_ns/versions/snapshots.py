@@ -65,7 +65,12 @@ from pyiceberg.table.update import (
     TableUpdate,
 )
 
-from lance_iceberg_ns.catalog.companions import LANCE_VERSION_KEY, MANAGED_PROPERTY, missing_protection
+from lance_iceberg_ns.catalog.companions import (  # noqa: F401  (is_managed: read as snapshots.is_managed)
+    LANCE_VERSION_KEY,
+    MANAGED_PROPERTY,
+    is_managed,
+    missing_protection,
+)
 from lance_iceberg_ns.limits import MAX_VERSION
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import is_local
@@ -87,11 +92,6 @@ METADATA_RETENTION = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
 }
-
-
-def is_managed(properties: Mapping[str, str] | None) -> bool:
-    """True when a companion table's versions are managed by the catalog."""
-    return str((properties or {}).get(MANAGED_PROPERTY, "")).lower() == "true"
 
 
 def _main_is(snapshot_id: int | None) -> AssertRefSnapshotId:

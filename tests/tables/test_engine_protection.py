@@ -20,7 +20,7 @@ from lance_namespace.errors import InvalidInputError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION
+from lance_iceberg_ns.catalog.companions import ENGINE_PROTECTION, Companions
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog
 
 from ..conftest import RequestCounter
@@ -234,6 +234,29 @@ def test_a_managed_table_whose_management_an_engine_removed_gets_it_back_and_los
     other = IcebergLanceNamespace(**ns.properties)  # any bridge, whatever its own setting
     assert other.count_table_rows({"id": table_id}).count == 3
     assert _properties(endpoint, table_id)["table_version_management"] == "true"
+
+
+def test_a_managed_table_stays_managed_when_its_management_cannot_be_put_back(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bridge whose principal may not change table properties cannot put the management back:
+    the table, whose catalog records Lance versions, is managed all the same, and its writes are
+    versions the catalog records."""
+    managed = IcebergLanceNamespace(**{**ns.properties, "table_version_management": "true"})
+    table_id = [*db, "kept"]
+    write_values(managed, table_id, [1])
+    _alter(endpoint, table_id, removing=("table_version_management",))
+
+    def forbidden(*_: object, **__: object) -> None:
+        raise iceberg.ForbiddenError("not allowed to change table properties")
+
+    monkeypatch.setattr(Companions, "_commit_protection", forbidden)
+    other = IcebergLanceNamespace(**ns.properties)
+    assert other.describe_table({"id": table_id}).managed_versioning is True
+    other.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    assert [v.version for v in other.list_table_versions({"id": table_id}).versions] == [1, 2]
+    assert "table_version_management" not in _properties(endpoint, table_id)
+    assert other.count_table_rows({"id": table_id}).count == 2
 
 
 def test_a_catalog_that_refuses_the_protection_does_not_stop_a_write(

@@ -213,7 +213,7 @@ def test_a_shallow_clone_written_by_location_into_a_declared_table_is_refused_no
             read()
     with pytest.raises(ValueError, match="Invalid table state"):  # pylance opening it through the bridge
         _rows(managed_ns, declared)
-    with pytest.raises(InvalidTableStateError, match="names files outside the table"):  # and never adopted
+    with pytest.raises(InvalidTableStateError, match="begins at version 2, not 1"):  # and never adopted
         adopt_versions_written_by_location(managed_ns, declared)
     assert _versions(managed_ns, victim) == [1, 2] and _rows(managed_ns, victim) == ["VICTIM-1", "VICTIM-2"]
 

@@ -146,9 +146,7 @@ def test_adoption_records_each_version_as_it_goes_and_stops_at_a_planted_one(
     for value in (2, 3, 4):
         _by_location(store, location, [value])
     planted = _plant(store, location, 5, b"planted, not a manifest")
-    with pytest.raises(
-        InvalidTableStateError, match=r"remove .*/_versions/.*5.*versions 2 to 4, before it, were adopted"
-    ):
+    with pytest.raises(InvalidTableStateError, match=r"remove .*/_versions/.*versions 2 to 4, before it, adopted"):
         adopt_versions_written_by_location(managed_ns, table_id)
     assert _versions(managed_ns, table_id) == [1, 2, 3, 4] and _rows(managed_ns, table_id) == [1, 2, 3, 4]
     store.delete(planted)

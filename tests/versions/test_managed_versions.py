@@ -915,6 +915,11 @@ def test_a_write_after_an_iceberg_rollback_is_refused_until_main_moves_forward(
             namespace.insert_into_table({"id": table_id}, ipc(pa.table({"id": [3]})))
     assert staged_manifests(store, location) == staged
     assert [h.get(VERSION_KEY) for h in _snapshots(managed_ns, table_id)] == ["1", "2"]
+    # adoption, which finds version 2 on disk past main, answers the rollback's own way out: version 2
+    # is the table's own, and removing it (a planted file's way out) would lose its data
+    with pytest.raises(InvalidTableStateError, match="moved back to version 1") as refused:
+        adopt_versions_written_by_location(managed_ns, table_id)
+    assert "remove" not in str(refused.value)
 
     # the way out the message names: main forward again, then restore the version to keep
     companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "events"))
