@@ -65,7 +65,12 @@ from lance_namespace import (
     UpdateTableTagRequest,
     UpdateTableTagResponse,
 )
-from lance_namespace.errors import ConcurrentModificationError, InvalidInputError, PermissionDeniedError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+)
 
 from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
@@ -143,12 +148,13 @@ class DataPlane:
 
     @contextmanager
     def _committing(self, table_id: Sequence[str]) -> Iterator[None]:
-        """A commit refused by the catalog reaches here as a conflict (pylance reports it as of
-        unknown outcome): asked again, a writer by location that moved the dataset ahead of the
-        catalog is InvalidTableStateError naming the way out; otherwise the conflict stands."""
+        """A commit refused by the catalog reaches here as a conflict, or as of unknown outcome
+        (ServiceUnavailableError: pylance could not read the version back): asked again, a writer by
+        location that moved the dataset ahead of the catalog is InvalidTableStateError naming the
+        way out (the commit was taken back); otherwise the error stands."""
         try:
             yield
-        except ConcurrentModificationError:
+        except (ConcurrentModificationError, ServiceUnavailableError):
             self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
             raise
 

@@ -18,6 +18,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
+    ServiceUnavailableError,
     TableBranchAlreadyExistsError,
     TableBranchNotFoundError,
     TableColumnNotFoundError,
@@ -37,9 +38,10 @@ _REFS: dict[str, dict[RefKind, type[LanceNamespaceError]]] = {
     _REF_TAKEN: {"tag": TableTagAlreadyExistsError, "branch": TableBranchAlreadyExistsError},
 }
 _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...] = (
-    # a commit through the catalog that lost, which pylance could not tell from one that landed; the
-    # data plane asks again whether a writer by location was the cause (``DataPlane``)
-    (re.compile(r"Commit result for version \d+ is unknown"), ConcurrentModificationError),
+    # a commit through the catalog that pylance could not tell from one that landed (it may have): the
+    # client must look before it writes again; the data plane first asks whether a writer by location
+    # was the cause (``DataPlane._committing``)
+    (re.compile(r"Commit result for version \d+ is unknown"), ServiceUnavailableError),
     # a commit that lost to a concurrent one it cannot be rebased on (an append on an overwrite)
     (re.compile(r"Incompatible transaction|Retryable commit conflict"), ConcurrentModificationError),
     # a commit that kept losing to concurrent ones until pylance gave up retrying: the client may retry

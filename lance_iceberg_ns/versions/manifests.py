@@ -26,7 +26,12 @@ from urllib.parse import unquote
 
 import lance
 from lance_namespace import TableVersion
-from lance_namespace.errors import InvalidInputError, LanceNamespaceError, TableVersionNotFoundError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InvalidInputError,
+    LanceNamespaceError,
+    TableVersionNotFoundError,
+)
 
 from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.paging import page_of
@@ -43,8 +48,9 @@ _STAGED = re.compile(r"^(?P<final>\d+\.manifest)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f
 # A copy under way: pylance's (``<n>.manifest#<k>``), or this module's (``files.copy_unless_taken``).
 _COPY_IN_PROGRESS = re.compile(r"^\d+\.manifest(#\d+|\.[0-9a-f]{32}\.copying)$")
 _VERSION_HINT = "latest_version_hint.json"  # pylance's, beside the manifests
-# A staged manifest older than this, with no final copy, was left by a writer that died.
-ABANDONED_AFTER_SECONDS = 60.0
+# A staged manifest whose final name holds another manifest is contested for this long after it
+# was staged: its writer takes the catalog's commit back, or finds it cannot, within its request.
+CONTESTED_FOR_SECONDS = 60.0
 
 
 # --- names ---------------------------------------------------------------------------------------
@@ -350,21 +356,46 @@ def final_name_free(location: str, storage_options: Mapping[str, str], version: 
         return True  # finalize finds out
 
 
-def finalize_abandoned(
-    location: str, storage_options: Mapping[str, str], recorded: str, after_seconds: float = ABANDONED_AFTER_SECONDS
-) -> bool:
-    """Copy the staged manifest ``recorded`` (a path) to its final name when it is older than
-    ``after_seconds``; False when it is younger (its writer may still be finalizing it) or is gone."""
+def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:
+    """Before a reader is told of the version the catalog recorded at ``recorded`` (a staged
+    manifest path): its manifest under its final name, copied there now, only where the name is
+    free, when its writer has not moved it yet. A reader is never handed a staged path: pylance
+    copies a staged manifest it is handed into place over whatever holds the final name, which may
+    be the version a writer by location committed in the moment after the catalog's commit. True
+    when the final name holds the version (or ``recorded`` is final already), False when neither
+    manifest is there (its commit was taken back). ConcurrentModificationError, with nothing
+    changed, while the final name holds another manifest and the staged one is still there: a
+    writer by location committed the version number after the catalog did, and the catalog's
+    commit is being taken back (``Versions._taken_back``); a minute on, the writer has taken it
+    back or found it cannot, and the final manifest answers."""
     name = recorded.rsplit("/", 1)[-1]
-    staged = files.stat_files(location, [_in_versions(name)], storage_options)[0]
-    if staged is None or time.time() - staged.modified < after_seconds:
-        return False
-    try:
-        if files.copy_unless_taken(location, staged.path, _in_versions(final_manifest_name(name)), storage_options):
+    if not is_staged(name):
+        return True
+    staged, final = _in_versions(name), _in_versions(final_manifest_name(name))
+    for _ in range(3):  # another look when the writer moved it, or a writer took the name, meanwhile
+        found_staged, found_final = files.stat_files(location, [staged, final], storage_options)
+        if found_final is not None:
+            if (
+                found_staged is not None
+                and time.time() - found_staged.modified < CONTESTED_FOR_SECONDS
+                and not (
+                    found_staged.size == found_final.size
+                    and files.same_contents(location, staged, final, storage_options)
+                )
+            ):
+                raise ConcurrentModificationError(
+                    f"Version {version_of_manifest(final_manifest_name(name))} is being committed by a writer by "
+                    "location and through the catalog at once: retry"
+                )
             return True
-    except OSError:
-        pass
-    return bool(finalized_names(location, storage_options, [recorded]))  # its writer moved it into place meanwhile
+        if found_staged is None:
+            return False
+        try:
+            if files.copy_unless_taken(location, staged, final, storage_options):
+                return True
+        except OSError:  # the staged manifest went meanwhile (moved into place, or taken back)
+            pass
+    return False
 
 
 def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:

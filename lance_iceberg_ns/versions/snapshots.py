@@ -27,8 +27,9 @@ are deleted.
 pylance stages each manifest (``_versions/<n>.manifest-<uuid>``) and asks the namespace to create
 the version with that path; the namespace copies it to its final name once the catalog committed
 (``manifests.finalize``), so readers by location see it at once. The catalog keeps the staged path (a
-snapshot is immutable); reads answer the final path, and finalize it themselves when a writer died
-before that copy, as does the commit that lets the version go. Staged copies left behind are
+snapshot is immutable); reads answer only the final path, moving the manifest there themselves when
+its writer has not yet, or died before it did (``manifests.settle``), as does the commit that lets the
+version go. Staged copies left behind are
 removed with the orphan files (``lance_iceberg_ns.jobs.orphans``).
 """
 
@@ -224,19 +225,24 @@ def managed_versions(
     table: Table, storage_options: Mapping[str, str], finalized: Collection[str] = ()
 ) -> list[TableVersion]:
     """Every Lance version the loaded table holds, oldest first (only the latest when it was
-    loaded with ``snapshots=refs``). ``finalized``: final manifest names this process moved into
-    place itself a moment ago, which need no look."""
+    loaded with ``snapshots=refs``), each answered by its final manifest (``manifests.settle``).
+    ``finalized``: final manifest names this process moved into place itself a moment ago, which
+    need no look. The latest, unless this process moved it into place, costs one look at both of
+    its names; the earlier ones, one look at their final names."""
     lineage = _lineage(table)
-    unknown = [_recorded_manifest(s) for s in lineage if final_manifest_name(_recorded_manifest(s)) not in finalized]
-    finals = set(finalized)
-    if unknown:
-        finals |= manifests.finalized_names(table.metadata.location, storage_options, unknown)
-    return [_table_version(snapshot, finals, table.metadata.location) for snapshot in lineage]
+    location = table.metadata.location
+    recorded = [_recorded_manifest(s) for s in lineage]
+    unknown = [path for path in recorded[:-1] if final_manifest_name(path) not in finalized]
+    finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
+    unsettled = [path for path in recorded[:-1] if final_manifest_name(path) not in finals]
+    unsettled += [path for path in recorded[-1:] if final_manifest_name(path) not in finalized]
+    finals |= {final_manifest_name(path) for path in unsettled if manifests.settle(location, storage_options, path)}
+    return [_table_version(snapshot, finals, location) for snapshot in lineage]
 
 
 def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
-    """One version (the latest when None). A version whose writer died after the catalog commit
-    but before finalizing is finalized here: its staged manifest is copied to the final name."""
+    """One version (the latest when None), answered by its final manifest (``manifests.settle``:
+    one whose writer has not moved it into place yet, or died before it did, is copied there now)."""
     lineage = _lineage(table)
     wanted = [s for s in lineage if version is None or _version_of(s) == version][-1:]
     if not wanted:
@@ -248,10 +254,11 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
         )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)
-    finals = manifests.finalized_names(table.metadata.location, storage_options, [recorded])
-    final_name = final_manifest_name(recorded)
-    if final_name not in finals and manifests.finalize_abandoned(table.metadata.location, storage_options, recorded):
-        finals.add(final_name)
+    finals = (
+        {final_manifest_name(recorded)}
+        if manifests.settle(table.metadata.location, storage_options, recorded)
+        else set()
+    )
     return _table_version(snapshot, finals, table.metadata.location)
 
 
@@ -307,7 +314,7 @@ def superseded(table: Table, storage_options: Mapping[str, str], finalized: Coll
     for snapshot in candidates:
         recorded = _recorded_manifest(snapshot)
         final = final_manifest_name(recorded) in finals
-        if not final and not manifests.finalize_abandoned(location, storage_options, recorded, after_seconds=0):
+        if not final and not manifests.settle(location, storage_options, recorded):
             break
         if snapshot.snapshot_id not in held:
             superseded.append(snapshot)

@@ -17,6 +17,7 @@ from lance_namespace.errors import (
     InternalError,
     InvalidInputError,
     InvalidTableStateError,
+    ServiceUnavailableError,
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -284,6 +285,9 @@ def test_a_name_taken_once_an_atomic_batch_moved_other_tables_into_place_leaves_
     monkeypatch.setattr(manifests, "finalize", finalize)
     assert _rows(managed_ns, other_id) == [10, 11] and _versions(managed_ns, other_id) == [1, 2]
     assert sorted(store.dataset(location).to_table().column("v").to_pylist()) == [1, 100]  # the writer's version
+    with pytest.raises(ConcurrentModificationError, match="at once"):  # while its writer may take it back
+        _versions(managed_ns, table_id)
+    monkeypatch.setattr(manifests, "CONTESTED_FOR_SECONDS", 0)  # a minute on
     assert _versions(managed_ns, table_id) == [1, 2]  # and the catalog's, its manifest staged
 
 
@@ -310,6 +314,81 @@ def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_com
     assert _rows(managed_ns, table_id) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("asks", ["list_table_versions", "describe_table_version"])
+def test_a_reader_between_the_catalogs_commit_and_the_move_never_lets_pylance_copy_over_a_writer_by_location(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store, asks: str
+) -> None:
+    """pylance copies a staged manifest it is handed into place over whatever holds the final name.
+    A reader that opens the table through the namespace after the catalog committed version 2, and
+    before the writer moved its manifest into place, is handed the final manifest (moved there for
+    it), so that a writer by location that appends in the moment before pylance's copy commits
+    version 3 and keeps it."""
+    table_id = [*db, "read"]
+    location = _create(managed_ns, table_id, [1])
+    finalize, answer = manifests.finalize, getattr(managed_ns._versions, asks)
+    by_location: list[int] = []
+
+    def appends_after_the_answer(request: Any) -> Any:
+        answered = answer(request)
+        if not by_location:
+            by_location.append(
+                lance.write_dataset(
+                    pa.table({"v": [100]}), location, mode="append", storage_options=store.storage_options
+                ).version
+            )
+        return answered
+
+    def read_first(place: str, storage_options: Any, version: Any) -> Any:
+        with monkeypatch.context() as reading:
+            reading.setattr(managed_ns._versions, asks, appends_after_the_answer)
+            if asks == "list_table_versions":
+                lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows()
+            else:
+                lance.dataset(namespace_client=managed_ns, table_id=table_id, version=2).count_rows()
+        return finalize(place, storage_options, version)
+
+    monkeypatch.setattr(manifests, "finalize", read_first)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(manifests, "finalize", finalize)
+    on_disk = store.dataset(location)  # the version the writer by location was told of holds its row
+    assert sorted(on_disk.checkout_version(by_location[0]).to_table().column("v").to_pylist()) == [1, 2, 100]
+    assert by_location == [3]  # version 2 was in place before the writer by location looked
+    assert sorted(on_disk.checkout_version(2).to_table().column("v").to_pylist()) == [1, 2]
+    assert not staged_manifests(store, location)
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [3]
+    assert _rows(managed_ns, table_id) == [1, 2, 100]
+
+
+def test_a_reader_that_finds_the_final_name_taken_by_a_writer_by_location_is_refused_until_the_commit_goes_back(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
+) -> None:
+    """A writer by location took the final name after the catalog committed version 2: a reader in
+    that moment is refused with a conflict (never handed either manifest as the catalog's version 2),
+    the catalog's commit is taken back, and the writer's version stays as it landed."""
+    table_id = [*db, "read"]
+    location = _create(managed_ns, table_id, [1])
+    finalize = manifests.finalize
+    refused: list[str] = []
+
+    def taken_then_read(place: str, storage_options: Any, version: Any) -> Any:
+        _by_location(store, location, [100])
+        with pytest.raises(ConcurrentModificationError, match="at once") as refusal:
+            managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1})
+        refused.append(str(refusal.value))
+        with pytest.raises(Exception, match="at once"):  # pylance, opening it, is told the same
+            lance.dataset(namespace_client=managed_ns, table_id=table_id).count_rows()
+        return finalize(place, storage_options, version)
+
+    monkeypatch.setattr(manifests, "finalize", taken_then_read)
+    with pytest.raises(InvalidTableStateError, match=WRITTEN_BY_LOCATION):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.setattr(manifests, "finalize", finalize)
+    assert refused and "Version 2" in refused[0]
+    assert sorted(store.dataset(location).to_table().column("v").to_pylist()) == [1, 100]
+    assert adopt_versions_written_by_location(managed_ns, table_id) == [2]
+    assert _rows(managed_ns, table_id) == [1, 100]
+
+
 @pytest.mark.parametrize(
     ("message", "error"),
     [
@@ -317,7 +396,7 @@ def test_a_reader_that_moved_the_staged_manifest_into_place_first_leaves_the_com
             "Wrapped error: Commit result for version 4 is unknown: the commit may or may not have been applied; "
             "check the table state before retrying: commit reported a conflict but the manifest at the target "
             "version could not be read back for verification",
-            ConcurrentModificationError,
+            ServiceUnavailableError,
         ),
         (
             "Incompatible transaction: This Append transaction is incompatible with concurrent transaction "

@@ -97,7 +97,7 @@ def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_versio
         _append(managed_ns, table_id, 2)
     location = managed_ns.describe_table({"id": table_id}).location
     with monkeypatch.context() as store_refuses:  # and the store refuses the copy to its final name for now
-        store_refuses.setattr(manifests, "finalize_abandoned", lambda *args, **kwargs: False)
+        store_refuses.setattr(manifests, "settle", lambda *args, **kwargs: False)
         for version in (3, 4, 5):
             with IcebergLanceNamespace(**managed_ns.properties) as other_writer:
                 other_writer.create_table_version(
