@@ -35,7 +35,7 @@ from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
-from lance_iceberg_ns.versions.refusals import latest_gone_error, written_by_path_error
+from lance_iceberg_ns.versions.refusals import latest_gone_error, not_from_version_one_error, written_by_path_error
 
 logger = logging.getLogger(__name__)
 
@@ -167,11 +167,7 @@ def _written_by_location(ns: IcebergLanceNamespace, table_id: Sequence[str]) -> 
     latest = _catalog_latest(ns, table_id)
     on_disk = final_manifests(table.location, table.storage_options)
     if not latest and on_disk and 1 not in on_disk:
-        raise InvalidTableStateError(
-            f"The dataset of {'.'.join(table_id)} begins at version {min(on_disk)}, not 1: a writer by location "
-            "made it a shallow clone of another dataset, or removed its first versions, so the catalog cannot "
-            "take its versions. Drop the table (or deregister it and register a deep copy of its dataset)"
-        )
+        raise not_from_version_one_error(".".join(table_id), min(on_disk))
     following = list(itertools.takewhile(lambda version: version in on_disk, itertools.count(latest + 1)))
     if latest and latest not in on_disk and not following and any(version > latest for version in on_disk):
         raise latest_gone_error(".".join(table_id), latest)  # a writer by location went on, then cleaned up

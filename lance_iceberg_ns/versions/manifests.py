@@ -356,22 +356,24 @@ def final_name_free(location: str, storage_options: Mapping[str, str], version: 
         return True  # finalize finds out
 
 
-def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> bool:
+def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> str | None:
     """Before a reader is told of the version the catalog recorded at ``recorded`` (a staged
-    manifest path): its manifest under its final name, copied there now, only where the name is
-    free, when its writer has not moved it yet. A reader is never handed a staged path: pylance
-    copies a staged manifest it is handed into place over whatever holds the final name, which may
-    be the version a writer by location committed in the moment after the catalog's commit. True
-    when the final name holds the version (or ``recorded`` is final already), False when neither
-    manifest is there (its commit was taken back). ConcurrentModificationError, with nothing
-    changed, while the final name holds another manifest and the staged one is still there: a
-    writer by location committed the version number after the catalog did, and the catalog's
-    commit is being taken back (``Versions._taken_back``); a minute on, the writer has taken it
-    back or found it cannot, and the final manifest answers."""
+    manifest path, as a rule): its manifest under its final name, copied there now, only where the
+    name is free, when its writer has not moved it yet. A reader is never handed a staged path that
+    could be moved: pylance copies a staged manifest it is handed into place over whatever holds the
+    final name, which may be the version a writer by location committed in the moment after the
+    catalog's commit. The file name to answer: the final one once it holds the version, the staged
+    one while the store refuses the copy; None when neither is there (its commit was taken back, or
+    a writer by location removed it). ConcurrentModificationError, with nothing changed, while the
+    final name holds another manifest and the staged one is still there: a writer by location
+    committed the version number after the catalog did, and the catalog's commit is being taken
+    back (``Versions._taken_back``); a minute on, the writer has taken it back or found it cannot,
+    and the final manifest answers."""
     name = recorded.rsplit("/", 1)[-1]
+    final_name = final_manifest_name(name)
     if not is_staged(name):
-        return True
-    staged, final = _in_versions(name), _in_versions(final_manifest_name(name))
+        return name if files.stat_files(location, [_in_versions(name)], storage_options)[0] else None
+    staged, final = _in_versions(name), _in_versions(final_name)
     for _ in range(3):  # another look when the writer moved it, or a writer took the name, meanwhile
         found_staged, found_final = files.stat_files(location, [staged, final], storage_options)
         if found_final is not None:
@@ -384,18 +386,18 @@ def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> 
                 )
             ):
                 raise ConcurrentModificationError(
-                    f"Version {version_of_manifest(final_manifest_name(name))} is being committed by a writer by "
-                    "location and through the catalog at once: retry"
+                    f"Version {version_of_manifest(final_name)} is being committed by a writer by location and "
+                    "through the catalog at once: retry"
                 )
-            return True
+            return final_name
         if found_staged is None:
-            return False
+            return None
         try:
             if files.copy_unless_taken(location, staged, final, storage_options):
-                return True
-        except OSError:  # the staged manifest went meanwhile (moved into place, or taken back)
+                return final_name
+        except OSError:  # the store refused the copy, or the staged manifest went meanwhile
             pass
-    return False
+    return name
 
 
 def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:

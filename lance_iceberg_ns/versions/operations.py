@@ -6,8 +6,8 @@ commit, several tables' versions can move in one atomic commit, and old versions
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from lance_namespace import (
     BatchCreateTableVersionsRequest,
@@ -42,9 +42,10 @@ from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables.lifecycle import Tables
 from lance_iceberg_ns.versions import manifests as versions
 from lance_iceberg_ns.versions import snapshots
-from lance_iceberg_ns.versions.refusals import FinalNameTaken, written_by_path_error
+from lance_iceberg_ns.versions.refusals import FinalNameTaken, LatestMissing, latest_gone_error, written_by_path_error
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _diverged(table: TableId, version: int, why: str) -> InternalError:
@@ -80,12 +81,16 @@ class Versions:
         refuse_branch(request.branch, "list_table_versions")
         latest_only = bool(request.descending) and request.limit == 1 and not request.page_token
         kept = self._kept(table, DESCRIBED_JUST_NOW_SECONDS) if latest_only else None
-        # a state kept a moment ago still answers unless a version after it shows on disk: another
-        # process committed since (its final manifest), or a writer went by location
-        if kept is not None and snapshots.knows_latest(kept[0]) and snapshots.written_by_path_after(*kept) is None:
-            found = snapshots.managed_versions(*kept, self._state.finalized(table))
-        else:
-            found = self._all_versions(table, latest_only)
+        try:
+            # a state kept a moment ago still answers unless a version after it shows on disk: another
+            # process committed since (its final manifest), or a writer went by location
+            if kept is not None and snapshots.knows_latest(kept[0]) and snapshots.written_by_path_after(*kept) is None:
+                found = snapshots.managed_versions(*kept, self._state.finalized(table))
+            else:
+                found = self._all_versions(table, latest_only)
+        except LatestMissing:  # asked again: its commit may have been taken back since it was loaded
+            self._state.forget(table)
+            found = self._again(table, lambda: self._all_versions(table, latest_only))
         page, token = versions.page_of_versions(found, bool(request.descending), request.page_token, request.limit)
         return ListTableVersionsResponse(versions=page, page_token=token)
 
@@ -127,10 +132,29 @@ class Versions:
             if request.version is not None and request.version < snapshots.earliest_recorded(loaded):
                 version = versions.one_version(self._earlier_versions(summary, request.version + 1), request.version)
             else:
-                version = snapshots.describe_managed_version(loaded, self._files_of(table, loaded), request.version)
+                try:
+                    version = snapshots.describe_managed_version(loaded, self._files_of(table, loaded), request.version)
+                except LatestMissing:  # asked again, as in ``list_table_versions``
+                    loaded = self._managed_table(table, history=True)
+                    version = self._again(
+                        table,
+                        lambda: snapshots.describe_managed_version(
+                            loaded, self._files_of(table, loaded), request.version
+                        ),
+                    )
         else:
             version = versions.describe_version(*self._open(table, summary), request.version)
         return DescribeTableVersionResponse(version=version)
+
+    @staticmethod
+    def _again(table: TableId, answer: Callable[[], T]) -> T:
+        """``answer`` once more, with the table loaded again: a latest version whose manifest is
+        still in neither of its names was removed by a writer by location (InvalidTableStateError
+        naming the way out)."""
+        try:
+            return answer()
+        except LatestMissing as missing:
+            raise latest_gone_error(missing.table, missing.version) from None
 
     def _open(self, table: TableId, summary: TableSummary) -> tuple[Any, str, dict[str, str]]:
         """The dataset of a table whose versions are Lance's own, through the one opener, with

@@ -18,6 +18,15 @@ class FinalNameTaken(Exception):
     location committed that version number meanwhile (``finalize``)."""
 
 
+class LatestMissing(Exception):
+    """The manifest of the latest version a loaded table records is in neither of its names: a
+    writer by location removed it, or its commit was taken back since the table was loaded."""
+
+    def __init__(self, table: str, version: int) -> None:
+        super().__init__(table, version)
+        self.table, self.version = table, version
+
+
 def forged(snapshot: Any, key: str, text: str, what: str) -> InvalidTableStateError:
     """A snapshot whose summary records under ``key`` a ``text`` that is not ``what`` the bridge records."""
     return InvalidTableStateError(
@@ -38,7 +47,10 @@ def latest_gone_error(name: str, latest: int) -> InvalidTableStateError:
 
 def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
     """The refusal of a new version of table ``name`` while the catalog names version ``latest``
-    and a writer by location committed ``version``; it names the way out."""
+    and a writer by location committed ``version``; it names the way out (before any version, one
+    that is not 1 cannot be adopted: ``not_from_version_one_error``)."""
+    if not latest and version != 1:
+        return not_from_version_one_error(name, version)
     return InvalidTableStateError(
         f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
         f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
@@ -46,6 +58,16 @@ def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableS
         "Record the versions written by location in the catalog with "
         f"lance_iceberg_ns.jobs.adopt_versions_written_by_location, then {_undo_to(latest)} if their data "
         "should not stay; write only through the namespace from then on"
+    )
+
+
+def not_from_version_one_error(name: str, first: int) -> InvalidTableStateError:
+    """The refusal of a table with no version in the catalog whose dataset begins at version
+    ``first``, not 1: the catalog cannot take its versions, adopted or not."""
+    return InvalidTableStateError(
+        f"The dataset of {name} begins at version {first}, not 1: a writer by location made it a shallow clone "
+        "of another dataset, or removed its first versions, so the catalog cannot take its versions. Drop the "
+        "table (or deregister it and register a deep copy of its dataset)"
     )
 
 

@@ -77,7 +77,7 @@ from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import is_local
 from lance_iceberg_ns.versions import manifests
 from lance_iceberg_ns.versions.manifests import final_manifest_name, manifest_directory
-from lance_iceberg_ns.versions.refusals import forged, rolled_back_error, written_by_path_error
+from lance_iceberg_ns.versions.refusals import LatestMissing, forged, rolled_back_error, written_by_path_error
 
 MAIN_BRANCH = "main"
 VERSION_KEY = LANCE_VERSION_KEY
@@ -225,7 +225,8 @@ def managed_versions(
     table: Table, storage_options: Mapping[str, str], finalized: Collection[str] = ()
 ) -> list[TableVersion]:
     """Every Lance version the loaded table holds, oldest first (only the latest when it was
-    loaded with ``snapshots=refs``), each answered by its final manifest (``manifests.settle``).
+    loaded with ``snapshots=refs``), each answered by its final manifest (``manifests.settle``);
+    LatestMissing when the latest has none.
     ``finalized``: final manifest names this process moved into place itself a moment ago, which
     need no look. The latest, unless this process moved it into place, costs one look at both of
     its names; the earlier ones, one look at their final names."""
@@ -236,13 +237,17 @@ def managed_versions(
     finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
     unsettled = [path for path in recorded[:-1] if final_manifest_name(path) not in finals]
     unsettled += [path for path in recorded[-1:] if final_manifest_name(path) not in finalized]
-    finals |= {final_manifest_name(path) for path in unsettled if manifests.settle(location, storage_options, path)}
+    answered = {path: manifests.settle(location, storage_options, path) for path in unsettled}
+    if recorded and recorded[-1] in answered and answered[recorded[-1]] is None:
+        raise LatestMissing(".".join(table.name()), _version_of(lineage[-1]))
+    finals |= {name for name in answered.values() if name is not None}
     return [_table_version(snapshot, finals, location) for snapshot in lineage]
 
 
 def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
     """One version (the latest when None), answered by its final manifest (``manifests.settle``:
-    one whose writer has not moved it into place yet, or died before it did, is copied there now)."""
+    one whose writer has not moved it into place yet, or died before it did, is copied there now);
+    LatestMissing when the latest is asked for and has none."""
     lineage = _lineage(table)
     wanted = [s for s in lineage if version is None or _version_of(s) == version][-1:]
     if not wanted:
@@ -254,12 +259,10 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
         )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)
-    finals = (
-        {final_manifest_name(recorded)}
-        if manifests.settle(table.metadata.location, storage_options, recorded)
-        else set()
-    )
-    return _table_version(snapshot, finals, table.metadata.location)
+    answered = manifests.settle(table.metadata.location, storage_options, recorded)
+    if answered is None and snapshot is lineage[-1]:
+        raise LatestMissing(".".join(table.name()), _version_of(snapshot))
+    return _table_version(snapshot, {answered} if answered else set(), table.metadata.location)
 
 
 def written_by_path_after(table: Table, storage_options: Mapping[str, str]) -> int | None:
@@ -314,7 +317,7 @@ def superseded(table: Table, storage_options: Mapping[str, str], finalized: Coll
     for snapshot in candidates:
         recorded = _recorded_manifest(snapshot)
         final = final_manifest_name(recorded) in finals
-        if not final and not manifests.settle(location, storage_options, recorded):
+        if not final and manifests.settle(location, storage_options, recorded) != final_manifest_name(recorded):
             break
         if snapshot.snapshot_id not in held:
             superseded.append(snapshot)

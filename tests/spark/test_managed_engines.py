@@ -269,9 +269,16 @@ def test_a_cleanup_by_location_that_removed_the_catalogs_latest_version_is_refus
         lambda: managed_ns.restore_table({"id": table_id, "version": 2}),
         lambda: refuse_if_written_by_location(managed_ns, table_id),
         lambda: adopt_versions_written_by_location(managed_ns, table_id),
+        # reads too: never the staged path of a manifest that is gone, nor a reason hidden
+        lambda: managed_ns.count_table_rows({"id": table_id}),
+        lambda: managed_ns.list_table_versions({"id": table_id}),
+        lambda: managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1}),
+        lambda: managed_ns.describe_table_version({"id": table_id}),
     ):
         with pytest.raises(InvalidTableStateError, match=LATEST_GONE):
             refused()
+    with pytest.raises(ValueError, match=LATEST_GONE):  # pylance, opening it through the namespace
+        lance.dataset(namespace_client=managed_ns, table_id=table_id)
     assert sorted(str(path) for path in Path(location).rglob("*")) == files  # refused before anything was written
 
     # the way out the message names: the dataset as it is on disk, keeping Lance's own versions

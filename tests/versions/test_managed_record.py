@@ -14,6 +14,7 @@ from lance_namespace.errors import InvalidTableStateError, LanceNamespaceError
 from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.versions import manifests, snapshots
 from lance_iceberg_ns.versions.manifests import manifest_name
 from lance_iceberg_ns.versions.snapshots import VERSION_KEY
@@ -87,6 +88,10 @@ def test_deleting_a_version_a_tag_holds_is_refused_and_changes_nothing(
     assert deleted.deleted_count == 2 and _listed(managed_ns, table_id) == [1, 4]
 
 
+def _refused(*args: object) -> bool:
+    raise OSError("the store refuses the copy")
+
+
 def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_version_after_it(
     managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
@@ -97,7 +102,7 @@ def test_a_version_that_cannot_be_finalized_yet_stays_recorded_with_every_versio
         _append(managed_ns, table_id, 2)
     location = managed_ns.describe_table({"id": table_id}).location
     with monkeypatch.context() as store_refuses:  # and the store refuses the copy to its final name for now
-        store_refuses.setattr(manifests, "settle", lambda *args, **kwargs: False)
+        store_refuses.setattr(files, "copy_unless_taken", _refused)
         for version in (3, 4, 5):
             with IcebergLanceNamespace(**managed_ns.properties) as other_writer:
                 other_writer.create_table_version(
