@@ -75,6 +75,9 @@ from lance_namespace.errors import (
 from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
+from lance_iceberg_ns.data.outcomes import commit_may_have_landed
+from lance_iceberg_ns.errors.pylance import unknown_commit
+from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.storage import files
 
@@ -151,12 +154,19 @@ class DataPlane:
         """A commit refused by the catalog reaches here as a conflict, or as of unknown outcome
         (ServiceUnavailableError: pylance could not read the version back): asked again, a writer by
         location that moved the dataset ahead of the catalog is InvalidTableStateError naming the
-        way out (the commit was taken back); otherwise the error stands."""
+        way out (the commit was taken back). A commit of unknown outcome that this process refused
+        before the catalog took it (or took back) is a conflict: the client may retry; one that
+        may have landed stays ServiceUnavailableError: the client must look first."""
         try:
             yield
-        except (ConcurrentModificationError, ServiceUnavailableError):
+        except (ConcurrentModificationError, ServiceUnavailableError) as exc:
             self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
-            raise
+            version = unknown_commit(exc)
+            if version is None or commit_may_have_landed(parse_table_id(table_id).parts, version):
+                raise
+            raise ConcurrentModificationError(
+                f"Version {version} of {'.'.join(table_id)} was not committed: a concurrent writer took it; retry"
+            ) from exc
 
     @contextmanager
     def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> Iterator[lance.LanceDataset]:

@@ -37,11 +37,15 @@ _REFS: dict[str, dict[RefKind, type[LanceNamespaceError]]] = {
     _REF_NOT_FOUND: {"tag": TableTagNotFoundError, "branch": TableBranchNotFoundError},
     _REF_TAKEN: {"tag": TableTagAlreadyExistsError, "branch": TableBranchAlreadyExistsError},
 }
+_UNKNOWN_COMMIT = re.compile(r"Commit result for version (?P<version>\d+) is unknown")
 _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...] = (
     # a commit through the catalog that pylance could not tell from one that landed (it may have): the
     # client must look before it writes again; the data plane first asks whether a writer by location
     # was the cause (``DataPlane._committing``)
-    (re.compile(r"Commit result for version \d+ is unknown"), ServiceUnavailableError),
+    (_UNKNOWN_COMMIT, ServiceUnavailableError),
+    # the namespace's own refusal, as pylance passes it on (the bridge's, when it opens a table through it)
+    (re.compile(r"Namespace error: Concurrent modification: "), ConcurrentModificationError),
+    (re.compile(r"Namespace error: Invalid table state: "), InvalidTableStateError),
     # a commit that lost to a concurrent one it cannot be rebased on (an append on an overwrite)
     (re.compile(r"Incompatible transaction|Retryable commit conflict"), ConcurrentModificationError),
     # a commit that kept losing to concurrent ones until pylance gave up retrying: the client may retry
@@ -124,3 +128,9 @@ def state_refused(exc: BaseException) -> str | None:
     """Why the namespace refused the table's state, when that is what made pylance's open fail."""
     found = _STATE_REFUSED.search(_message(exc))
     return found.group("why") if found else None
+
+
+def unknown_commit(exc: BaseException) -> int | None:
+    """The version whose commit pylance reported as of unknown outcome, when that is the failure."""
+    found = _UNKNOWN_COMMIT.search(_message(exc))
+    return int(found.group("version")) if found else None

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lance_namespace import CreateTableVersionRequest, DescribeTableVersionRequest, LanceNamespace
 from lance_namespace.errors import (
@@ -38,6 +39,7 @@ from lance_iceberg_ns.versions.manifests import final_manifests, manifest_direct
 from lance_iceberg_ns.versions.refusals import latest_gone_error, not_from_version_one_error, written_by_path_error
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A table found unmanaged is not looked at again for this long: a read through the server then costs
 # no catalog request of its own (the catalog makes a table managed at its creation, or when a
@@ -128,6 +130,24 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
         _refused.keep((*seen, following), True)  # not read again at every request (a manifest may be huge)
         return []
+
+
+def answer_after_adopting(namespace: LanceNamespace, table_id: Sequence[str], answer: Callable[[], T]) -> T:
+    """``answer`` a request on ``table_id`` once the versions written by location are adopted
+    (``adopt_before_answering``). A table taken as unmanaged from a look moments ago, which an
+    engine has made managed since, is refused as written by location (its versions are on disk,
+    not yet in the catalog): it is looked at again at once, its versions adopted, and the request
+    answered again (such a refusal comes before anything is written)."""
+    adopt_before_answering(namespace, table_id)
+    try:
+        return answer()
+    except InvalidTableStateError:
+        seen = (namespace.namespace_id(), tuple(table_id))
+        if not isinstance(namespace, IcebergLanceNamespace) or not _unmanaged.forget(seen):
+            raise
+        if not adopt_before_answering(namespace, table_id):
+            raise
+        return answer()
 
 
 def _planted(found: _Found, version: int) -> bool:

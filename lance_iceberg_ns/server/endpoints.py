@@ -29,7 +29,7 @@ from pydantic import BaseModel, StrictStr, TypeAdapter, ValidationError
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.data import request_arrived
 from lance_iceberg_ns.data.datasets import OpensADataset, opened_elsewhere
-from lance_iceberg_ns.jobs.adoption import adopt_before_answering
+from lance_iceberg_ns.jobs.adoption import answer_after_adopting
 from lance_iceberg_ns.limits import check_json_depth, check_request_bounds
 from lance_iceberg_ns.operation import as_operated
 from lance_iceberg_ns.server.capacity import WorkerThreads
@@ -268,12 +268,12 @@ def serving_endpoint(
             return _DataOfACatalogRoute(request)
 
     def in_process(namespace: LanceNamespace, request: BaseModel, table_id: list[str], body: bytes) -> Response:
-        if route.names_one_table:  # what a writer by location did through this server is seen first
-            adopt_before_answering(namespace, table_id)
         method = getattr(namespace, route.operation)
         if not getattr(method, "checks_request_bounds", False):  # the bridge's operations check them themselves
             check_request_bounds(request)  # for whichever other namespace is behind the server
-        result = method(request, body) if route.arrow_body else method(request)
+        run = lambda: method(request, body) if route.arrow_body else method(request)  # noqa: E731
+        # what a writer by location did through this server is seen first
+        result = answer_after_adopting(namespace, table_id, run) if route.names_one_table else run()
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)  # the body is one field of the response
         return render_result(result)

@@ -241,7 +241,7 @@ class _Runner:
         import lance_namespace
         from pydantic import BaseModel
 
-        from lance_iceberg_ns.jobs.adoption import adopt_before_answering
+        from lance_iceberg_ns.jobs.adoption import answer_after_adopting
         from lance_iceberg_ns.limits import DataTooLargeError
         from lance_iceberg_ns.operation import as_operated
         from lance_iceberg_ns.server.responses import render_result
@@ -252,10 +252,14 @@ class _Runner:
         model = getattr(lance_namespace, route.model)
         parts = memoryview(payload)
         request = model.model_validate_json(bytes(parts[:request_size]))
-        if route.names_one_table:  # what a writer by location did through this server is seen first
-            adopt_before_answering(namespace, as_operated(namespace, route.operation, request).id)
         method = getattr(namespace, route.operation)
-        result = method(request, parts[request_size:]) if route.arrow_body else method(request)
+        run = lambda: method(request, parts[request_size:]) if route.arrow_body else method(request)  # noqa: E731
+        # what a writer by location did through this server is seen first
+        result = (
+            answer_after_adopting(namespace, as_operated(namespace, route.operation, request).id, run)
+            if route.names_one_table
+            else run()
+        )
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)
         response = render_result(result)

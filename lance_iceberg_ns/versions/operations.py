@@ -37,6 +37,7 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns.catalog.companions import managed_entry
 from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.catalog.warehouses import LOST_ANSWER, TableSummary
+from lance_iceberg_ns.data.outcomes import landed_unanswered
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables.lifecycle import Tables
@@ -52,6 +53,7 @@ def _diverged(table: TableId, version: int, why: str) -> InternalError:
     """The answer to a commit the catalog took while a writer by location committed the same
     version of ``table``, when it cannot be taken back (``why``): everything stays, the catalog's
     manifest under its staged name, and the caller keeps its files (a 5xx: the commit landed)."""
+    landed_unanswered(table.parts, version)
     logger.error("Version %s of %s was committed by a writer by location too, and stays: %s", version, table, why)
     return InternalError(
         f"Version {version} of {table} was committed in the catalog while a writer by location committed it "
@@ -246,6 +248,7 @@ class Versions:
         try:
             answer = self._companions.catalog(table.warehouse).commit_changes([commit.change])
         except iceberg.CommitStateUnknownException:  # it may have landed: its manifest list must stay
+            landed_unanswered(table.parts, request.version)
             raise
         except BaseException:
             commit.discard()
@@ -322,6 +325,8 @@ class Versions:
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
         except iceberg.CommitStateUnknownException:  # it may have landed: the manifest lists must stay
+            for table, entry in zip(tables, entries, strict=True):
+                landed_unanswered(table.parts, entry.version)
             raise
         except BaseException:
             for commit in commits:

@@ -21,7 +21,7 @@ from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location, refuse_if_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
 
-from ..helpers import ipc, stage_manifest
+from ..helpers import ipc, other_client, stage_manifest
 
 
 @pytest.fixture
@@ -309,6 +309,34 @@ def test_a_version_written_by_location_is_adopted_before_the_server_answers_on_t
     lance.write_dataset(_rows(120, 10), namespace_client=rest, table_id=table_id, mode="append")
     assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5, 6] and _staged(location) == []
     assert lance.dataset(location).count_rows() == 135
+
+
+def test_a_table_an_engine_makes_managed_is_answered_at_once_through_the_server(
+    properties: dict[str, str], db: list[str], endpoint: str
+) -> None:
+    """A plain table the server has just answered on (and so took as unmanaged for a few seconds)
+    is made managed by an engine: its versions are Lance's own, none in the catalog yet. The
+    server's next answers on it adopt them at once rather than refuse the table as written by
+    location until the server looks again."""
+    from lance_iceberg_ns.server import serve_in_background
+
+    table_id = [*db, "turned"]
+    with IcebergLanceNamespace(**{**properties, "table_version_management": "false"}) as plain:
+        lance.write_dataset(_rows(0, 10), namespace_client=plain, table_id=table_id)
+        _append(plain, table_id, _rows(10, 5))
+    plain_properties = {**properties, "table_version_management": "false"}
+    with serve_in_background(properties=plain_properties, data_threads=1) as server:  # one data worker answers all
+        table = f"{server.uri}/v1/table/{'$'.join(table_id)}"
+        assert requests.post(f"{table}/count_rows", json={}, timeout=30).json() == 15
+        companion = other_client(endpoint, table_id[0]).load_table(tuple(table_id[1:]))
+        with companion.transaction() as transaction:  # ALTER TABLE ... SET TBLPROPERTIES, by an engine
+            transaction.set_properties({"table_version_management": "true"})
+        answer = requests.post(f"{table}/insert", data=ipc(_rows(15, 5)), timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert requests.post(f"{table}/count_rows", json={}, timeout=30).json() == 20
+    with IcebergLanceNamespace(**properties) as reader:
+        assert _versions(reader, table_id) == [1, 2, 3]
+        assert reader.describe_table({"id": table_id}).managed_versioning
 
 
 def test_an_atomic_batch_refuses_a_version_written_by_location_and_moves_no_table(

@@ -22,9 +22,10 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors.pylance import pylance_failures
+from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
-from lance_iceberg_ns.versions import manifests
+from lance_iceberg_ns.versions import manifests, operations
 from lance_iceberg_ns.versions.manifests import manifest_name
 
 from ..helpers import ipc
@@ -389,6 +390,42 @@ def test_a_reader_that_finds_the_final_name_taken_by_a_writer_by_location_is_ref
     assert _rows(managed_ns, table_id) == [1, 100]
 
 
+@pytest.mark.parametrize("landed", [False, True], ids=["refused", "landed, then refused"])
+def test_a_commit_pylance_cannot_tell_landed_is_a_conflict_only_when_the_catalog_never_took_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """pylance answers a refused commit whose version it cannot read back as of unknown outcome. A
+    client that retries on 409 would write twice if the commit had landed: the refusal is a
+    conflict (409) when the catalog never took the commit, and 503 (look before writing again)
+    when it may have (here: taken, then refused because it could not be taken back)."""
+    table_id = [*db, "unknown"]
+    _create(managed_ns, table_id, [1])
+    versions = managed_ns._versions
+    create, describe = versions.create_table_version, versions.describe_table_version
+    refused: list[int] = []
+
+    def refusing(request: Any) -> Any:
+        if landed:
+            create(request)
+            refused.append(request.version)
+            raise operations._diverged(parse_table_id(request.id), request.version, "the catalog moved on since")
+        refused.append(request.version)
+        raise ConcurrentModificationError("another writer took it")
+
+    def unreadable(request: Any) -> Any:  # the version cannot be read back to verify
+        if request.version in refused:
+            raise ServiceUnavailableError("the catalog is unavailable")
+        return describe(request)
+
+    monkeypatch.setattr(versions, "create_table_version", refusing)
+    monkeypatch.setattr(versions, "describe_table_version", unreadable)
+    expected = ServiceUnavailableError if landed else ConcurrentModificationError
+    with pytest.raises(expected, match="unknown" if landed else "was not committed.*retry"):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.undo()
+    assert _versions(managed_ns, table_id) == ([1, 2] if landed else [1])
+
+
 @pytest.mark.parametrize(
     ("message", "error"),
     [
@@ -418,6 +455,15 @@ def test_a_reader_that_finds_the_final_name_taken_by_a_writer_by_location_is_ref
         ),
         ('LanceError(IO): does not have sufficient data, len: 1, bytes: b"x"', InvalidTableStateError),
         ("LanceError(IO): file size is too small", InvalidTableStateError),
+        (
+            "Namespace error: Concurrent modification: Version 91 is being committed by a writer by location and "
+            "through the catalog at once: retry, src/namespace.rs:1569:18",
+            ConcurrentModificationError,
+        ),
+        (
+            "Namespace error: Invalid table state: Version 2 of t was written by ..., src/x.rs:1:2",
+            InvalidTableStateError,
+        ),
     ],
 )
 def test_pylance_failures_of_a_commit_or_a_manifest_are_conflicts(message: str, error: type[Exception]) -> None:
