@@ -22,6 +22,11 @@ def parse_mode(raw: str | None, default: str, allowed: Collection[str], operatio
 def refuse_branch(branch: str | None, what: str) -> None:
     """Branches other than ``main`` are refused where the catalog keeps one line of versions."""
     if branch and branch != "main":
-        raise UnsupportedOperationError(
-            f"{what}: branches are not supported here (the catalog keeps one line of versions per table)"
-        )
+        refuse_branches(what)
+
+
+def refuse_branches(what: str) -> None:
+    """Refuse ``what``, a change to a table's branches, where the catalog keeps one line of versions."""
+    raise UnsupportedOperationError(
+        f"{what}: branches are not supported here (the catalog keeps one line of versions per table)"
+    )

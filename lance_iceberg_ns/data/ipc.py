@@ -11,6 +11,7 @@ dictionaries are expanded is bounded as their decoded size is (see ``materialise
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 
@@ -111,17 +112,30 @@ def check_schema_metadata(schema: pa.Schema, what: str) -> None:
         raise InvalidInputError(f"{what}: schema metadata may take at most {MAX_SCHEMA_METADATA_BYTES} bytes")
 
 
+# what Lance wraps its reason in: what failed, its error's kind, and where in its sources it was raised
+_LANCE_WRAPPING = re.compile(r"^(?:Failed to convert schema: )?(?:LanceError\(\w+\): )?|, /\S+\.rs:\d+:\d+$")
+
+
 def check_storable(schema: pa.Schema, operation: str) -> None:
     """Every column of ``schema`` of a type Lance can store (as Lance's own schema conversion
     says: not decimal32/64, list views, unions, run-end encoding, month-day-nano intervals, ...).
     Raises InvalidInputError naming the column."""
     for field in schema:
-        try:
-            LanceSchema.from_pyarrow(pa.schema([field]))
-        except (ValueError, TypeError, OSError, pa.ArrowException):
-            raise InvalidInputError(
-                f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}"
-            ) from None
+        refusal = _refused_by_lance(field)
+        if refusal is None:
+            continue
+        if field.metadata and _refused_by_lance(field.remove_metadata()) is None:  # what its metadata asks
+            raise InvalidInputError(f"{operation}: column {field.name!r} is refused by Lance: {refusal}")
+        raise InvalidInputError(f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}")
+
+
+def _refused_by_lance(field: pa.Field) -> str | None:
+    """Why Lance's own schema conversion refuses ``field`` (its words, without its source location), or None."""
+    try:
+        LanceSchema.from_pyarrow(pa.schema([field]))
+    except (ValueError, TypeError, OSError, pa.ArrowException) as exc:
+        return _LANCE_WRAPPING.sub("", str(exc))[:300]
+    return None
 
 
 def check_materialised_size(table: pa.Table, operation: str) -> None:

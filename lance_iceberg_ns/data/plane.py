@@ -78,7 +78,7 @@ from lance_iceberg_ns.data.opening import OpenDatasets
 from lance_iceberg_ns.data.outcomes import commit_may_have_landed
 from lance_iceberg_ns.errors.pylance import unknown_commit
 from lance_iceberg_ns.identifiers import parse_table_id
-from lance_iceberg_ns.request_rules import refuse_branch
+from lance_iceberg_ns.request_rules import refuse_branch, refuse_branches
 from lance_iceberg_ns.storage import files
 
 T = TypeVar("T")
@@ -169,11 +169,15 @@ class DataPlane:
             ) from exc
 
     @contextmanager
-    def _refs_of(self, table_id: Sequence[str], branch: str | None, what: str) -> Iterator[lance.LanceDataset]:
+    def _refs_of(
+        self, table_id: Sequence[str], branch: str | None, what: str, branches: bool = False
+    ) -> Iterator[lance.LanceDataset]:
         """The dataset whose tags or branches an operation changes, the operation's own: resolved
         as for a write (refs live in the dataset's own files); branches are refused on a managed
         table, whose versions the catalog keeps in one line."""
         table = self._resolve_to_write(table_id)
+        if table.managed and branches:  # whatever the branch's name, ``main`` included
+            refuse_branches(what)
         if table.managed:
             refuse_branch(branch, what)
         with self._datasets.writing(table) as dataset:
@@ -232,12 +236,12 @@ class DataPlane:
         return self._read(request.id or [], lambda dataset: tags.list_branches(dataset, page_token, limit))
 
     def create_table_branch(self, request: CreateTableBranchRequest) -> CreateTableBranchResponse:
-        with self._refs_of(request.id or [], request.name or "?", "create_table_branch") as dataset:
+        with self._refs_of(request.id or [], None, "create_table_branch", branches=True) as dataset:
             tags.create_branch(dataset, request.name, request.from_branch, request.from_version)
         return CreateTableBranchResponse()
 
     def delete_table_branch(self, request: DeleteTableBranchRequest) -> DeleteTableBranchResponse:
-        with self._refs_of(request.id or [], request.name or "?", "delete_table_branch") as dataset:
+        with self._refs_of(request.id or [], None, "delete_table_branch", branches=True) as dataset:
             tags.delete_branch(dataset, request.name)
         return DeleteTableBranchResponse()
 

@@ -489,8 +489,11 @@ def test_every_commit_of_a_managed_table_goes_through_the_catalog(
     assert [v.version for v in listed] == list(range(1, 10))
     managed_ns.create_table_tag(ln.CreateTableTagRequest(id=table_id, tag="t", version=3))  # a name, not a commit
     assert _catalog_versions(managed_ns, table_id) == ([8, 9], 9)
-    with pytest.raises(UnsupportedOperationError):
-        managed_ns.create_table_branch(ln.CreateTableBranchRequest(id=table_id, name="dev"))
+    for name in ("dev", "main"):  # whatever the name
+        with pytest.raises(UnsupportedOperationError, match="branches are not supported"):
+            managed_ns.create_table_branch(ln.CreateTableBranchRequest(id=table_id, name=name))
+        with pytest.raises(UnsupportedOperationError, match="branches are not supported"):
+            managed_ns.delete_table_branch(ln.DeleteTableBranchRequest(id=table_id, name=name))
     assert rows(managed_ns, table_id) == [(1, "u"), (3, "c"), (4, "D")]
 
 

@@ -200,6 +200,27 @@ def test_rows_with_more_columns_than_the_bound_are_refused_before_anything_is_wr
     assert version(ns, table) == written and store.contents(store.root) == before
 
 
+def test_a_column_lance_refuses_for_what_its_metadata_asks_is_refused_with_lances_reason(
+    ns: IcebergLanceNamespace, db: list[str]
+) -> None:
+    """An unenforced primary key on a column that takes nulls: Lance's reason, not its type's."""
+    key = {"lance-schema:unenforced-primary-key": "true"}
+    for kind in (pa.string(), pa.int64()):
+        rows = pa.table({"k": pa.array(["a"] if kind == pa.string() else [1], kind), "v": [1]})
+        nullable = rows.cast(pa.schema([pa.field("k", kind, metadata=key), pa.field("v", pa.int64())]))
+        with pytest.raises(
+            InvalidInputError, match="column 'k' is refused by Lance: Primary key column .* nullable"
+        ) as refusal:
+            ns.create_table(ln.CreateTableRequest(id=[*db, "keyed"]), ipc_stream(nullable))
+        assert "cannot store" not in str(refusal.value) and ".rs:" not in str(refusal.value)
+        assert_not_created(ns, [*db, "keyed"])
+    decimal = pa.table({"d": pa.array([None], pa.decimal32(5, 2))})
+    with pytest.raises(InvalidInputError, match="column 'd' has a type Lance cannot store: decimal32"):
+        ns.create_table(ln.CreateTableRequest(id=[*db, "decimal"]), ipc_stream(decimal))
+    keyed = pa.schema([pa.field("k", pa.string(), nullable=False, metadata=key), pa.field("v", pa.int64())])
+    ns.create_table(ln.CreateTableRequest(id=[*db, "keyed"]), ipc_stream(pa.table({"k": ["a"], "v": [1]}, keyed)))
+
+
 @pytest.mark.parametrize("where", ["schema", "nested-field"])
 def test_rows_whose_schema_metadata_passes_the_bound_are_refused_before_anything_is_written(
     ns: IcebergLanceNamespace, db: list[str], table: list[str], where: str
