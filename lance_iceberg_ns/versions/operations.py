@@ -258,6 +258,8 @@ class Versions:
         except FinalNameTaken:  # a writer by location committed the version since the check
             raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
         moved = [versions.final_manifest_name(version.manifest_path)] if version is not commit.version else []
+        if versions.is_staged(version.manifest_path):  # not moved: pylance may not take a staged path, yet it landed
+            landed_unanswered(table.parts, request.version)
         self._state.committed(table, snapshots.committed(current, answer), [*moved, *finalized])  # the next write's
         return CreateTableVersionResponse(version=version)
 
