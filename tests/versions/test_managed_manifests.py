@@ -21,10 +21,12 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
+from lance_iceberg_ns.data.outcomes import commit_may_have_landed
 from lance_iceberg_ns.errors.pylance import pylance_failures
 from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
+from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.versions import manifests, operations
 from lance_iceberg_ns.versions.manifests import manifest_name
 
@@ -424,6 +426,25 @@ def test_a_commit_pylance_cannot_tell_landed_is_a_conflict_only_when_the_catalog
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     monkeypatch.undo()
     assert _versions(managed_ns, table_id) == ([1, 2] if landed else [1])
+
+
+def test_a_version_answered_with_its_staged_path_counts_as_landed(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store refused the move into place: the version is answered with its staged path, which
+    pylance takes. Had pylance then reported its outcome unknown, the writer must be told to look
+    before writing again (503), not to retry (409): the catalog took it."""
+    table_id = [*db, "unmoved"]
+    _create(managed_ns, table_id, [1])
+
+    def refused(*args: Any) -> bool:
+        raise OSError("the store refuses the move")
+
+    monkeypatch.setattr(files, "move_unless_taken", refused)
+    assert managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]}))).version == 2
+    monkeypatch.undo()
+    assert commit_may_have_landed(table_id, 2) and not commit_may_have_landed(table_id, 1)
+    assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
 
 
 @pytest.mark.parametrize(
