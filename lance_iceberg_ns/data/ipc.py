@@ -113,7 +113,7 @@ def check_schema_metadata(schema: pa.Schema, what: str) -> None:
 
 
 # what Lance wraps its reason in: what failed, its error's kind, and where in its sources it was raised
-_LANCE_WRAPPING = re.compile(r"^(?:Failed to convert schema: )?(?:LanceError\(\w+\): )?|, /\S+\.rs:\d+:\d+$")
+_LANCE_WRAPPING = re.compile(r"^(?:Failed to convert schema: )?(?:LanceError\(\w+\): )?|, \S+\.rs:\d+:\d+$")
 
 
 def check_storable(schema: pa.Schema, operation: str) -> None:

@@ -75,7 +75,7 @@ from lance_namespace.errors import (
 from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
 from lance_iceberg_ns.data.ipc import QueryAnswer
 from lance_iceberg_ns.data.opening import OpenDatasets
-from lance_iceberg_ns.data.outcomes import commit_may_have_landed
+from lance_iceberg_ns.data.outcomes import refusal_of
 from lance_iceberg_ns.errors.pylance import unknown_commit
 from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.request_rules import refuse_branch, refuse_branches
@@ -152,21 +152,25 @@ class DataPlane:
     @contextmanager
     def _committing(self, table_id: Sequence[str]) -> Iterator[None]:
         """A commit refused by the catalog reaches here as a conflict, or as of unknown outcome
-        (ServiceUnavailableError: pylance could not read the version back): asked again, a writer by
-        location that moved the dataset ahead of the catalog is InvalidTableStateError naming the
-        way out (the commit was taken back). A commit of unknown outcome that this process refused
-        before the catalog took it (or took back) is a conflict: the client may retry; one that
-        may have landed stays ServiceUnavailableError: the client must look first."""
+        (ServiceUnavailableError: pylance refused commits it cannot read back as such, whatever the
+        refusal). One this process refused without the catalog taking it is that refusal (a
+        conflict may be retried, bad input may not); one that may have landed, or is not known
+        here, stays ServiceUnavailableError: the client must look before it writes again. A
+        conflict is asked again: a writer by location that moved the dataset ahead of the catalog
+        is InvalidTableStateError naming the way out."""
         try:
             yield
         except (ConcurrentModificationError, ServiceUnavailableError) as exc:
-            self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
             version = unknown_commit(exc)
-            if version is None or commit_may_have_landed(parse_table_id(table_id).parts, version):
+            refusal = refusal_of(parse_table_id(table_id).parts, version) if version is not None else None
+            if version is not None and refusal is None:
                 raise
-            raise ConcurrentModificationError(
-                f"Version {version} of {'.'.join(table_id)} was not committed: a concurrent writer took it; retry"
-            ) from exc
+            if refusal is not None and not isinstance(refusal, ConcurrentModificationError):
+                raise copy.copy(refusal) from exc
+            self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState
+            if refusal is not None:
+                raise copy.copy(refusal) from exc
+            raise
 
     @contextmanager
     def _refs_of(

@@ -36,7 +36,12 @@ from lance_iceberg_ns.data.datasets import check_own_version
 from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
-from lance_iceberg_ns.versions.refusals import latest_gone_error, not_from_version_one_error, written_by_path_error
+from lance_iceberg_ns.versions.refusals import (
+    WrittenByLocationError,
+    latest_gone_error,
+    not_from_version_one_error,
+    written_by_path_error,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -132,18 +137,21 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         return []
 
 
-def answer_after_adopting(namespace: LanceNamespace, table_id: Sequence[str], answer: Callable[[], T]) -> T:
+def answer_after_adopting(
+    namespace: LanceNamespace, table_id: Sequence[str], answer: Callable[[], T], again: bool = True
+) -> T:
     """``answer`` a request on ``table_id`` once the versions written by location are adopted
     (``adopt_before_answering``). A table taken as unmanaged from a look moments ago, which an
     engine has made managed since, is refused as written by location (its versions are on disk,
-    not yet in the catalog): it is looked at again at once, its versions adopted, and the request
-    answered again (such a refusal comes before anything is written)."""
+    not yet in the catalog): it is looked at again at once, its versions adopted, and, ``again``,
+    the request answered once more (the refusal comes before anything is written; a version's
+    commit, whose staged manifest the refusal discarded, is not made again)."""
     adopt_before_answering(namespace, table_id)
     try:
         return answer()
-    except InvalidTableStateError:
+    except WrittenByLocationError:
         seen = (namespace.namespace_id(), tuple(table_id))
-        if not isinstance(namespace, IcebergLanceNamespace) or not _unmanaged.forget(seen):
+        if not again or not isinstance(namespace, IcebergLanceNamespace) or not _unmanaged.forget(seen):
             raise
         if not adopt_before_answering(namespace, table_id):
             raise

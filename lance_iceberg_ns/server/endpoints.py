@@ -273,7 +273,9 @@ def serving_endpoint(
             check_request_bounds(request)  # for whichever other namespace is behind the server
         run = lambda: method(request, body) if route.arrow_body else method(request)  # noqa: E731
         # what a writer by location did through this server is seen first
-        result = answer_after_adopting(namespace, table_id, run) if route.names_one_table else run()
+        result = (
+            answer_after_adopting(namespace, table_id, run, route.answers_again) if route.names_one_table else run()
+        )
         if route.response_field and isinstance(result, BaseModel):
             result = getattr(result, route.response_field)  # the body is one field of the response
         return render_result(result)

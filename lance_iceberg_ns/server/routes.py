@@ -38,6 +38,12 @@ class Route:
         return self.path.startswith("/v1/table/{id}/") and self.operation not in TABLE_CREATIONS
 
     @property
+    def answers_again(self) -> bool:
+        """Whether a refusal found before anything was written lets the operation run once more
+        (``answer_after_adopting``): not a version's commit, whose staged manifest the refusal deleted."""
+        return self.operation != "create_table_version"
+
+    @property
     def names_a_table(self) -> bool:
         """Whether the operation acts on the table its path names: an existing one, or one it makes."""
         return self.path.startswith("/v1/table/{id}/")

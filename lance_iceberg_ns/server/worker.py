@@ -256,7 +256,9 @@ class _Runner:
         run = lambda: method(request, parts[request_size:]) if route.arrow_body else method(request)  # noqa: E731
         # what a writer by location did through this server is seen first
         result = (
-            answer_after_adopting(namespace, as_operated(namespace, route.operation, request).id, run)
+            answer_after_adopting(
+                namespace, as_operated(namespace, route.operation, request).id, run, route.answers_again
+            )
             if route.names_one_table
             else run()
         )

@@ -30,6 +30,7 @@ from lance_namespace.errors import (
     ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
+    ServiceUnavailableError,
     TableVersionNotFoundError,
 )
 
@@ -39,7 +40,7 @@ from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.storage.locations import normalize_location
 from lance_iceberg_ns.versions.bases import MAX_MANIFEST_BYTES, refuse_foreign_manifest
-from lance_iceberg_ns.versions.refusals import FinalNameTaken
+from lance_iceberg_ns.versions.refusals import FinalNameTaken, FinalNameUnmoved
 
 _U64_MAX = 2**64 - 1
 _MANIFEST = re.compile(r"^(\d+)\.manifest$")  # staging copies (``.manifest-<uuid>``) do not match
@@ -51,6 +52,7 @@ _VERSION_HINT = "latest_version_hint.json"  # pylance's, beside the manifests
 # A staged manifest whose final name holds another manifest is contested for this long after it
 # was staged: its writer takes the catalog's commit back, or finds it cannot, within its request.
 CONTESTED_FOR_SECONDS = 60.0
+MOVE_ATTEMPTS = 3  # a store's passing refusal of a move into place is tried again
 
 
 # --- names ---------------------------------------------------------------------------------------
@@ -320,24 +322,27 @@ def finalize(location: str, storage_options: Mapping[str, str], version: TableVe
     """After the catalog committed ``version``: its manifest under its final name, the staged copy
     gone, and the answer naming the final path. pylance's namespace-backed commit never copies the
     manifest itself: it expects the namespace to, as the reference does; otherwise a reader by
-    location sees the version before, and pylance's next open through the namespace finalizes it
-    with a warning. A copy that fails leaves the staged manifest, which the reads finalize later.
-    A final name that already holds the same manifest (pylance, reading through the namespace,
-    copies a staged manifest into place itself) is this version's. Raises FinalNameTaken, having
-    moved nothing, when a writer by location committed the version number since the check before
-    the commit: its manifest is never replaced."""
+    location sees the version before. A final name that already holds the same manifest (a reader
+    through the namespace moved it into place first, ``settle``) is this version's. Raises, having
+    moved nothing: FinalNameTaken when a writer by location committed the version number since the
+    check before the commit (its manifest is never replaced); FinalNameUnmoved when the store
+    refuses the move, tried ``MOVE_ATTEMPTS`` times (no one may be handed the staged path instead:
+    pylance would copy it into place over whatever is there)."""
     name = version.manifest_path.rsplit("/", 1)[-1]
     if not is_staged(name):
         return version
     final = final_manifest_name(name)
     staged, taken = _in_versions(name), _in_versions(final)
-    try:  # one step: a reader never sees a final manifest half written, a writer's is never replaced
-        if not files.move_unless_taken(location, staged, taken, storage_options):
-            if not files.same_contents(location, staged, taken, storage_options):
-                raise FinalNameTaken(final)
-            files.delete_files(location, [staged], storage_options)
-    except OSError:
-        return version
+    for attempt in range(MOVE_ATTEMPTS):
+        try:  # one step: a reader never sees a final manifest half written, a writer's is never replaced
+            if not files.move_unless_taken(location, staged, taken, storage_options):
+                if not files.same_contents(location, staged, taken, storage_options):
+                    raise FinalNameTaken(final)
+                files.delete_files(location, [staged], storage_options)
+            break
+        except OSError as exc:
+            if attempt == MOVE_ATTEMPTS - 1:
+                raise FinalNameUnmoved(str(exc)[:200]) from None
     final_path = f"{version.manifest_path[: -len(name)]}{final}"
     return version.model_copy(update={"manifest_path": final_path, "e_tag": None})
 
@@ -356,35 +361,35 @@ def final_name_free(location: str, storage_options: Mapping[str, str], version: 
         return True  # finalize finds out
 
 
-def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> str | None:
+def settle(
+    location: str, storage_options: Mapping[str, str], recorded: str, latest: bool = False, young: bool = True
+) -> str | None:
     """Before a reader is told of the version the catalog recorded at ``recorded`` (a staged
     manifest path, as a rule): its manifest under its final name, copied there now, only where the
     name is free, when its writer has not moved it yet. A reader is never handed a staged path that
     could be moved: pylance copies a staged manifest it is handed into place over whatever holds the
     final name, which may be the version a writer by location committed in the moment after the
-    catalog's commit. The file name to answer: the final one once it holds the version, the staged
-    one while the store refuses the copy; None when neither is there (its commit was taken back, or
-    a writer by location removed it). ConcurrentModificationError, with nothing changed, while the
-    final name holds another manifest and the staged one is still there: a writer by location
-    committed the version number after the catalog did, and the catalog's commit is being taken
-    back (``Versions._taken_back``); a minute on, the writer has taken it back or found it cannot,
-    and the final manifest answers."""
+    catalog's commit. The file name to answer: the final one once it holds the version; None when
+    neither is there (its commit was taken back, or a writer by location removed it); the staged one
+    while the store refuses the copy, for an earlier version, whose number no writer can take any
+    more; for the ``latest``, ServiceUnavailableError then.
+
+    ConcurrentModificationError, with nothing changed, while the final name holds another manifest
+    and the staged one is still there: a writer by location committed the version number after the
+    catalog did, and the catalog's commit is being taken back (``Versions._taken_back``); a minute
+    on, the writer has taken it back or found it cannot, and the final manifest answers. A version
+    recorded longer ago than that (not ``young``) costs only the look at its final name."""
     name = recorded.rsplit("/", 1)[-1]
     final_name = final_manifest_name(name)
     if not is_staged(name):
         return name if files.stat_files(location, [_in_versions(name)], storage_options)[0] else None
     staged, final = _in_versions(name), _in_versions(final_name)
-    for _ in range(3):  # another look when the writer moved it, or a writer took the name, meanwhile
+    if not young and files.stat_files(location, [final], storage_options)[0] is not None:
+        return final_name
+    for _ in range(MOVE_ATTEMPTS):  # another look when the writer moved it, or a writer took the name, meanwhile
         found_staged, found_final = files.stat_files(location, [staged, final], storage_options)
         if found_final is not None:
-            if (
-                found_staged is not None
-                and time.time() - found_staged.modified < CONTESTED_FOR_SECONDS
-                and not (
-                    found_staged.size == found_final.size
-                    and files.same_contents(location, staged, final, storage_options)
-                )
-            ):
+            if found_staged is not None and _contested(location, storage_options, found_staged, found_final):
                 raise ConcurrentModificationError(
                     f"Version {version_of_manifest(final_name)} is being committed by a writer by location and "
                     "through the catalog at once: retry"
@@ -397,7 +402,21 @@ def settle(location: str, storage_options: Mapping[str, str], recorded: str) -> 
                 return final_name
         except OSError:  # the store refused the copy, or the staged manifest went meanwhile
             pass
+    if latest:
+        raise ServiceUnavailableError(
+            f"The manifest of version {version_of_manifest(final_name)} could not be moved into place: retry"
+        )
     return name
+
+
+def _contested(location: str, storage_options: Mapping[str, str], staged: StoredFile, final: StoredFile) -> bool:
+    """Whether a final manifest holds another manifest than the ``staged`` one, staged under a
+    minute ago (a staged one its writer deleted as it was read, once moved into place, is not)."""
+    if time.time() - staged.modified >= CONTESTED_FOR_SECONDS:
+        return False
+    if staged.size == final.size and files.same_contents(location, staged.path, final.path, storage_options):
+        return False
+    return files.stat_files(location, [staged.path], storage_options)[0] is not None
 
 
 def discard_staged(location: str, storage_options: Mapping[str, str], manifest_path: str) -> None:

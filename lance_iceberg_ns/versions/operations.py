@@ -6,7 +6,8 @@ commit, several tables' versions can move in one atomic commit, and old versions
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from lance_namespace import (
@@ -30,6 +31,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
+    ServiceUnavailableError,
     UnsupportedOperationError,
 )
 from pyiceberg import exceptions as iceberg
@@ -37,13 +39,21 @@ from pyiceberg import exceptions as iceberg
 from lance_iceberg_ns.catalog.companions import managed_entry
 from lance_iceberg_ns.catalog.managed_state import DESCRIBED_JUST_NOW_SECONDS, LOADED_FOR_COMMIT_SECONDS
 from lance_iceberg_ns.catalog.warehouses import LOST_ANSWER, TableSummary
+from lance_iceberg_ns.data import outcomes
 from lance_iceberg_ns.data.outcomes import landed_unanswered
+from lance_iceberg_ns.errors.translation import translate
 from lance_iceberg_ns.identifiers import TableId, parse_table_id
 from lance_iceberg_ns.request_rules import refuse_branch
 from lance_iceberg_ns.tables.lifecycle import Tables
 from lance_iceberg_ns.versions import manifests as versions
 from lance_iceberg_ns.versions import snapshots
-from lance_iceberg_ns.versions.refusals import FinalNameTaken, LatestMissing, latest_gone_error, written_by_path_error
+from lance_iceberg_ns.versions.refusals import (
+    FinalNameTaken,
+    FinalNameUnmoved,
+    LatestMissing,
+    latest_gone_error,
+    written_by_path_error,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,6 +69,28 @@ def _diverged(table: TableId, version: int, why: str) -> InternalError:
         f"Version {version} of {table} was committed in the catalog while a writer by location committed it "
         f"too, and {why}: check the table's versions before writing again"
     )
+
+
+def _unmoved(table: TableId, unmoved: Exception) -> ServiceUnavailableError:
+    """The refusal of a version whose manifest the store would not move into place: taken back."""
+    return ServiceUnavailableError(
+        f"The manifest of the new version of {table} could not be moved into place ({unmoved}); the version "
+        "was not committed: retry"
+    )
+
+
+@contextmanager
+def _outcomes_kept(commits: Sequence[tuple[TableId, int]]) -> Iterator[None]:
+    """Record a refusal of the ``commits`` (table, version) for the data plane (``data.outcomes``),
+    unless one may have landed: pylance reports a refused commit it cannot read back as of unknown
+    outcome, and the client must know whether to retry."""
+    try:
+        yield
+    except Exception as exc:
+        refusal = translate(exc, "create_table_version")
+        for table, version in commits:
+            outcomes.refused(table.parts, version, refusal)
+        raise
 
 
 def refuse_across_warehouses(tables: list[TableId]) -> None:
@@ -202,6 +234,10 @@ class Versions:
 
     def create_table_version(self, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         table = parse_table_id(request.id)
+        with _outcomes_kept([(table, request.version)]):
+            return self._create_table_version(table, request)
+
+    def _create_table_version(self, table: TableId, request: CreateTableVersionRequest) -> CreateTableVersionResponse:
         refuse_branch(request.branch, "create_table_version")
         kept = self._kept(table, LOADED_FOR_COMMIT_SECONDS)
         current = kept[0] if kept is not None else None
@@ -240,26 +276,27 @@ class Versions:
         try:
             current = self._refuse_written_by_path(table, current, files, request, own.final_exists)
             commit = snapshots.plan_version(current, request, own.path, files, self._state.finalized(table))
-        except InvalidTableStateError:  # refused for good: its staged manifest must not pile up
+        except (InvalidTableStateError, ConcurrentModificationError):  # refused: its staged manifest must not pile up
             versions.discard_staged(current.metadata.location, files, own.path)
             raise
         finalized = self._state.finalized(table)
         self._state.forget(table)  # whatever happens next, the remembered state is past
         try:
             answer = self._companions.catalog(table.warehouse).commit_changes([commit.change])
-        except iceberg.CommitStateUnknownException:  # it may have landed: its manifest list must stay
+        except LOST_ANSWER:  # it may have landed: its manifest list must stay
             landed_unanswered(table.parts, request.version)
             raise
         except BaseException:
             commit.discard()
             raise
+        place = [(current.metadata.location, files)]
         try:
             version = versions.finalize(current.metadata.location, files, commit.version)
         except FinalNameTaken:  # a writer by location committed the version since the check
-            raise self._taken_back(table, request.version, [commit], [(current.metadata.location, files)]) from None
+            raise self._taken_back(table, request.version, [commit], place) from None
+        except FinalNameUnmoved as unmoved:  # the store refuses: no reader may be handed the staged path
+            raise self._taken_back(table, request.version, [commit], place, _unmoved(table, unmoved)) from None
         moved = [versions.final_manifest_name(version.manifest_path)] if version is not commit.version else []
-        if versions.is_staged(version.manifest_path):  # not moved: pylance may not take a staged path, yet it landed
-            landed_unanswered(table.parts, request.version)
         self._state.committed(table, snapshots.committed(current, answer), [*moved, *finalized])  # the next write's
         return CreateTableVersionResponse(version=version)
 
@@ -301,12 +338,13 @@ class Versions:
         refuse_across_warehouses(tables)
         if len({tuple(table.parts) for table in tables}) != len(tables):
             raise InvalidInputError("An atomic commit takes one version per table")
-        try:
-            return self._commit_together(tables, entries)
-        except (iceberg.BadRequestError, iceberg.CommitFailedException) as exc:
-            if not _sequence_number_refused(exc):
-                raise
-            return self._commit_together(tables, entries)  # as in ``create_table_version``
+        with _outcomes_kept([(table, entry.version) for table, entry in zip(tables, entries, strict=True)]):
+            try:
+                return self._commit_together(tables, entries)
+            except (iceberg.BadRequestError, iceberg.CommitFailedException) as exc:
+                if not _sequence_number_refused(exc):
+                    raise
+                return self._commit_together(tables, entries)  # as in ``create_table_version``
 
     def _commit_together(self, tables: list[TableId], entries: list[Any]) -> BatchCreateTableVersionsResponse:
         """Commit every entry's version on top of its table as loaded now, in one catalog commit."""
@@ -326,7 +364,7 @@ class Versions:
                 commits.append(snapshots.plan_version(loaded, entry, own.path, places[-1][1]))
                 self._state.forget(table)
             self._companions.catalog(tables[0].warehouse).commit_changes([commit.change for commit in commits])
-        except iceberg.CommitStateUnknownException:  # it may have landed: the manifest lists must stay
+        except LOST_ANSWER:  # it may have landed: the manifest lists must stay
             for table, entry in zip(tables, entries, strict=True):
                 landed_unanswered(table.parts, entry.version)
             raise
@@ -341,9 +379,10 @@ class Versions:
         for table, place, commit, entry in zip(tables, places, commits, entries, strict=True):
             try:
                 done.append(versions.finalize(*place, commit.version))
-            except FinalNameTaken:  # taken since the look: all go back unless some are in place already
+            except (FinalNameTaken, FinalNameUnmoved) as exc:  # all go back unless some are in place already
                 if not done:
-                    raise self._taken_back(table, entry.version, commits, places) from None
+                    refusal = _unmoved(table, exc) if isinstance(exc, FinalNameUnmoved) else None
+                    raise self._taken_back(table, entry.version, commits, places, refusal) from None
                 raise _diverged(table, entry.version, "versions of its atomic batch were already in place") from None
         return BatchCreateTableVersionsResponse(versions=done)
 
@@ -353,12 +392,13 @@ class Versions:
         version: int,
         commits: Sequence[snapshots.VersionCommit],
         places: Sequence[tuple[str, dict[str, str]]],
+        refusal: LanceNamespaceError | None = None,
     ) -> LanceNamespaceError:
         """The refusal of versions the catalog committed, none moved into place yet, while a writer
         by location committed ``version`` of ``table`` under the final manifest name: the catalog
         commit is taken back and the staged manifests go, so that the writer's version stays as it
-        landed, and the next commit is refused until it is adopted. When the catalog moved on
-        meanwhile, nothing is taken back (``_diverged``)."""
+        landed, and the next commit is refused until it is adopted (or ``refusal``, when the store
+        refused the move). When the catalog moved on meanwhile, nothing is taken back (``_diverged``)."""
         try:
             self._companions.catalog(table.warehouse).commit_changes([commit.undo_change() for commit in commits])
         except (iceberg.CommitFailedException, *LOST_ANSWER):
@@ -366,7 +406,7 @@ class Versions:
         for (location, files), commit in zip(places, commits, strict=True):
             versions.discard_staged(location, files, commit.version.manifest_path)
             commit.discard(taken_back=True)
-        return written_by_path_error(str(table), version, version - 1)
+        return refusal or written_by_path_error(str(table), version, version - 1)
 
     def batch_delete_table_versions(self, request: BatchDeleteTableVersionsRequest) -> BatchDeleteTableVersionsResponse:
         table = parse_table_id(request.id)

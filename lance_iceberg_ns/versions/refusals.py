@@ -18,6 +18,11 @@ class FinalNameTaken(Exception):
     location committed that version number meanwhile (``finalize``)."""
 
 
+class FinalNameUnmoved(Exception):
+    """A version the catalog just committed cannot take its final manifest name: the store refused
+    the move (``finalize``), and no reader may be handed its staged path instead."""
+
+
 class LatestMissing(Exception):
     """The manifest of the latest version a loaded table records is in neither of its names: a
     writer by location removed it, or its commit was taken back since the table was loaded."""
@@ -45,13 +50,18 @@ def latest_gone_error(name: str, latest: int) -> InvalidTableStateError:
     )
 
 
+class WrittenByLocationError(InvalidTableStateError):
+    """InvalidTableState: the dataset is ahead of the catalog, a writer by location having committed
+    versions the catalog does not record (adoption records them)."""
+
+
 def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
     """The refusal of a new version of table ``name`` while the catalog names version ``latest``
     and a writer by location committed ``version``; it names the way out (before any version, one
     that is not 1 cannot be adopted: ``not_from_version_one_error``)."""
     if not latest and version != 1:
         return not_from_version_one_error(name, version)
-    return InvalidTableStateError(
+    return WrittenByLocationError(
         f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
         f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
         "whose versions the catalog manages takes no new version while its dataset is ahead of the catalog. "

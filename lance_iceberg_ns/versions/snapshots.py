@@ -229,19 +229,28 @@ def managed_versions(
     LatestMissing when the latest has none.
     ``finalized``: final manifest names this process moved into place itself a moment ago, which
     need no look. The latest, unless this process moved it into place, costs one look at both of
-    its names; the earlier ones, one look at their final names."""
+    its names (at its final name alone once committed minutes ago); the earlier ones, one look at
+    their final names."""
     lineage = _lineage(table)
     location = table.metadata.location
     recorded = [_recorded_manifest(s) for s in lineage]
     unknown = [path for path in recorded[:-1] if final_manifest_name(path) not in finalized]
     finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
     unsettled = [path for path in recorded[:-1] if final_manifest_name(path) not in finals]
-    unsettled += [path for path in recorded[-1:] if final_manifest_name(path) not in finalized]
     answered = {path: manifests.settle(location, storage_options, path) for path in unsettled}
-    if recorded and recorded[-1] in answered and answered[recorded[-1]] is None:
-        raise LatestMissing(".".join(table.name()), _version_of(lineage[-1]))
+    if recorded and final_manifest_name(recorded[-1]) not in finalized:
+        latest = manifests.settle(location, storage_options, recorded[-1], latest=True, young=_young(lineage[-1]))
+        if latest is None:
+            raise LatestMissing(".".join(table.name()), _version_of(lineage[-1]))
+        answered[recorded[-1]] = latest
     finals |= {name for name in answered.values() if name is not None}
     return [_table_version(snapshot, finals, location) for snapshot in lineage]
+
+
+def _young(snapshot: Snapshot) -> bool:
+    """Whether a snapshot was committed recently enough that its version's final name may still be
+    contested (``manifests.CONTESTED_FOR_SECONDS``, and as long again for clocks that differ)."""
+    return time.time() * 1000 - snapshot.timestamp_ms < 2 * manifests.CONTESTED_FOR_SECONDS * 1000
 
 
 def describe_managed_version(table: Table, storage_options: Mapping[str, str], version: int | None) -> TableVersion:
@@ -259,8 +268,9 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
         )
     snapshot = wanted[0]
     recorded = _recorded_manifest(snapshot)
-    answered = manifests.settle(table.metadata.location, storage_options, recorded)
-    if answered is None and snapshot is lineage[-1]:
+    latest = snapshot is lineage[-1]
+    answered = manifests.settle(table.metadata.location, storage_options, recorded, latest, _young(snapshot))
+    if answered is None and latest:
         raise LatestMissing(".".join(table.name()), _version_of(snapshot))
     return _table_version(snapshot, {answered} if answered else set(), table.metadata.location)
 

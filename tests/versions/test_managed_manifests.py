@@ -21,9 +21,7 @@ from lance_namespace.errors import (
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
-from lance_iceberg_ns.data.outcomes import commit_may_have_landed
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
 from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.storage import files
@@ -392,59 +390,110 @@ def test_a_reader_that_finds_the_final_name_taken_by_a_writer_by_location_is_ref
     assert _rows(managed_ns, table_id) == [1, 100]
 
 
-@pytest.mark.parametrize("landed", [False, True], ids=["refused", "landed, then refused"])
-def test_a_commit_pylance_cannot_tell_landed_is_a_conflict_only_when_the_catalog_never_took_it(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, landed: bool
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("conflict", ConcurrentModificationError),
+        ("bad input", InvalidInputError),
+        ("answer lost", ServiceUnavailableError),
+        ("taken, not taken back", ServiceUnavailableError),
+    ],
+)
+def test_a_commit_pylance_cannot_tell_landed_is_its_refusal_only_when_the_catalog_never_took_it(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, how: str, expected: type
 ) -> None:
-    """pylance answers a refused commit whose version it cannot read back as of unknown outcome. A
-    client that retries on 409 would write twice if the commit had landed: the refusal is a
-    conflict (409) when the catalog never took the commit, and 503 (look before writing again)
-    when it may have (here: taken, then refused because it could not be taken back)."""
+    """pylance answers every refused commit whose version it cannot read back as of unknown
+    outcome. A client that retries on 409 would write twice if the commit had landed: the answer
+    is the refusal itself (a conflict: 409, bad input: 400) when the catalog never took the commit,
+    and 503 (look before writing again) when it may have: the catalog's answer was lost, or it took
+    the commit and could not take it back."""
     table_id = [*db, "unknown"]
     _create(managed_ns, table_id, [1])
     versions = managed_ns._versions
-    create, describe = versions.create_table_version, versions.describe_table_version
-    refused: list[int] = []
+    create, describe = versions._create_table_version, versions.describe_table_version
+    asked: list[int] = []
 
-    def refusing(request: Any) -> Any:
-        if landed:
-            create(request)
-            refused.append(request.version)
-            raise operations._diverged(parse_table_id(request.id), request.version, "the catalog moved on since")
-        refused.append(request.version)
-        raise ConcurrentModificationError("another writer took it")
+    def refusing(table: Any, request: Any) -> Any:
+        asked.append(request.version)
+        if how == "conflict":
+            raise ConcurrentModificationError("another writer took it")
+        if how == "bad input":
+            raise InvalidInputError("not a manifest of this table")
+        if how == "answer lost":
+            catalog = managed_ns._tables.companions.catalog(table.warehouse)
+            commit = catalog.commit_changes
+
+            def lost(*args: Any, **kwargs: Any) -> Any:
+                commit(*args, **kwargs)
+                raise requests.ConnectionError("the catalog's answer was lost")
+
+            with monkeypatch.context() as flapping:
+                flapping.setattr(catalog, "commit_changes", lost)
+                return create(table, request)
+        create(table, request)
+        raise operations._diverged(table, request.version, "the catalog moved on since")
 
     def unreadable(request: Any) -> Any:  # the version cannot be read back to verify
-        if request.version in refused:
+        if request.version in asked:
             raise ServiceUnavailableError("the catalog is unavailable")
         return describe(request)
 
-    monkeypatch.setattr(versions, "create_table_version", refusing)
+    monkeypatch.setattr(versions, "_create_table_version", refusing)
     monkeypatch.setattr(versions, "describe_table_version", unreadable)
-    expected = ServiceUnavailableError if landed else ConcurrentModificationError
-    with pytest.raises(expected, match="unknown" if landed else "was not committed.*retry"):
+    with pytest.raises(expected) as refusal:
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
     monkeypatch.undo()
+    landed = expected is ServiceUnavailableError
+    assert ("unknown" in str(refusal.value)) == landed
     assert _versions(managed_ns, table_id) == ([1, 2] if landed else [1])
 
 
-def test_a_version_answered_with_its_staged_path_counts_as_landed(
-    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+def test_a_version_whose_manifest_the_store_will_not_move_into_place_is_taken_back(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
-    """The store refused the move into place: the version is answered with its staged path, which
-    pylance takes. Had pylance then reported its outcome unknown, the writer must be told to look
-    before writing again (503), not to retry (409): the catalog took it."""
+    """No one may be handed a staged manifest (pylance copies it into place over whatever is
+    there): a passing refusal of the move is tried again, and a lasting one takes the catalog's
+    commit back and is a 503, nothing committed."""
     table_id = [*db, "unmoved"]
-    _create(managed_ns, table_id, [1])
+    location = _create(managed_ns, table_id, [1])
+    move, refusals = files.move_unless_taken, [1]
 
     def refused(*args: Any) -> bool:
-        raise OSError("the store refuses the move")
+        if refusals[0] > 0:
+            refusals[0] -= 1
+            raise OSError("the store refuses the move")
+        return move(*args)
 
     monkeypatch.setattr(files, "move_unless_taken", refused)
-    assert managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]}))).version == 2
+    assert managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]}))).version == 2  # once: again
+    refusals[0] = manifests.MOVE_ATTEMPTS
+    with pytest.raises(ServiceUnavailableError, match="could not be moved into place.*not committed: retry"):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
     monkeypatch.undo()
-    assert commit_may_have_landed(table_id, 2) and not commit_may_have_landed(table_id, 1)
     assert _versions(managed_ns, table_id) == [1, 2] and _rows(managed_ns, table_id) == [1, 2]
+    assert not staged_manifests(store, location)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    assert _rows(managed_ns, table_id) == [1, 2, 3]
+
+
+def test_a_reader_that_cannot_move_the_latest_manifest_into_place_is_refused_not_handed_the_staged_one(
+    managed_ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch, store: Store
+) -> None:
+    table_id = [*db, "stuck"]
+    location = _create(managed_ns, table_id, [1])
+    finalize = manifests.finalize
+
+    def read_first(place: str, storage_options: Any, version: Any) -> Any:
+        with monkeypatch.context() as store_refuses:  # the reader's copy is refused
+            store_refuses.setattr(files, "copy_unless_taken", lambda *args: (_ for _ in ()).throw(OSError("no")))
+            with pytest.raises(ServiceUnavailableError, match="could not be moved into place: retry"):
+                managed_ns.list_table_versions({"id": table_id, "descending": True, "limit": 1})
+        return finalize(place, storage_options, version)
+
+    monkeypatch.setattr(manifests, "finalize", read_first)
+    managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
+    monkeypatch.undo()
+    assert _rows(managed_ns, table_id) == [1, 2] and not staged_manifests(store, location)
 
 
 @pytest.mark.parametrize(
