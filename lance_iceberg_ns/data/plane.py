@@ -70,6 +70,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     PermissionDeniedError,
     ServiceUnavailableError,
+    UnsupportedOperationError,
 )
 
 from lance_iceberg_ns.data import ResolvedTable, datasets, indices, ipc, reads, schema, tags, writes
@@ -165,6 +166,8 @@ class DataPlane:
             refusal = refusal_of(parse_table_id(table_id).parts, version) if version is not None else None
             if version is not None and refusal is None:
                 raise
+            if isinstance(refusal, UnsupportedOperationError):  # the table stopped being managed under the write
+                raise ConcurrentModificationError(f"The table changed under the write ({refusal}): retry") from exc
             if refusal is not None and not isinstance(refusal, ConcurrentModificationError):
                 raise copy.copy(refusal) from exc
             self._resolve(tuple(table_id), True)  # a write by location found here is InvalidTableState

@@ -114,11 +114,13 @@ def delete(dataset: lance.LanceDataset, predicate: str) -> DeleteFromTableRespon
     return DeleteFromTableResponse(version=dataset.version)
 
 
-def overwrite(datasets: OpenDatasets, table: ResolvedTable, data: pa.Table) -> lance.LanceDataset:
-    """Write ``data`` as the table's next version, replacing its rows (or as the first version of
-    a table declared but not yet written)."""
+def create(datasets: OpenDatasets, table: ResolvedTable, data: pa.Table, declared: bool) -> lance.LanceDataset:
+    """Write ``data`` as the first version of a table a create just ``declared``, or as the next
+    version of one it brought back, replacing its rows. A declared table takes inserts as soon as
+    its entry is there: rows another client inserted before the create's write are kept, the
+    create's rows appended to them (an overwrite would replace rows already acknowledged)."""
     with pylance_failures("create_table"):
-        return datasets.write(table, data, "overwrite")
+        return datasets.write(table, data, "append" if declared else "overwrite")
 
 
 def insert(datasets: OpenDatasets, table: ResolvedTable, data: pa.Table, mode: str) -> InsertIntoTableResponse:

@@ -324,7 +324,7 @@ class Tables:
             resolved = self.resolve(table.parts, writing=True)
             if tell is not None:
                 tell(table.parts, resolved.place, None if declared else began, None)
-            dataset = writes.overwrite(self.datasets, resolved, rows)
+            dataset = writes.create(self.datasets, resolved, rows, declared)
         except BaseException:
             if live is None:
                 self._undo_create(table, declared)
@@ -350,10 +350,12 @@ class Tables:
         return True
 
     def _undo_create(self, table: TableId, declared: bool) -> None:
-        """A create whose write failed: a table it declared goes; one it brought back is
-        soft-deleted again."""
+        """A create whose write failed: a table it declared goes, unless another client wrote
+        into it meanwhile (its rows were acknowledged); one it brought back is soft-deleted again."""
         loaded = self.companions.load(table)
         if declared:
+            if datasets.dataset_exists(loaded.location, self.placement.entry_options(loaded)):
+                return
             self.placement.remove(table, loaded)
         else:
             self.trash.soft_delete(table, loaded)

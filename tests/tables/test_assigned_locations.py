@@ -276,19 +276,19 @@ def test_the_marker_and_the_first_write_use_the_credentials_the_catalog_vends(
     disk the keys reach nothing)."""
     marker_writes: list[dict[str, str]] = []
     first_writes: list[dict[str, str]] = []
-    create_file, overwrite = files.create_file, writes.overwrite
+    create_file, create = files.create_file, writes.create
 
     def creating(location: str, name: str, data: bytes, options: Any) -> Any:
         if name in ownership.marker_names(location):
             marker_writes.append(dict(options))
         return create_file(location, name, data, options)
 
-    def overwriting(datasets: Any, table: Any, data: pa.Table) -> Any:
+    def creating_table(datasets: Any, table: Any, data: pa.Table, declared: bool) -> Any:
         first_writes.append(dict(table.storage_options))
-        return overwrite(datasets, table, data)
+        return create(datasets, table, data, declared)
 
     monkeypatch.setattr(files, "create_file", creating)
-    monkeypatch.setattr(writes, "overwrite", overwriting)
+    monkeypatch.setattr(writes, "create", creating_table)
     with IcebergLanceNamespace(endpoint=vending.endpoint) as ns:
         ns.create_namespace({"id": ["wh", "db"]})
         ns.create_table(CreateTableRequest(id=["wh", "db", "t"]), ipc(pa.table({"v": [1, 2]})))

@@ -11,10 +11,12 @@ import lance.namespace
 import pyarrow as pa
 import pytest
 from lance_namespace import (
+    CreateTableRequest,
     DeclareTableRequest,
     DeregisterTableRequest,
     DescribeTableRequest,
     DropTableRequest,
+    InsertIntoTableRequest,
     ListTablesRequest,
     RegisterTableRequest,
     RenameTableRequest,
@@ -449,3 +451,31 @@ def test_a_create_tells_the_mark_of_its_entry_before_it_declares_and_the_place_a
     assert ns.remove_declared_table(declared, None, mark) is True
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=declared))
+
+
+@pytest.mark.parametrize("managed", [False, True], ids=["plain", "managed"])
+def test_rows_inserted_into_a_table_a_create_declared_stay_when_its_write_follows(
+    endpoint: str, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch, managed: bool
+) -> None:
+    """A create declares its table, then writes: a client that inserts into the declared table in
+    between is answered, and its rows stay (the create's write was an overwrite, which replaced
+    them); the create's rows are added to them."""
+    table_id = [*db, "raced"]
+    acknowledged: list[int] = []
+    with (
+        store.namespace(endpoint, table_version_management=str(managed).lower()) as creator,
+        store.namespace(endpoint, table_version_management=str(managed).lower()) as other,
+    ):
+        write = creator._tables.datasets.write
+
+        def insert_first(*args: object) -> object:
+            answer = other.insert_into_table(InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [1]})))
+            acknowledged.append(answer.version)
+            return write(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(creator._tables.datasets, "write", insert_first)
+        created = creator.create_table(CreateTableRequest(id=table_id), ipc(pa.table({"v": [2]})))
+        monkeypatch.undo()
+        assert acknowledged == [1] and created.version == 2
+        rows = lance.dataset(namespace_client=other, table_id=table_id).to_table()["v"].to_pylist()
+        assert sorted(rows) == [1, 2]

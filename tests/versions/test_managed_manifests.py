@@ -18,6 +18,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     ServiceUnavailableError,
+    UnsupportedOperationError,
 )
 
 from lance_iceberg_ns import IcebergLanceNamespace
@@ -395,6 +396,7 @@ def test_a_reader_that_finds_the_final_name_taken_by_a_writer_by_location_is_ref
     [
         ("conflict", ConcurrentModificationError),
         ("bad input", InvalidInputError),
+        ("management removed", ConcurrentModificationError),  # under the write: a retry finds it back
         ("answer lost", ServiceUnavailableError),
         ("taken, not taken back", ServiceUnavailableError),
     ],
@@ -419,6 +421,8 @@ def test_a_commit_pylance_cannot_tell_landed_is_its_refusal_only_when_the_catalo
             raise ConcurrentModificationError("another writer took it")
         if how == "bad input":
             raise InvalidInputError("not a manifest of this table")
+        if how == "management removed":
+            raise UnsupportedOperationError("the versions of the table are Lance's own")
         if how == "answer lost":
             catalog = managed_ns._tables.companions.catalog(table.warehouse)
             commit = catalog.commit_changes
