@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from lance.schema import LanceSchema
+from lance.schema import LanceSchema, schema_to_json
 from lance_namespace.errors import InvalidInputError
 
 from lance_iceberg_ns.data.schema import column_count
@@ -118,24 +118,35 @@ _LANCE_WRAPPING = re.compile(r"^(?:Failed to convert schema: )?(?:LanceError\(\w
 
 def check_storable(schema: pa.Schema, operation: str) -> None:
     """Every column of ``schema`` of a type Lance can store (as Lance's own schema conversion
-    says: not decimal32/64, list views, unions, run-end encoding, month-day-nano intervals, ...).
-    Raises InvalidInputError naming the column."""
+    says: not decimal32/64, list views, unions, run-end encoding, month-day-nano intervals, ...)
+    and that the Lance namespace's JSON schema can describe, as stored (not a map: every detailed
+    describe of the table would fail). Raises InvalidInputError naming the column."""
     for field in schema:
-        refusal = _refused_by_lance(field)
-        if refusal is None:
-            continue
-        if field.metadata and _refused_by_lance(field.remove_metadata()) is None:  # what its metadata asks
-            raise InvalidInputError(f"{operation}: column {field.name!r} is refused by Lance: {refusal}")
-        raise InvalidInputError(f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}")
+        try:
+            stored = LanceSchema.from_pyarrow(pa.schema([field])).to_pyarrow()
+        except (ValueError, TypeError, OSError, pa.ArrowException) as exc:
+            if field.metadata and not _refused_by_lance(field.remove_metadata()):  # what its metadata asks
+                why = _LANCE_WRAPPING.sub("", str(exc))[:300]
+                raise InvalidInputError(f"{operation}: column {field.name!r} is refused by Lance: {why}") from None
+            raise InvalidInputError(
+                f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}"
+            ) from None
+        try:
+            schema_to_json(stored)
+        except (ValueError, TypeError, OSError, pa.ArrowException):
+            raise InvalidInputError(
+                f"{operation}: column {field.name!r} has a type the Lance namespace's JSON schema cannot "
+                f"describe: {field.type}"
+            ) from None
 
 
-def _refused_by_lance(field: pa.Field) -> str | None:
-    """Why Lance's own schema conversion refuses ``field`` (its words, without its source location), or None."""
+def _refused_by_lance(field: pa.Field) -> bool:
+    """Whether Lance's own schema conversion refuses ``field``."""
     try:
         LanceSchema.from_pyarrow(pa.schema([field]))
-    except (ValueError, TypeError, OSError, pa.ArrowException) as exc:
-        return _LANCE_WRAPPING.sub("", str(exc))[:300]
-    return None
+    except (ValueError, TypeError, OSError, pa.ArrowException):
+        return True
+    return False
 
 
 def check_materialised_size(table: pa.Table, operation: str) -> None:

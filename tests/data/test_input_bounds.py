@@ -217,6 +217,10 @@ def test_a_column_lance_refuses_for_what_its_metadata_asks_is_refused_with_lance
     decimal = pa.table({"d": pa.array([None], pa.decimal32(5, 2))})
     with pytest.raises(InvalidInputError, match="column 'd' has a type Lance cannot store: decimal32"):
         ns.create_table(ln.CreateTableRequest(id=[*db, "decimal"]), ipc_stream(decimal))
+    mapped = pa.table({"m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))})  # every describe failed
+    with pytest.raises(InvalidInputError, match="column 'm' has a type the Lance namespace's JSON schema cannot"):
+        ns.create_table(ln.CreateTableRequest(id=[*db, "mapped"]), ipc_stream(mapped))
+    assert_not_created(ns, [*db, "mapped"])
     keyed = pa.schema([pa.field("k", pa.string(), nullable=False, metadata=key), pa.field("v", pa.int64())])
     ns.create_table(ln.CreateTableRequest(id=[*db, "keyed"]), ipc_stream(pa.table({"k": ["a"], "v": [1]}, keyed)))
 
