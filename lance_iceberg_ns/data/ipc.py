@@ -125,8 +125,8 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
         try:
             stored = LanceSchema.from_pyarrow(pa.schema([field])).to_pyarrow()
         except (ValueError, TypeError, OSError, pa.ArrowException) as exc:
-            if field.metadata and not _refused_by_lance(field.remove_metadata()):  # what its metadata asks
-                why = _LANCE_WRAPPING.sub("", str(exc))[:300]
+            why = _LANCE_WRAPPING.sub("", str(exc))[:300]
+            if not _refused_by_lance(pa.field("c", field.type)):  # its name, or what its metadata asks
                 raise InvalidInputError(f"{operation}: column {field.name!r} is refused by Lance: {why}") from None
             raise InvalidInputError(
                 f"{operation}: column {field.name!r} has a type Lance cannot store: {field.type}"

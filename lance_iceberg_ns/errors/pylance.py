@@ -46,6 +46,8 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
     # the namespace's own refusal, as pylance passes it on (the bridge's, when it opens a table through it)
     (re.compile(r"Namespace error: Concurrent modification: "), ConcurrentModificationError),
     (re.compile(r"Namespace error: Invalid table state: "), InvalidTableStateError),
+    (re.compile(r"Namespace error: Invalid input: "), InvalidInputError),
+    (re.compile(r"Namespace error: Service unavailable: "), ServiceUnavailableError),
     # a commit that lost to a concurrent one it cannot be rebased on (an append on an overwrite)
     (re.compile(r"Incompatible transaction|Retryable commit conflict"), ConcurrentModificationError),
     # a commit that kept losing to concurrent ones until pylance gave up retrying: the client may retry

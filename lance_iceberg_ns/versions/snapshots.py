@@ -218,6 +218,9 @@ def _recorded_manifest(snapshot: Snapshot) -> str:
     recorded = _summary(snapshot).get(MANIFEST_KEY, "")
     if not manifests.names_a_manifest(recorded):
         raise forged(snapshot, MANIFEST_KEY, recorded, "not the path of a Lance manifest")
+    version = _version_of(snapshot)
+    if manifests.version_of_manifest(final_manifest_name(recorded)) != version:  # another version's, or another table's
+        raise forged(snapshot, MANIFEST_KEY, recorded, f"not the manifest of the version it records ({version})")
     return recorded
 
 

@@ -217,6 +217,9 @@ def test_a_column_lance_refuses_for_what_its_metadata_asks_is_refused_with_lance
     decimal = pa.table({"d": pa.array([None], pa.decimal32(5, 2))})
     with pytest.raises(InvalidInputError, match="column 'd' has a type Lance cannot store: decimal32"):
         ns.create_table(ln.CreateTableRequest(id=[*db, "decimal"]), ipc_stream(decimal))
+    dotted = pa.table({"x.y": [1]})
+    with pytest.raises(InvalidInputError, match="column 'x.y' is refused by Lance: Top level field x.y cannot contain"):
+        ns.create_table(ln.CreateTableRequest(id=[*db, "dotted"]), ipc_stream(dotted))
     mapped = pa.table({"m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))})  # every describe failed
     with pytest.raises(InvalidInputError, match="column 'm' has a type the Lance namespace's JSON schema cannot"):
         ns.create_table(ln.CreateTableRequest(id=[*db, "mapped"]), ipc_stream(mapped))

@@ -538,6 +538,7 @@ def test_a_reader_that_cannot_move_the_latest_manifest_into_place_is_refused_not
             "Namespace error: Invalid table state: Version 2 of t was written by ..., src/x.rs:1:2",
             InvalidTableStateError,
         ),
+        ("Namespace error: Invalid input: wh.db.t is an Iceberg table, src/x.rs:1:2", InvalidInputError),
     ],
 )
 def test_pylance_failures_of_a_commit_or_a_manifest_are_conflicts(message: str, error: type[Exception]) -> None:

@@ -817,6 +817,35 @@ def test_a_snapshot_recording_a_manifest_path_that_is_none_is_the_tables_state(
         managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
 
 
+@pytest.mark.parametrize("points_at", ["its own version 1", "another table's manifest", "outside, by ../"])
+def test_a_snapshot_recording_the_manifest_of_another_version_is_refused_by_name_not_served(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store, points_at: str
+) -> None:
+    """An engine's snapshot names version 2 with the manifest of version 1 (this table's, or
+    another's, the path rebuilt from its file name): it was served as version 2, and every write
+    then lost to the catalog twenty times over (409 retry, forever)."""
+    table_id, victim = [*db, "events"], [*db, "victim"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    victim_location = lance.write_dataset(pa.table({"id": [9]}), namespace_client=managed_ns, table_id=victim).uri
+    first = manifest_name(1)
+    path = {
+        "its own version 1": f"_versions/{first}",
+        "another table's manifest": f"{victim_location}/_versions/{first}",
+        "outside, by ../": f"../{victim_location.rsplit('/', 1)[-1]}/_versions/{first}",
+    }[points_at]
+    _engine_commit(endpoint, store, table_id, {VERSION_KEY: "2", MANIFEST_KEY: path})
+    refused = f"records {MANIFEST_KEY}=.*not the manifest of the version it records \\(2\\)"
+    for attempt in (
+        lambda: managed_ns.list_table_versions({"id": table_id}),
+        lambda: managed_ns.describe_table_version({"id": table_id}),
+        lambda: managed_ns.count_table_rows({"id": table_id}),
+        lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]}))),
+    ):
+        with pytest.raises(InvalidTableStateError, match=refused):
+            attempt()
+    assert managed_ns.count_table_rows({"id": victim}).count == 1
+
+
 def test_a_declared_table_written_by_location_first_is_refused_until_its_versions_are_recorded(
     managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
