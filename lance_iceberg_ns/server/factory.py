@@ -15,7 +15,9 @@ settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -40,8 +42,10 @@ class AppFactory:
     worker that cannot build it ends with uvicorn's failed-start code."""
 
     settings: ServeSettings
+    supervisor: int = field(default_factory=os.getpid)  # the process that made it: the supervisor
 
     def __call__(self) -> Starlette:
+        _end_with_the_supervisor(self.supervisor)
         with _startup_failure_ends_the_worker():
             return self.build()
 
@@ -50,6 +54,23 @@ class AppFactory:
         from lance_iceberg_ns.server.app import create_app
 
         return create_app(**self.settings.app_options())
+
+
+def _end_with_the_supervisor(supervisor: int) -> None:
+    """Have the kernel send this server process SIGTERM (a graceful stop) when the process that
+    started it ends, however it ends: a supervisor killed outright (SIGKILL) left its server
+    processes serving on the port, which the next start could then not take. Linux only; one that
+    ended before this is asked already counts."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl here
+        return
+    if os.getppid() != supervisor:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @contextmanager

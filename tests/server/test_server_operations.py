@@ -471,6 +471,25 @@ def test_two_workers_end_as_one_server_process_ends(
     assert running == [], f"left running after the supervisor ended: {running}"
 
 
+def test_server_processes_end_when_their_supervisor_is_killed_outright(
+    catalog_server: Any, tmp_path: Path, warehouse: str
+) -> None:
+    """SIGKILL ends the supervisor of ``--workers`` with no chance to stop its workers: they are
+    told by the kernel and stop as after SIGTERM (they kept serving on the port, and the next
+    start could not take it)."""
+    with served_in_subprocess(
+        catalog_server.endpoint, str(tmp_path), warehouse, extra_args=["--workers", "2"]
+    ) as served:
+        children = _children(served)
+        served.process.kill()
+        served.process.wait(timeout=60)
+    assert len(children) >= 2, children
+    deadline = time.monotonic() + 30
+    while (running := [child for child in children if is_running(child)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running == [], f"left running after the supervisor was killed: {running}"
+
+
 def test_ctrl_backslash_in_a_terminal_ends_a_server_with_workers(
     catalog_server: Any, tmp_path: Path, warehouse: str
 ) -> None:
