@@ -60,7 +60,10 @@ def _end_with_the_supervisor(supervisor: int) -> None:
     """Have the kernel send this server process SIGTERM (a graceful stop) when the process that
     started it ends, however it ends: a supervisor killed outright (SIGKILL) left its server
     processes serving on the port, which the next start could then not take. Linux only; one that
-    ended before this is asked already counts."""
+    ended before this is asked already counts. Nothing in the process that made the factory
+    (``create_app_from_env`` under gunicorn's or uvicorn's own workers, one server process)."""
+    if supervisor == os.getpid():
+        return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
