@@ -234,7 +234,7 @@ def test_a_failed_create_leaves_no_trash_namespace(
     def storage_fails(*_: object) -> None:
         raise OSError("the object store went away")
 
-    monkeypatch.setattr(writes, "overwrite", storage_fails)
+    monkeypatch.setattr(writes, "create", storage_fails)
     with pytest.raises(InternalError):
         ns.create_table(CreateTableRequest(id=[*db, "t"]), ipc(pa.table({"v": [1]})))
     catalog = other_client(endpoint, db[0])
