@@ -31,6 +31,7 @@ from lance_namespace import (
     TableExistsRequest,
 )
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError, TableNotFoundError
+from pyiceberg import exceptions as iceberg
 
 from lance_iceberg_ns.catalog.client_properties import answered_io_properties
 from lance_iceberg_ns.catalog.companions import (
@@ -318,7 +319,12 @@ class Tables:
         tell = told_of_declared.get() if live is None else None
         if tell is not None:  # before anything is made: a table it declares bears this mark
             tell(table.parts, None, None, create_id)
-        declared = live is None and self._make_room(table, request, create_id)
+        try:
+            declared = live is None and self._make_room(table, request, create_id)
+        except (TableAlreadyExistsError, iceberg.TableAlreadyExistsError):  # another create declared it meanwhile
+            if mode != "existok" or (live := self.companions.find(table)) is None:
+                raise
+            return CreateTableResponse(location=live.location, properties=shown(live.properties))
         self.datasets.forget_table(table.parts)  # a table brought back from the trash included
         try:
             resolved = self.resolve(table.parts, writing=True)

@@ -129,7 +129,7 @@ def own_manifest(location: str, storage_options: Mapping[str, str], version: int
             f"manifest_path must name the staged manifest of version {version} in the table's _versions/, "
             f"not {name[:100]!r}"
         )
-    if not _is_directory_of(directory, location):
+    if not is_versions_directory_of(directory, location):
         raise InvalidInputError(f"manifest_path must be in the table's own _versions/ ({manifest_directory(location)})")
     names = [name, final] if staged else [name]
     found = files.stat_files(location, [_in_versions(each) for each in names], storage_options)
@@ -160,7 +160,7 @@ def _check_staged(location: str, storage_options: Mapping[str, str], version: in
         raise
 
 
-def _is_directory_of(directory: str, location: str) -> bool:
+def is_versions_directory_of(directory: str, location: str) -> bool:
     """Whether ``directory`` (as a client spells it: an object store's path, an absolute local
     path or a URI) is the ``_versions/`` of the table at ``location`` (normalized)."""
     own = f"{normalize_location(location)}/{VERSIONS_DIRECTORY}"

@@ -191,15 +191,22 @@ def rolled_back(table: Table) -> bool:
 
 
 def _lineage(table: Table) -> list[Snapshot]:
-    """The Lance snapshots of ``main``, oldest first."""
-    return [s for s in _main_history(table) if s is not None and _version_of(s)][::-1]
+    """The Lance snapshots of ``main``, oldest first, their versions rising (Lance never writes a
+    version number twice, and an engine rolls ``main`` back by moving it, not by committing an
+    earlier version on top of a later one): a snapshot that records a version no later than the
+    one before it is refused as ``_summary_number`` refuses."""
+    lineage = [s for s in _main_history(table) if s is not None and _version_of(s)][::-1]
+    for before, snapshot in zip(lineage, lineage[1:], strict=False):
+        if (version := _version_of(snapshot)) <= (earlier := _version_of(before)):
+            raise forged(snapshot, VERSION_KEY, str(version), f"not after the version before it on main ({earlier})")
+    return lineage
 
 
 def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> TableVersion:
     """The version a snapshot records, its manifest named in the table's own ``_versions/`` (the
     form pylance gives), final once finalized; never where a recorded path pointed elsewhere."""
     summary = _summary(snapshot)
-    recorded = _recorded_manifest(snapshot).rsplit("/", 1)[-1]
+    recorded = _recorded_manifest(snapshot, location).rsplit("/", 1)[-1]
     final_name = final_manifest_name(recorded)
     path = f"{manifest_directory(location)}/{final_name if final_name in final_names else recorded}"
     size = _summary_number(snapshot, SIZE_KEY)
@@ -213,14 +220,18 @@ def _table_version(snapshot: Snapshot, final_names: set[str], location: str) -> 
     )
 
 
-def _recorded_manifest(snapshot: Snapshot) -> str:
-    """The manifest path a snapshot recorded (staged, as the writer gave it), refused as ``_summary_number`` refuses."""
+def _recorded_manifest(snapshot: Snapshot, location: str) -> str:
+    """The manifest path a snapshot of the table at ``location`` recorded (staged, as the writer
+    gave it), refused as ``_summary_number`` refuses: it must name the manifest of the snapshot's
+    own version, in the table's own ``_versions/`` (as the bridge records it)."""
     recorded = _summary(snapshot).get(MANIFEST_KEY, "")
     if not manifests.names_a_manifest(recorded):
         raise forged(snapshot, MANIFEST_KEY, recorded, "not the path of a Lance manifest")
     version = _version_of(snapshot)
     if manifests.version_of_manifest(final_manifest_name(recorded)) != version:  # another version's, or another table's
         raise forged(snapshot, MANIFEST_KEY, recorded, f"not the manifest of the version it records ({version})")
+    if not manifests.is_versions_directory_of(recorded.rpartition("/")[0], location):  # another table's, same number
+        raise forged(snapshot, MANIFEST_KEY, recorded, "not in the table's own _versions/")
     return recorded
 
 
@@ -236,7 +247,7 @@ def managed_versions(
     their final names."""
     lineage = _lineage(table)
     location = table.metadata.location
-    recorded = [_recorded_manifest(s) for s in lineage]
+    recorded = [_recorded_manifest(s, location) for s in lineage]
     unknown = [path for path in recorded[:-1] if final_manifest_name(path) not in finalized]
     finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
     unsettled = [path for path in recorded[:-1] if final_manifest_name(path) not in finals]
@@ -270,7 +281,7 @@ def describe_managed_version(table: Table, storage_options: Mapping[str, str], v
             else f"Table {name} has no version yet"
         )
     snapshot = wanted[0]
-    recorded = _recorded_manifest(snapshot)
+    recorded = _recorded_manifest(snapshot, table.metadata.location)
     latest = snapshot is lineage[-1]
     answered = manifests.settle(table.metadata.location, storage_options, recorded, latest, _young(snapshot))
     if answered is None and latest:
@@ -303,12 +314,18 @@ def latest_gone(table: Table, storage_options: Mapping[str, str]) -> bool:
     snapshot = _latest_lance_snapshot(table)
     if snapshot is None:
         return False
-    recorded = _recorded_manifest(snapshot)
+    recorded = _recorded_manifest(snapshot, table.metadata.location)
     return not manifests.version_present(table.metadata.location, storage_options, _version_of(snapshot), recorded)
 
 
 def written_by_path(table: Table, version: int) -> InvalidTableStateError:
-    """The refusal of a new version while a writer by location committed ``version`` (behind the catalog's back)."""
+    """The refusal of a new version while a writer by location committed ``version`` (behind the
+    catalog's back), unless the catalog itself (``table`` loaded with its history) is behind the
+    versions on disk: ``main`` moved back (the rollback's refusal) or an engine committed an
+    earlier version on top of a later one (``_lineage``'s)."""
+    _lineage(table)
+    if rolled_back(table):
+        return rolled_back_error(".".join(table.name()), latest_version(table), highest_version(table))
     return written_by_path_error(".".join(table.name()), version, latest_version(table))
 
 
@@ -322,13 +339,13 @@ def superseded(table: Table, storage_options: Mapping[str, str], finalized: Coll
     that cannot be finalized stays, and so does every version after it, so that it stays on
     ``main``'s history. Only a manifest not in ``finalized`` costs a look."""
     candidates = _lineage(table)[:-1]
-    unknown = [_recorded_manifest(s) for s in candidates if final_manifest_name(_recorded_manifest(s)) not in finalized]
     location = table.metadata.location
+    paths = [_recorded_manifest(s, location) for s in candidates]
+    unknown = [path for path in paths if final_manifest_name(path) not in finalized]
     finals = set(finalized) | (manifests.finalized_names(location, storage_options, unknown) if unknown else set())
     held = {ref.snapshot_id for name, ref in table.metadata.refs.items() if name != MAIN_BRANCH}
     superseded = []
-    for snapshot in candidates:
-        recorded = _recorded_manifest(snapshot)
+    for snapshot, recorded in zip(candidates, paths, strict=True):
         final = final_manifest_name(recorded) in finals
         if not final and manifests.settle(location, storage_options, recorded) != final_manifest_name(recorded):
             break

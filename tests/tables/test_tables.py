@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import lance
 import lance.namespace
@@ -451,6 +452,32 @@ def test_a_create_tells_the_mark_of_its_entry_before_it_declares_and_the_place_a
     assert ns.remove_declared_table(declared, None, mark) is True
     with pytest.raises(TableNotFoundError):
         ns.describe_table(DescribeTableRequest(id=declared))
+
+
+def test_a_create_exist_ok_that_another_create_beats_to_the_name_is_answered_with_the_table(
+    ns: IcebergLanceNamespace, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both found no table; the other declared it first: exist_ok is answered with that table, not
+    409 (a plain create still is)."""
+    tables = type(ns._tables)
+    make_room = tables._make_room
+    winners: dict[str, str] = {}
+
+    def another_create_declares_first(self: Any, table: Any, *args: Any) -> bool:
+        if self is ns._tables:  # the other's create goes through undisturbed
+            with IcebergLanceNamespace(**ns.properties) as other:
+                created = other.create_table(CreateTableRequest(id=table.parts), ipc(pa.table({"v": [1]})))
+            winners[table.parts[-1]] = created.location
+        return make_room(self, table, *args)
+
+    monkeypatch.setattr(tables, "_make_room", another_create_declares_first)
+    answer = ns.create_table(CreateTableRequest(id=[*db, "raced"], mode="exist_ok"), ipc(pa.table({"v": [2]})))
+    assert answer.location == winners["raced"]
+    with pytest.raises(TableAlreadyExistsError):
+        ns.create_table(CreateTableRequest(id=[*db, "raced_too"]), ipc(pa.table({"v": [2]})))
+    monkeypatch.undo()
+    for name in ("raced", "raced_too"):
+        assert lance.dataset(namespace_client=ns, table_id=[*db, name]).to_table()["v"].to_pylist() == [1]
 
 
 @pytest.mark.parametrize("managed", [False, True], ids=["plain", "managed"])

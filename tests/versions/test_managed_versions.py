@@ -846,6 +846,58 @@ def test_a_snapshot_recording_the_manifest_of_another_version_is_refused_by_name
     assert managed_ns.count_table_rows({"id": victim}).count == 1
 
 
+@pytest.mark.parametrize("forgery", ["another table's manifest of that version", "an earlier version on top"])
+def test_a_snapshot_recording_a_manifest_the_bridge_never_records_is_refused_by_name_not_served(
+    managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store, forgery: str
+) -> None:
+    """An engine's snapshot names version 3 with another table's version 3 (its own name, another
+    directory: it was answered as 'gone, a writer by location removed it'), or version 1 again on
+    top of version 2 (every insert was told to adopt version 2, which the catalog already had)."""
+    table_id, victim = [*db, "events"], [*db, "victim"]
+    for value in (1, 2):
+        location = lance.write_dataset(
+            pa.table({"id": [value]}), namespace_client=managed_ns, table_id=table_id, mode=_create_then_append(value)
+        ).uri
+    for value in (1, 2, 3):
+        victim_location = lance.write_dataset(
+            pa.table({"id": [value]}), namespace_client=managed_ns, table_id=victim, mode=_create_then_append(value)
+        ).uri
+    version, path, refused = {
+        "another table's manifest of that version": (
+            3,
+            f"{victim_location}/_versions/{manifest_name(3)}",
+            "not in the table's own _versions/",
+        ),
+        "an earlier version on top": (
+            1,
+            f"{location}/_versions/{manifest_name(1)}",
+            "not after the version before it on main \\(2\\)",
+        ),
+    }[forgery]
+    _engine_commit(endpoint, store, table_id, {VERSION_KEY: str(version), MANIFEST_KEY: path})
+    refused = f"records lance\\..*{refused}.*an engine other than lance-iceberg-ns"
+    attempts = [
+        lambda: managed_ns.list_table_versions({"id": table_id}),
+        lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [3]}))),
+    ]
+    if version == 3:  # the snapshot itself shows it: every read of it is refused
+        attempts += [
+            lambda: managed_ns.describe_table_version({"id": table_id}),
+            lambda: managed_ns.count_table_rows({"id": table_id}),
+        ]
+    else:  # only main's history shows it; a read of the latest alone answers what main names, as after a rollback
+        assert managed_ns.describe_table_version({"id": table_id}).version.version == 1
+        assert managed_ns.count_table_rows({"id": table_id}).count == 1
+    for attempt in attempts:
+        with pytest.raises(InvalidTableStateError, match=refused):
+            attempt()
+    assert managed_ns.count_table_rows({"id": victim}).count == 3
+
+
+def _create_then_append(value: int) -> str:
+    return "create" if value == 1 else "append"
+
+
 def test_a_declared_table_written_by_location_first_is_refused_until_its_versions_are_recorded(
     managed_ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
