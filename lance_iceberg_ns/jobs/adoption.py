@@ -145,17 +145,27 @@ def answer_after_adopting(
     engine has made managed since, is refused as written by location (its versions are on disk,
     not yet in the catalog): it is looked at again at once, its versions adopted, and, ``again``,
     the request answered once more (the refusal comes before anything is written; a version's
-    commit, whose staged manifest the refusal discarded, is not made again)."""
+    commit, whose staged manifest the refusal discarded, is not made again). Any other refusal as
+    written by location adopts what was written meanwhile and is ConcurrentModificationError
+    (retry), not the refusal's advice to adopt, which the server has just followed."""
     adopt_before_answering(namespace, table_id)
     try:
         return answer()
     except WrittenByLocationError:
+        if not isinstance(namespace, IcebergLanceNamespace):
+            raise
         seen = (namespace.namespace_id(), tuple(table_id))
-        if not again or not isinstance(namespace, IcebergLanceNamespace) or not _unmanaged.forget(seen):
+        was_unmanaged = _unmanaged.forget(seen)
+        adopted = adopt_before_answering(namespace, table_id)
+        if not adopted:  # refused (planted, say): the refusal stands, its way out named
             raise
-        if not adopt_before_answering(namespace, table_id):
-            raise
-        return answer()
+        if again and was_unmanaged:
+            return answer()
+        name, were = ".".join(table_id), f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted}"
+        raise ConcurrentModificationError(
+            f"A writer that went by the location of {name} committed {were} while this request was answered; "
+            "the server has recorded them in the catalog since: retry"
+        ) from None
 
 
 def _planted(found: _Found, version: int) -> bool:

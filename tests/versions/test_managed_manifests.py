@@ -23,7 +23,7 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location
+from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location, answer_after_adopting
 from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.versions import manifests, operations
@@ -155,6 +155,30 @@ def test_adoption_records_each_version_as_it_goes_and_stops_at_a_planted_one(
     store.delete(planted)
     managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [5]})))
     assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("again", [True, False], ids=["a read or insert", "a version's commit"])
+def test_a_request_a_writer_by_location_overtakes_is_told_to_retry_once_the_server_adopted_its_version(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str], again: bool
+) -> None:
+    """A server adopts what was written by location before it answers a request on the table, but
+    a writer by location may commit after that look: the request's refusal as written by location
+    advised running adoption, which the server then did itself. It is ConcurrentModification
+    (retry), with the version adopted, and the retry lands."""
+    table_id = [*db, "overtaken"]
+    location = _create(managed_ns, table_id, [1])
+
+    def overtaken() -> Any:
+        _by_location(store, location, [2])
+        return managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+
+    with pytest.raises(ConcurrentModificationError, match=r"committed version 2 .*recorded them in the catalog.*retry"):
+        answer_after_adopting(managed_ns, table_id, overtaken, again)
+    assert _versions(managed_ns, table_id) == [1, 2]
+    answer_after_adopting(
+        managed_ns, table_id, lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    )
+    assert _versions(managed_ns, table_id) == [1, 2, 3] and _rows(managed_ns, table_id) == [1, 2, 3]
 
 
 def test_a_file_that_is_not_a_manifest_of_the_dataset_is_not_adopted(
