@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from lance.schema import LanceSchema, schema_to_json
 from lance_namespace.errors import InvalidInputError
 
-from lance_iceberg_ns.data.schema import column_count
+from lance_iceberg_ns.data.schema import column_count, unreadable_name
 from lance_iceberg_ns.limits import (
     MAX_IPC_MESSAGES,
     MAX_SCHEMA_METADATA_BYTES,
@@ -120,8 +120,13 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
     """Every column of ``schema`` of a type Lance can store (as Lance's own schema conversion
     says: not decimal32/64, list views, unions, run-end encoding, month-day-nano intervals, ...)
     and that the Lance namespace's JSON schema can describe, as stored (not a map: every detailed
-    describe of the table would fail). Raises InvalidInputError naming the column."""
+    describe of the table would fail), and named so that queries read it (``schema.unreadable_name``,
+    a struct's fields included). Raises InvalidInputError naming the column."""
     for field in schema:
+        for name in _names(field):
+            if why := unreadable_name(name):
+                column = f"column {field.name[:100]!r}" + ("" if name == field.name else f", field {name[:100]!r},")
+                raise InvalidInputError(f"{operation}: {column} cannot be read by name: {why}")
         try:
             stored = LanceSchema.from_pyarrow(pa.schema([field])).to_pyarrow()
         except (ValueError, TypeError, OSError, pa.ArrowException) as exc:
@@ -138,6 +143,17 @@ def check_storable(schema: pa.Schema, operation: str) -> None:
                 f"{operation}: column {field.name!r} has a type the Lance namespace's JSON schema cannot "
                 f"describe: {field.type}"
             ) from None
+
+
+def _names(field: pa.Field) -> Iterator[str]:
+    """The name of ``field`` and of every struct field in it (at any depth, in lists too)."""
+    yield field.name
+    kind = field.type
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        kind = kind.value_type
+    if pa.types.is_struct(kind):
+        for i in range(kind.num_fields):
+            yield from _names(kind.field(i))
 
 
 def _refused_by_lance(field: pa.Field) -> bool:

@@ -11,7 +11,12 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from lance_namespace_urllib3_client.models import AddColumnsEntry, AlterColumnsEntry
 
 from lance_iceberg_ns.errors.pylance import pylance_failures
-from lance_iceberg_ns.limits import MAX_SCHEMA_METADATA_BYTES, MAX_VECTOR_DIMENSION, check_column_count
+from lance_iceberg_ns.limits import (
+    MAX_LITERAL_BYTES,
+    MAX_SCHEMA_METADATA_BYTES,
+    MAX_VECTOR_DIMENSION,
+    check_column_count,
+)
 
 # Lance's own columns, which it refuses to store under a table's names (a table renamed to one
 # answered every query with a panic)
@@ -123,13 +128,25 @@ def add_columns(dataset: lance.LanceDataset, entries: Sequence[AddColumnsEntry])
     return int(dataset.version)
 
 
+def unreadable_name(name: str) -> str | None:
+    """Why ``name`` cannot name a column (or a struct's field) that queries read, or None: an empty
+    name is written, but no query can then read the table; one longer than an expression may name
+    (``MAX_LITERAL_BYTES``) no filter or projection can reach."""
+    if not name:
+        return "it is empty"
+    if len(name.encode()) > MAX_LITERAL_BYTES:
+        return f"it is over {MAX_LITERAL_BYTES} bytes, more than an expression may name"
+    return None
+
+
 def check_new_column_name(name: str) -> str:
     """``name`` for a column a table gains or a column renamed: InvalidInputError for a name Lance
-    takes for its own or cannot read back (empty, or with a dot, which Lance reads as a path)."""
-    if not name or "." in name or name in LANCE_RESERVED_COLUMNS:
+    takes for its own or cannot read back (empty, too long to name, or with a dot, which Lance
+    reads as a path)."""
+    if unreadable_name(name) or "." in name or name in LANCE_RESERVED_COLUMNS:
         raise InvalidInputError(
-            f"{name!r} cannot name a column: a name is not empty, holds no dot, and is none of Lance's own "
-            f"({', '.join(sorted(LANCE_RESERVED_COLUMNS))})"
+            f"{name[:100]!r} cannot name a column: a name is not empty, at most {MAX_LITERAL_BYTES} bytes, holds "
+            f"no dot, and is none of Lance's own ({', '.join(sorted(LANCE_RESERVED_COLUMNS))})"
         )
     return name
 

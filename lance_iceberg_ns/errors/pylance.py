@@ -73,6 +73,9 @@ _BY_MESSAGE: tuple[tuple[re.Pattern[str], type[LanceNamespaceError] | str], ...]
             r"|^Cannot drop all columns|LanceError\(Schema\)"
             # an expression that fails as it runs over the rows: a bad cast, a division by zero
             r"|Cast error|Divide by zero|Arithmetic overflow"
+            # an expression DataFusion parses but does not run in a column or a filter (an aggregate,
+            # a window, ``unnest``, a cast to a type it cannot make) or a type name it does not know
+            r"|This feature is not implemented|Execution error: Unsupported type '"
             # a regular expression of the filter that compiles past the regex engine's size limit
             # ("a{1000}{1000}"): DataFusion calls it an internal error, pylance an OSError on a count
             r"|Regular expression did not compile|Compiled regex exceeds size limit"

@@ -88,6 +88,9 @@ _TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
 CRASHES_TO_REFUSE = 2  # ends of workers by a signal on one table ...
 CRASH_SECONDS = 60.0  # ... within this long refuse its data requests for this long
 _ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
+# a write's failed allocation of at least this share of the ceiling is the request's own need (a bomb
+# asks for gigabytes at once); a smaller one failed because pylance's own memory had grown to it
+ASKED_BY_THE_REQUEST = 0.25
 
 
 class Abandonment:
@@ -224,6 +227,7 @@ class Isolated:
                 body if route.arrow_body else b"",
                 abandonment=abandonment,
                 table=_table_key(request) if route.names_a_table and not route.only_reads else (),
+                writing=not route.only_reads,
             )
         except WorkerCrashed:
             if table:
@@ -296,11 +300,13 @@ class DataWorkers:
         *payload: bytes,
         abandonment: Abandonment | None = None,
         table: Sequence[str] = (),
+        writing: bool = False,
     ) -> tuple[dict[str, Any], bytearray]:
         """One request on an idle worker, ended if it takes more than ``seconds``, or once its
         ``abandonment`` is abandoned (ClientGone); the worker's end, if it ends, as a Lance error.
         The request holds a turn on the ``table`` it names while it runs (``turns``); a create cut
-        off is taken back once its turn is given up, when the take-back is alone on the table."""
+        off is taken back once its turn is given up, when the take-back is alone on the table.
+        ``writing``: the request may commit (how a failed allocation is answered: ``allocation_failed``)."""
         with self.turns.shared(table):
             worker = self._take()
             if abandonment is not None:
@@ -309,7 +315,7 @@ class DataWorkers:
                 answer = worker.call(seconds, header, *payload)
             except (OSError, EOFError, ValueError):
                 abandoned = abandonment is not None and abandonment.finished()
-                error = worker.ended(self.memory_mb)
+                error = worker.ended(self.memory_mb, writing)
                 self._let_go(worker)
                 self._start_in_background()  # in its place
                 if abandoned:
@@ -516,17 +522,15 @@ class _Worker:
         self.idle_since = time.monotonic()
         return answer
 
-    def ended(self, memory_mb: int) -> LanceNamespaceError:
-        """The error that answers the request this worker was running when it ended."""
+    def ended(self, memory_mb: int, writing: bool = False) -> LanceNamespaceError:
+        """The error that answers the request this worker was running when it ended (``writing``:
+        a request that may commit)."""
         self.stop()
         self._relay.join(STOP_SECONDS)
         tail = b"".join(self._tail)
         allocation = _ALLOCATION_FAILED.search(tail)
         if allocation:
-            return InvalidInputError(
-                f"The request needs more memory than a data worker may use ({memory_mb} MiB): an allocation "
-                f"of {int(allocation[1])} bytes failed"
-            )
+            return allocation_failed(int(allocation[1]), memory_mb, writing)
         if self.timed_out is not None:
             return ServiceUnavailableError(
                 f"The request took more than {self.timed_out:g} s in its data worker, which was ended; whether a "
@@ -559,6 +563,25 @@ class _Worker:
             text = line.decode("utf-8", "replace").rstrip()
             if text:
                 logger.warning("data worker %d: %s", self.process.pid, redact(text))
+
+
+def allocation_failed(asked: int, memory_mb: int, writing: bool) -> LanceNamespaceError:
+    """The answer to a request whose worker ended when an allocation of ``asked`` bytes failed
+    under a ceiling of ``memory_mb``: the request's own need (InvalidInputError: the same request
+    fails again) for a read, which holds no more than what it asks for, and for a write that asked
+    for a large share of the ceiling at once; for a write that failed on a small allocation, the
+    worker's memory, grown by pylance's own for the table (its versions, the commits it retried:
+    a write's rows are bounded well under the ceiling), and a fresh worker answers a retry
+    (ServiceUnavailableError)."""
+    if not writing or asked >= memory_mb * (1 << 20) * ASKED_BY_THE_REQUEST:
+        return InvalidInputError(
+            f"The request needs more memory than a data worker may use ({memory_mb} MiB): an allocation "
+            f"of {asked} bytes failed"
+        )
+    return ServiceUnavailableError(
+        f"The data worker running the request reached its memory ceiling ({memory_mb} MiB; an allocation of "
+        f"{asked} bytes failed) and was replaced; whether a write took effect is unknown: retry"
+    )
 
 
 @atexit.register

@@ -200,7 +200,10 @@ class LocationPolicy:
         """A location a caller asked for (declare, register), confined. Under the root, which the
         bridge lays out itself, it must also be a table directory of that layout (a name ending in
         ``.lance`` inside a warehouse directory), so it can never hold a warehouse or namespace
-        directory that other tables' default locations will need. Raises ``PermissionDeniedError``."""
+        directory that other tables' default locations will need. A local one must not pass
+        through a symbolic link below its root or allowed location: by a link, one place has two
+        spellings, and what the bridge knows of the place (whose marker, which entry holds it) is
+        by its spelling. Raises ``PermissionDeniedError``."""
         if not self.confined:
             raise PermissionDeniedError(
                 f"A table location {normalize_location(raw)!r} was asked for, but this bridge has no storage root and "
@@ -208,7 +211,13 @@ class LocationPolicy:
                 "tables yourself"
             )
         location = self.confine(raw)
-        if self.root and self.base_of(location) == self.root:
+        base = self.base_of(location)
+        if base is not None and is_local(location) and self._through_a_link(location, base):
+            raise PermissionDeniedError(
+                f"The location {location!r} goes through a symbolic link below {base!r}: a table is declared or "
+                "registered at the place itself, never by way of a link (which may lead into another table)"
+            )
+        if self.root and base == self.root:
             below = location[len(self.root) + 1 :].split("/")
             if len(below) < 2 or not below[-1].endswith(TABLE_DIRECTORY_SUFFIX):
                 raise PermissionDeniedError(
@@ -222,6 +231,16 @@ class LocationPolicy:
         """The root or allowed location that holds normalized ``location`` (the deepest), if any."""
         holders = [base for base in self.bases if is_inside(location, base)]
         return max(holders, key=len) if holders else None
+
+    @staticmethod
+    def _through_a_link(location: str, base: str) -> bool:
+        """Whether a local ``location`` under ``base`` passes through a symbolic link below it (its
+        own name included): its real path is not the base's real path and the same names."""
+        try:
+            spelled = os.path.join(os.path.realpath(base), os.path.relpath(location, base))
+            return os.path.realpath(location) != os.path.normpath(spelled)
+        except (OSError, ValueError):  # a loop of links, say
+            return True
 
     @staticmethod
     def _really_inside(location: str, base: str) -> bool:

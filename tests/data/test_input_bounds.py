@@ -220,6 +220,17 @@ def test_a_column_lance_refuses_for_what_its_metadata_asks_is_refused_with_lance
     dotted = pa.table({"x.y": [1]})
     with pytest.raises(InvalidInputError, match="column 'x.y' is refused by Lance: Top level field x.y cannot contain"):
         ns.create_table(ln.CreateTableRequest(id=[*db, "dotted"]), ipc_stream(dotted))
+    unnamed = pa.table({"": [1], "v": [2]})  # written, then no query of the table could read it
+    nested = pa.table({"s": pa.array([[{"": 1}]], pa.list_(pa.struct([pa.field("", pa.int64())])))})
+    long = pa.table({"n" * (limits.MAX_LITERAL_BYTES + 1): [1]})  # 4 MiB was taken: no filter could name it
+    for rows, why in (
+        (unnamed, "column '' cannot be read by name: it is empty"),
+        (nested, "column 's', field '', cannot be read by name: it is empty"),
+        (long, f"cannot be read by name: it is over {limits.MAX_LITERAL_BYTES} bytes"),
+    ):
+        with pytest.raises(InvalidInputError, match=why):
+            ns.create_table(ln.CreateTableRequest(id=[*db, "unnamed"]), ipc_stream(rows))
+        assert_not_created(ns, [*db, "unnamed"])
     mapped = pa.table({"m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int64()))})  # every describe failed
     with pytest.raises(InvalidInputError, match="column 'm' has a type the Lance namespace's JSON schema cannot"):
         ns.create_table(ln.CreateTableRequest(id=[*db, "mapped"]), ipc_stream(mapped))

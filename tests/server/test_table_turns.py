@@ -80,7 +80,7 @@ class _FakeWorker:
     def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
         return {"kind": "ok"}, bytearray()
 
-    def ended(self, memory_mb: int) -> Exception:
+    def ended(self, memory_mb: int, writing: bool = False) -> Exception:
         return ServiceUnavailableError("The data worker running the request ended")
 
     def stop(self) -> None:

@@ -20,7 +20,7 @@ from lance_iceberg_ns.server.isolation import CrashingTables, DataWorkers
 
 from ..helpers import ipc
 from ..liveness import Served, post
-from .test_isolation import SERVICE_UNAVAILABLE, killed_by, served  # noqa: F401  (a fixture)
+from .test_isolation import INVALID_INPUT, SERVICE_UNAVAILABLE, killed_by, served  # noqa: F401  (a fixture)
 
 
 def test_a_worker_is_ready_only_once_pylance_is_loaded() -> None:
@@ -82,7 +82,7 @@ def test_a_start_that_fails_is_said_to_the_waiting_request(monkeypatch: pytest.M
         def wait_ready(self) -> None:
             raise EOFError("ended")
 
-        def ended(self, memory_mb: int) -> Exception:
+        def ended(self, memory_mb: int, writing: bool = False) -> Exception:
             return RuntimeError("exit status 1")
 
     monkeypatch.setattr(isolation, "_Worker", Failing)
@@ -271,3 +271,18 @@ def test_a_worker_reaped_before_its_start_is_answered_is_still_seen_to_end(monke
     forked = template.start(300 << 20)
     assert forked.ended and forked.wait(5) == -signal.SIGKILL
     assert forked.pid not in template._ended_early and forked.pid not in template._workers
+
+
+def test_a_worker_ended_by_a_failed_allocation_blames_the_request_unless_a_write_asked_for_little() -> None:
+    """A bomb asks for gigabytes at once, or a read builds more than the ceiling in batches: 400,
+    the same request fails again. A write's small allocation fails when pylance's own memory for
+    the table grew to the ceiling (a seven-row insert into a table of thousands of versions): 503,
+    and a fresh worker answers the retry."""
+    ceiling = 1024 << 20
+    refused = isolation.allocation_failed(100_000_000_000, 1024, writing=True)
+    assert refused.code == INVALID_INPUT and "needs more memory than a data worker may use (1024 MiB)" in str(refused)
+    assert isolation.allocation_failed(ceiling // 4, 1024, writing=True).code == INVALID_INPUT
+    assert isolation.allocation_failed(24_576_000, 1024, writing=False).code == INVALID_INPUT  # a literal's batch
+    grown = isolation.allocation_failed(ceiling // 4 - 1, 1024, writing=True)
+    assert grown.code == SERVICE_UNAVAILABLE and "reached its memory ceiling (1024 MiB" in str(grown)
+    assert "retry" in str(grown)

@@ -28,7 +28,7 @@ from lance_iceberg_ns.storage import files
 from lance_iceberg_ns.storage.locations import LocationPolicy, normalize_location, overlaps
 from lance_iceberg_ns.storage.ownership import MARKER
 
-from ..helpers import catalog_state, files_under, other_client
+from ..helpers import catalog_state, files_under, ipc, other_client
 from ..helpers import write_values as _write
 from ..stores import Store
 
@@ -367,6 +367,33 @@ def test_a_location_that_is_a_symbolic_link_is_refused(
     with pytest.raises(PermissionDeniedError, match="symbolic link"):
         ns.register_table(RegisterTableRequest(id=[*db, "t"], location=str(lance_root / "ext" / "alias.lance")))
     assert not (real / MARKER).exists()
+
+
+@pytest.mark.parametrize("link_to", ["the table", "its namespace's directory"])
+@pytest.mark.parametrize("request_to", ["register", "declare"])
+def test_a_location_through_a_link_to_another_tables_place_never_touches_its_marker(
+    ns: IcebergLanceNamespace, db: list[str], lance_root: Path, link_to: str, request_to: str
+) -> None:
+    """A link under the root leads to a live table, or to its namespace's directory: a register
+    at the link (or at the link and the table's directory name) removed the table's marker, as
+    though no entry held it any more (entries are found by the location's spelling), then claimed
+    the place, and a delete through the new entry emptied the table. Refused before anything."""
+    victim = [*db, "victim"]
+    location = ns.create_table({"id": victim}, ipc(pa.table({"id": [1, 2, 3]}))).location
+    marker = (Path(location) / MARKER).read_bytes()
+    link = lance_root / db[0] / "alias.lance"
+    os.symlink(location if link_to == "the table" else os.path.dirname(location), link)
+    via = str(link) if link_to == "the table" else f"{link}/{os.path.basename(location)}"
+    ask = {
+        "register": lambda: ns.register_table(RegisterTableRequest(id=[*db, "thief"], location=via)),
+        "declare": lambda: ns.declare_table({"id": [*db, "thief"], "location": via}),
+    }[request_to]
+    with pytest.raises(PermissionDeniedError, match="symbolic link"):
+        ask()
+    assert (Path(location) / MARKER).read_bytes() == marker
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table({"id": [*db, "thief"]})
+    assert ns.count_table_rows({"id": victim}).count == 3 and ns.describe_table({"id": victim}).location == location
 
 
 def test_request_properties_cannot_move_the_catalogs_files(ns: IcebergLanceNamespace, db: list[str]) -> None:
