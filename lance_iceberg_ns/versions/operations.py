@@ -263,6 +263,8 @@ class Versions:
             current = self._managed_table(table)
             if snapshots.latest_version(current) != request.version - 1 and not snapshots.rolled_back(current):
                 raise
+            if not snapshots.knows_predecessor(current):  # the one to let go, and main's history checked
+                current = self._managed_table(table, history=True)
             return self._commit_version(table, current, request)
 
     def _commit_version(

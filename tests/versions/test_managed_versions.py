@@ -846,13 +846,16 @@ def test_a_snapshot_recording_the_manifest_of_another_version_is_refused_by_name
     assert managed_ns.count_table_rows({"id": victim}).count == 1
 
 
-@pytest.mark.parametrize("forgery", ["another table's manifest of that version", "an earlier version on top"])
+@pytest.mark.parametrize(
+    "forgery", ["another table's manifest of that version", "an earlier version on top", "the latest again on top"]
+)
 def test_a_snapshot_recording_a_manifest_the_bridge_never_records_is_refused_by_name_not_served(
     managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, store: Store, forgery: str
 ) -> None:
     """An engine's snapshot names version 3 with another table's version 3 (its own name, another
     directory: it was answered as 'gone, a writer by location removed it'), or version 1 again on
-    top of version 2 (every insert was told to adopt version 2, which the catalog already had)."""
+    top of version 2 (every insert was told to adopt version 2, which the catalog already had), or
+    version 2 again on top of itself (an insert went on top of it, and the history stayed forged)."""
     table_id, victim = [*db, "events"], [*db, "victim"]
     for value in (1, 2):
         location = lance.write_dataset(
@@ -873,6 +876,11 @@ def test_a_snapshot_recording_a_manifest_the_bridge_never_records_is_refused_by_
             f"{location}/_versions/{manifest_name(1)}",
             "not after the version before it on main \\(2\\)",
         ),
+        "the latest again on top": (
+            2,
+            f"{location}/_versions/{manifest_name(2)}",
+            "not after the version before it on main \\(2\\)",
+        ),
     }[forgery]
     _engine_commit(endpoint, store, table_id, {VERSION_KEY: str(version), MANIFEST_KEY: path})
     refused = f"records lance\\..*{refused}.*an engine other than lance-iceberg-ns"
@@ -886,8 +894,8 @@ def test_a_snapshot_recording_a_manifest_the_bridge_never_records_is_refused_by_
             lambda: managed_ns.count_table_rows({"id": table_id}),
         ]
     else:  # only main's history shows it; a read of the latest alone answers what main names, as after a rollback
-        assert managed_ns.describe_table_version({"id": table_id}).version.version == 1
-        assert managed_ns.count_table_rows({"id": table_id}).count == 1
+        assert managed_ns.describe_table_version({"id": table_id}).version.version == version
+        assert managed_ns.count_table_rows({"id": table_id}).count == version
     for attempt in attempts:
         with pytest.raises(InvalidTableStateError, match=refused):
             attempt()
