@@ -354,6 +354,7 @@ class BridgeRestCatalog(RestCatalog):
             url = self.url("transactions/commit", prefixed=True)
             body = '{"table-changes": [' + ", ".join(requests_json) + "]}"
         errors: dict[int, type[Exception]] = {
+            404: iceberg.NoSuchTableError,  # dropped or renamed meanwhile (its namespace with it, perhaps)
             409: iceberg.CommitFailedException,
             500: iceberg.CommitStateUnknownException,
             502: iceberg.CommitStateUnknownException,

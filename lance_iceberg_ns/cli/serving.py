@@ -22,6 +22,7 @@ import click
 from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, CliError, CliState
 
 if TYPE_CHECKING:
+    from lance_iceberg_ns.config.settings import Settings
     from lance_iceberg_ns.server.settings import ServeSettings
 
 
@@ -150,6 +151,8 @@ def wait_for_catalog(settings: ServeSettings) -> None:
     while True:
         readiness = probe.ask()
         if readiness.ready:
+            if not settings.forward_bearer_token:
+                check_own_credential(bridge)
             return
         left = deadline - time.monotonic()
         if left <= 0:
@@ -158,6 +161,36 @@ def wait_for_catalog(settings: ServeSettings) -> None:
                 "not serving"
             )
         time.sleep(min(1.0, left))
+
+
+def check_own_credential(bridge: Settings) -> None:
+    """With OAuth2 client credentials (``credential``), ask the token endpoint for a token once,
+    with pyiceberg's own OAuth2 manager: a server whose credentials the catalog refuses would
+    otherwise start, report ready, and answer every request 401, as though the callers were at
+    fault. UnauthenticatedError (or ServiceUnavailableError) naming neither the secret nor the URL."""
+    import requests
+    from lance_namespace.errors import ServiceUnavailableError, UnauthenticatedError
+    from pyiceberg.catalog.rest.auth import AuthManagerFactory
+
+    from lance_iceberg_ns.catalog.client_properties import catalog_properties
+    from lance_iceberg_ns.errors.translation import http_status
+
+    if not bridge.credential:
+        return
+    oauth2: Any = catalog_properties(bridge, "")["auth"]
+    try:
+        AuthManagerFactory.create("oauth2", dict(oauth2["oauth2"])).auth_header()
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        status = http_status(exc)
+        if status in (400, 401, 403):
+            raise UnauthenticatedError(
+                f"The catalog's OAuth2 token endpoint refused this server's own client credentials (`credential`, "
+                f"HTTP {status}): not serving"
+            ) from None
+        raise ServiceUnavailableError(
+            f"This server's OAuth2 client credentials could not be checked at the token endpoint "
+            f"({type(exc).__name__}): not serving"
+        ) from None
 
 
 # What serving sets in its own environment for Lance and the workers; put back once it has stopped

@@ -8,6 +8,7 @@ Every property, its parser, default and meaning is one entry of ``properties.PRO
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -26,6 +27,9 @@ from lance_iceberg_ns.config.storage_keys import file_io_properties, shown_to_ca
 __all__ = ["ICEBERG_PREFIX", "KNOWN_KEYS", "STORAGE_PREFIX", "Settings", "looks_secret"]
 
 logger = logging.getLogger(__name__)
+
+# a URL's user and password, whoever gave them (a caller's location, a catalog's answer)
+_USER_INFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@")
 
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
@@ -146,10 +150,11 @@ class Settings:
         return self.redact(f"Settings({shown})")
 
     def redact(self, text: str) -> str:
-        """Replace every configured secret in ``text`` with ``***``."""
+        """Replace every configured secret in ``text`` with ``***``, and whatever a URL in it
+        carries before its ``@`` (a user, a password: any caller's too)."""
         for secret in sorted(self.secrets(), key=len, reverse=True):
             text = text.replace(secret, "***")
-        return text
+        return _USER_INFO.sub(r"\1***@", text)
 
     def connection_key(self) -> str:
         """A digest of everything that shapes the catalog connections (secrets included, never

@@ -37,7 +37,7 @@ from lance_iceberg_ns.namespace import IcebergLanceNamespace, as_namespace
 from lance_iceberg_ns.storage.files import VERSIONS_DIRECTORY, StoredFile
 from lance_iceberg_ns.versions.manifests import final_manifests, manifest_directory, manifest_name, version_present
 from lance_iceberg_ns.versions.refusals import (
-    WrittenByLocationError,
+    is_written_by_location,
     latest_gone_error,
     not_from_version_one_error,
     written_by_path_error,
@@ -146,26 +146,37 @@ def answer_after_adopting(
     not yet in the catalog): it is looked at again at once, its versions adopted, and, ``again``,
     the request answered once more (the refusal comes before anything is written; a version's
     commit, whose staged manifest the refusal discarded, is not made again). Any other refusal as
-    written by location adopts what was written meanwhile and is ConcurrentModificationError
-    (retry), not the refusal's advice to adopt, which the server has just followed."""
+    written by location (raised here, or passed on by pylance) adopts what was written meanwhile
+    and is ConcurrentModificationError (retry), not the refusal's advice to adopt, which the server
+    has just followed; so is one whose versions another request adopted meanwhile. Only a refusal
+    whose versions adoption refused (planted) stands."""
     adopt_before_answering(namespace, table_id)
     try:
         return answer()
-    except WrittenByLocationError:
-        if not isinstance(namespace, IcebergLanceNamespace):
+    except InvalidTableStateError as refusal:
+        if not isinstance(namespace, IcebergLanceNamespace) or not is_written_by_location(refusal):
             raise
         seen = (namespace.namespace_id(), tuple(table_id))
         was_unmanaged = _unmanaged.forget(seen)
         adopted = adopt_before_answering(namespace, table_id)
-        if not adopted:  # refused (planted, say): the refusal stands, its way out named
+        if not adopted and _still_ahead(namespace, table_id):  # refused (planted, say): its way out stands
             raise
-        if again and was_unmanaged:
+        if again and was_unmanaged and adopted:
             return answer()
-        name, were = ".".join(table_id), f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted}"
+        were = f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted}" if adopted else "a version"
         raise ConcurrentModificationError(
-            f"A writer that went by the location of {name} committed {were} while this request was answered; "
-            "the server has recorded them in the catalog since: retry"
+            f"A writer that went by the location of {'.'.join(table_id)} committed {were} while this request was "
+            "answered; the catalog records it now: retry"
         ) from None
+
+
+def _still_ahead(namespace: IcebergLanceNamespace, table_id: Sequence[str]) -> bool:
+    """Whether the table's dataset is still ahead of the catalog (adoption refused what it found),
+    or cannot be looked at: a refusal as written by location then stands."""
+    try:
+        return bool(_written_by_location(namespace, table_id).manifests)
+    except LanceNamespaceError:
+        return True
 
 
 def _planted(found: _Found, version: int) -> bool:

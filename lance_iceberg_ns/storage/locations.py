@@ -109,6 +109,10 @@ def normalize_location(raw: str) -> str:
             return _local_path(_decoded(raw[len("file:") :], raw), raw)
         return _local_path(raw, raw)
     scheme, rest = match.group(1).lower(), match.group(2)
+    if "@" in rest.partition("/")[0]:  # a user or password: never echoed, never kept
+        raise InvalidInputError(
+            "A table location must not carry a user or password (before '@'): give credentials as storage options"
+        )
     if "?" in rest or "#" in rest:
         raise InvalidInputError(f"A table location must not carry a query or a fragment: {raw!r}")
     if scheme == "file":

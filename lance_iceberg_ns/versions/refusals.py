@@ -55,6 +55,18 @@ class WrittenByLocationError(InvalidTableStateError):
     versions the catalog does not record (adoption records them)."""
 
 
+_WRITTEN_BY_LOCATION = "was written by a writer that went by its location"  # in ``written_by_path_error``'s words
+
+
+def is_written_by_location(error: BaseException) -> bool:
+    """Whether ``error`` is the refusal of a dataset ahead of the catalog (``written_by_path_error``),
+    raised here or passed on by pylance from a commit through the namespace (then a plain
+    InvalidTableStateError carrying its words)."""
+    return isinstance(error, WrittenByLocationError) or (
+        isinstance(error, InvalidTableStateError) and _WRITTEN_BY_LOCATION in str(error)
+    )
+
+
 def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
     """The refusal of a new version of table ``name`` while the catalog names version ``latest``
     and a writer by location committed ``version``; it names the way out (before any version, one
@@ -62,7 +74,7 @@ def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableS
     if not latest and version != 1:
         return not_from_version_one_error(name, version)
     return WrittenByLocationError(
-        f"Version {version} of {name} was written by a writer that went by its location (lance.write_dataset "
+        f"Version {version} of {name} {_WRITTEN_BY_LOCATION} (lance.write_dataset "
         f"on the path, polars' sink_lance), not through the catalog, which names version {latest}: a table "
         "whose versions the catalog manages takes no new version while its dataset is ahead of the catalog. "
         "Record the versions written by location in the catalog with "

@@ -21,6 +21,7 @@ from lance_namespace.errors import (
     LanceNamespaceError,
     PermissionDeniedError,
     ServiceUnavailableError,
+    TableNotFoundError,
     ThrottlingError,
     UnauthenticatedError,
     from_error_code,
@@ -242,6 +243,38 @@ def test_password_in_the_endpoint_is_a_secret() -> None:
     ns = IcebergLanceNamespace(endpoint="https://svc:pa55word@catalog.example.com")
     assert "pa55word" not in repr(ns) and "pa55word" not in ns.namespace_id()
     assert "catalog.example.com" in repr(ns)
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "s3://AKIAUSER:Pass%2FWord+Secret@lance-tests/lake/x.lance",
+        "s3://onlytoken@lance-tests/lake/x.lance",
+        "https://u:MyPassW0rd@host/x.lance",
+        "file://u:MyPassW0rd@localhost/tmp/x.lance",
+        "s3://:MyPassW0rd@lance-tests/lake/z.lance?x=1",
+    ],
+)
+def test_a_location_carrying_a_user_or_password_is_refused_without_repeating_them(
+    ns: IcebergLanceNamespace, db: list[str], location: str
+) -> None:
+    """They were echoed, lower-cased, in the refusal, which a REST client reads back."""
+    for attempt in (
+        lambda: ns.register_table({"id": [*db, "t"], "location": location}),
+        lambda: ns.declare_table({"id": [*db, "t"], "location": location}),
+    ):
+        with pytest.raises(InvalidInputError, match="must not carry a user or password") as refused:
+            attempt()
+        shown = str(refused.value).lower()
+        assert not any(part in shown for part in ("akiauser", "pass%2fword", "onlytoken", "mypassw0rd", "u:"))
+    with pytest.raises(TableNotFoundError):
+        ns.describe_table({"id": [*db, "t"]})
+
+
+def test_an_error_never_repeats_what_a_url_carries_before_its_at() -> None:
+    ns = IcebergLanceNamespace(endpoint="http://catalog")
+    shown = ns.settings.redact("'s3://akiauser:pass%2fword@b/x' and https://t0ken@h/x, not s3://b/a@b")
+    assert shown == "'s3://***@b/x' and https://***@h/x, not s3://b/a@b"
 
 
 def test_namespace_id_differs_between_principals_without_showing_secrets() -> None:

@@ -233,3 +233,26 @@ def test_gcs_and_adls_properties_map_to_lance_options() -> None:
         "azure_storage_sas_token": "sv=2024&sig=x",
         "expires_at_millis": "1700000000001",
     }
+
+
+def test_serve_refuses_to_start_with_client_credentials_the_catalog_refuses(
+    oauth_catalog: LocalCatalog, tmp_path: Path
+) -> None:
+    """It started, reported ready, and answered every request 401, as though the callers were at
+    fault; now it stops before serving (exit 6), naming neither the secret nor the token URL."""
+    import os
+    import subprocess
+    import sys
+
+    from lance_iceberg_ns.cli.serving import check_own_credential
+    from lance_iceberg_ns.config.settings import Settings
+
+    command = [sys.executable, "-m", "lance_iceberg_ns.cli", "serve", "--endpoint", oauth_catalog.endpoint]
+    command += ["--root", str(tmp_path), "--port", "0", "--catalog-wait", "10"]
+    environment = {**os.environ, "LANCE_ICEBERG_CREDENTIAL": "spark-job:wrong-secret-9"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment, check=False)
+    assert done.returncode == 6, done.stderr
+    assert "refused this server's own client credentials" in done.stderr and "not serving" in done.stderr
+    assert "wrong-secret-9" not in done.stderr + done.stdout and "/v1/oauth/tokens" not in done.stderr
+    good = Settings.from_properties({"endpoint": oauth_catalog.endpoint, "credential": f"spark-job:{CLIENT_SECRET}"})
+    check_own_credential(good)  # a token: nothing to refuse

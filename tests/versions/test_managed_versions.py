@@ -652,6 +652,34 @@ def _engine_commit(
     return snapshot.snapshot_id
 
 
+@pytest.mark.parametrize("engine", ["drops", "renames"])
+def test_a_version_whose_table_an_engine_drops_or_renames_as_it_commits_is_table_not_found(
+    managed_ns: IcebergLanceNamespace,
+    db: list[str],
+    endpoint: str,
+    store: Store,
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The catalog answers the commit 404: it was NamespaceNotFound ("Table does not exist")."""
+    table_id = [*db, "events"]
+    lance.write_dataset(pa.table({"id": [1]}), namespace_client=managed_ns, table_id=table_id)
+    plan = snapshots.plan_version
+
+    def engine_moves_it_first(*args: Any, **kwargs: Any) -> Any:
+        planned = plan(*args, **kwargs)
+        engine_catalog = iceberg_client(endpoint, db[0], store)
+        if engine == "drops":
+            engine_catalog.drop_table(tuple(table_id[1:]))
+        else:
+            engine_catalog.rename_table(tuple(table_id[1:]), (*table_id[1:-1], "moved"))
+        return planned
+
+    monkeypatch.setattr(snapshots, "plan_version", engine_moves_it_first)
+    with pytest.raises(TableNotFoundError):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"id": [2]})))
+
+
 @pytest.mark.parametrize("writer", ["the last writer", "a new writer"])
 def test_a_lance_write_after_an_iceberg_engine_commit_goes_on_top_of_it(
     managed_ns: IcebergLanceNamespace, db: list[str], endpoint: str, writer: str, store: Store
