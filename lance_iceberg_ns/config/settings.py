@@ -28,8 +28,9 @@ __all__ = ["ICEBERG_PREFIX", "KNOWN_KEYS", "STORAGE_PREFIX", "Settings", "looks_
 
 logger = logging.getLogger(__name__)
 
-# a URL's user and password, whoever gave them (a caller's location, a catalog's answer)
-_USER_INFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@")
+# a URL's user and password, whoever gave them (a caller's location, a catalog's answer); every part
+# bounded, so that a long message (a megabyte of "a.a.a…") costs one pass, not one per position
+_USER_INFO = re.compile(r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]{0,31}://)[^/\s@'\"]{1,1024}@")
 
 # Keys whose values are never shown: in repr, logs or error messages.
 _SECRET_KEY_WORDS = (
