@@ -15,7 +15,6 @@ settings as ``lance-iceberg-ns serve`` does from ``LANCE_ICEBERG_*`` and ``LANCE
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import signal
@@ -33,6 +32,7 @@ from uvicorn.supervisors.multiprocess import SIGNALS
 
 from lance_iceberg_ns.server.connections import Connections
 from lance_iceberg_ns.server.guard import DEFAULT_MAX_HEAD_BYTES, read_deadline_protocol
+from lance_iceberg_ns.server.lifetime import end_with_parent
 from lance_iceberg_ns.server.settings import ServeSettings, ServeSettingsError
 
 
@@ -59,21 +59,11 @@ class AppFactory:
 def _end_with_the_supervisor(supervisor: int) -> None:
     """Have the kernel send this server process SIGTERM (a graceful stop) when the process that
     started it ends, however it ends: a supervisor killed outright (SIGKILL) left its server
-    processes serving on the port, which the next start could then not take. Linux only; one that
-    ended before this is asked already counts. Nothing in the process that made the factory
-    (``create_app_from_env`` under gunicorn's or uvicorn's own workers, one server process)."""
-    if supervisor == os.getpid():
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):  # no prctl here
-        return
-    if os.getppid() != supervisor:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+    processes serving on the port, which the next start could then not take. Nothing in the process
+    that made the factory (``create_app_from_env`` under gunicorn's or uvicorn's own workers, one
+    server process)."""
+    if supervisor != os.getpid():
+        end_with_parent(supervisor, signal.SIGTERM)
 
 
 @contextmanager

@@ -23,7 +23,10 @@ each):
   has been reaped and reused.
 
 The template ends when the server's end of the socket closes (the server stopped, or ended in any
-way), and its workers end with it (``worker._end_with_the_server``).
+way), and the kernel ends its workers with it (``lifetime.end_with_parent``): a worker stuck in C
+code that holds the interpreter ends too. The template itself is never stuck: it only waits on the
+socket, so its end is seen at once, and it is started by whichever server thread first needs a
+worker, which may end before the server does, so the kernel cannot be asked to tie it to that.
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ import traceback
 from typing import IO, Any
 
 from lance_iceberg_ns.server.settings import SMALLEST_DATA_WORKER_MEMORY_MB
-from lance_iceberg_ns.server.worker import READY, SERVER_LOOK_SECONDS, load, main
+from lance_iceberg_ns.server.worker import READY, load, main
 
 FORKING_MODULE = __name__ if __name__ != "__main__" else "lance_iceberg_ns.server.forking"
 START_SECONDS = 120.0  # how long the template may take to import what workers run (a loaded host)
+STOP_SECONDS = 5.0  # how long the template may take to end once its socket is closed
 _MESSAGE_BYTES = 4096
 _STARTED_WORKER_FAILED = 70  # a fork's exit status when it could not become a worker
 
@@ -181,7 +185,7 @@ class Template:
             self._socket.shutdown(socket.SHUT_RDWR)
         self._socket.close()
         try:
-            self.process.wait(SERVER_LOOK_SECONDS * 10)
+            self.process.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -287,6 +291,7 @@ def serve_forks() -> None:
 def _fork(control: socket.socket, wake: tuple[int, int], fds: list[int], memory_bytes: int, live: set[int]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
+    template = os.getpid()
     try:
         pid = os.fork()
     except OSError as exc:
@@ -307,7 +312,7 @@ def _fork(control: socket.socket, wake: tuple[int, int], fds: list[int], memory_
             for fd in fds:
                 if fd > 2:
                     os.close(fd)
-            main(memory_bytes)
+            main(memory_bytes, template)
         except BaseException as exc:  # said on its stderr, which the server relays, unless the server is gone
             if not isinstance(exc, ConnectionError):
                 traceback.print_exc()

@@ -29,7 +29,6 @@ WORKER_MODULE = __name__
 READY = "ready"
 DECLARED = "declared"  # a note before the answer: the table a create declared, and its place
 TAKE_BACK = "take_back_declared"  # a request of the server's own: remove a table declared, if untouched
-SERVER_LOOK_SECONDS = 0.5  # how often a worker looks whether its server is still there
 OOM_SCORE_ADJUSTMENT = 500
 RETIRE_AT = 0.5  # of its ceiling: a worker whose data grew by more since it was ready is retired after its request
 
@@ -74,11 +73,18 @@ def _read_exactly(stream: IO[bytes], size: int, at_start: bool = False) -> bytea
 # --- the worker ---------------------------------------------------------------------------------
 
 
-def main(memory_bytes: int) -> None:
-    """Serve requests from stdin until it closes (the server stopped, or let this worker go)."""
+def main(memory_bytes: int, template: int) -> None:
+    """Serve requests from stdin until it closes (the server stopped, or let this worker go). The
+    worker ends with the ``template`` that forked it, which ends with the server: the kernel kills it
+    then, whatever it is running (a request stuck in C code would keep a thread of its own that
+    watched for the end from ever running)."""
     import resource
+    import signal
 
-    _end_with_the_server(os.getppid())  # first: a thread started under the ceiling may never say it started
+    from lance_iceberg_ns.server.lifetime import end_with_parent
+
+    if not end_with_parent(template, signal.SIGKILL):
+        raise OSError("a data worker needs Linux's parent-death signal (prctl) to end with its server")
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
         adjust.write(str(OOM_SCORE_ADJUSTMENT))  # the system's OOM killer takes a worker before the server
@@ -137,20 +143,6 @@ def load() -> None:
     import lance_iceberg_ns.jobs.adoption  # noqa: F401
     import lance_iceberg_ns.server.responses  # noqa: F401
     from lance_iceberg_ns import IcebergLanceNamespace  # noqa: F401
-
-
-def _end_with_the_server(server: int) -> None:
-    """End this worker as soon as the server that started it is gone, however it ended: a request
-    under way is abandoned, as the server's own threads are."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == server:
-            time.sleep(SERVER_LOOK_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="server-watch", daemon=True).start()
 
 
 class _Runner:

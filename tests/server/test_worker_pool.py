@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -231,6 +233,48 @@ def test_a_template_that_ends_takes_its_workers_with_it_and_is_started_again() -
     finally:
         replacement.stop()
         worker.stop()
+
+
+_A_SERVER = """
+import sys, time
+from lance_iceberg_ns.server import isolation
+worker = isolation._Worker(300)
+worker.wait_ready()
+print(worker.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie has: it awaits only its reaping)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_worker_that_runs_no_python_ends_with_its_server_killed_outright() -> None:
+    """A worker stuck in C code that holds the interpreter runs none of its own threads, and so
+    cannot see its server go; a stopped one runs none either. The kernel ends it with its template,
+    which ends as soon as the server's end of their socket closes."""
+    server = subprocess.Popen([sys.executable, "-c", _A_SERVER], stdout=subprocess.PIPE, text=True)
+    worker = 0
+    try:
+        assert server.stdout is not None
+        worker = int(server.stdout.readline())
+        template = _parent(worker)
+        os.kill(worker, signal.SIGSTOP)
+        server.kill()
+        server.wait(10)
+        deadline = time.monotonic() + 10
+        while (_running(worker) or _running(template)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(template) and not _running(worker)
+    finally:
+        server.kill()
+        server.wait(10)
+        if worker and _running(worker):  # left behind: not this test's to leave
+            os.kill(worker, signal.SIGKILL)
 
 
 def test_idle_workers_gone_with_their_template_are_passed_over_not_handed_out() -> None:
