@@ -29,6 +29,8 @@ class ResolvedTable:
     storage_options: dict[str, str] = field(repr=False)  # may hold credentials
     managed: bool = False  # every commit goes through the catalog's compare-and-swap
     entry: Entry = Entry((), None, None)  # the catalog entry, as its location's ownership marker names it
+    # the catalog's metadata file as loaded: any change to the entry (a commit, a snapshot expired) moves it
+    metadata_location: str | None = field(default=None, compare=False)
 
     @property
     def place(self) -> tuple[str, Entry]:

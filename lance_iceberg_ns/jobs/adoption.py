@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -51,8 +50,11 @@ T = TypeVar("T")
 # client turns it so; a write by location in the seconds after that is seen on the next look).
 UNMANAGED_KEPT_SECONDS = 10.0
 _unmanaged: RecentlyUsed[tuple[str, tuple[str, ...]], bool] = RecentlyUsed(4_096, UNMANAGED_KEPT_SECONDS)
-REFUSED_KEPT_SECONDS = 60.0  # a next version found to be none of the table's is looked at again after this
-_refused: RecentlyUsed[tuple[str, tuple[str, ...], int], bool] = RecentlyUsed(4_096, REFUSED_KEPT_SECONDS)
+# A next version that adoption refused (planted, rolled back) is not looked at again for this long
+# while the catalog's entry stays as it was: a changed entry (an engine moved main, expired the
+# snapshots of the versions it rolled back) is looked at again at once.
+REFUSED_KEPT_SECONDS = 60.0
+_refused: RecentlyUsed[tuple[str, tuple[str, ...], int, str | None], bool] = RecentlyUsed(4_096, REFUSED_KEPT_SECONDS)
 
 # Adopters that meet (two requests on one table, two server workers) each record what they found:
 # one that lost a compare-and-swap looks again, for versions written after the other looked
@@ -121,20 +123,21 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
         if not table.managed:
             _unmanaged.keep(seen, True)
             return []
-        following = _catalog_latest(namespace, table_id) + 1
-        if _refused.get((*seen, following)) or not version_present(table.location, table.storage_options, following):
+        refused = (*seen, _catalog_latest(namespace, table_id) + 1, table.metadata_location)
+        if _refused.get(refused) or not version_present(table.location, table.storage_options, refused[2]):
             return []
     except LanceNamespaceError:  # no such table, not a Lance table: the operation answers for itself
         return []
-    try:
-        for _attempt in range(ADOPTION_ATTEMPTS - 1):
-            with suppress(ConcurrentModificationError):
-                return adopt_versions_written_by_location(namespace, table_id)
-        return adopt_versions_written_by_location(namespace, table_id)
-    except LanceNamespaceError as exc:  # planted, not its own location, or the catalog moved on meanwhile
-        logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
-        _refused.keep((*seen, following), True)  # not read again at every request (a manifest may be huge)
-        return []
+    for _attempt in range(ADOPTION_ATTEMPTS):
+        try:
+            return adopt_versions_written_by_location(namespace, table_id)
+        except ConcurrentModificationError:  # another adopter, or a writer, moved the catalog: look again
+            continue
+        except LanceNamespaceError as exc:  # planted, not its own location, a rollback in the way
+            logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
+            _refused.keep(refused, True)  # not read again at every request (a manifest may be huge)
+            return []
+    return []  # lost to other commits each time: nothing refused, the next request looks again
 
 
 def answer_after_adopting(
@@ -159,7 +162,7 @@ def answer_after_adopting(
         seen = (namespace.namespace_id(), tuple(table_id))
         was_unmanaged = _unmanaged.forget(seen)
         adopted = adopt_before_answering(namespace, table_id)
-        if not adopted and _still_ahead(namespace, table_id):  # refused (planted, say): its way out stands
+        if not adopted and _adoption_refused(namespace, table_id):  # planted, say: its way out stands
             raise
         if again and was_unmanaged and adopted:
             return answer()
@@ -170,13 +173,17 @@ def answer_after_adopting(
         ) from None
 
 
-def _still_ahead(namespace: IcebergLanceNamespace, table_id: Sequence[str]) -> bool:
-    """Whether the table's dataset is still ahead of the catalog (adoption refused what it found),
-    or cannot be looked at: a refusal as written by location then stands."""
+def _adoption_refused(namespace: IcebergLanceNamespace, table_id: Sequence[str]) -> bool:
+    """Whether the table's dataset is still ahead of the catalog because adoption refused its next
+    version (planted, say), or cannot be looked at: a refusal as written by location then stands.
+    One still ahead only because other commits kept beating adoption to the catalog is a conflict."""
     try:
-        return bool(_written_by_location(namespace, table_id).manifests)
+        table = namespace.resolve_table(list(table_id))
+        found = _written_by_location(namespace, table_id)
     except LanceNamespaceError:
         return True
+    key = (namespace.namespace_id(), tuple(table_id), found.latest + 1, table.metadata_location)
+    return bool(found.manifests) and bool(_refused.get(key))
 
 
 def _planted(found: _Found, version: int) -> bool:

@@ -106,6 +106,7 @@ class Tables:
             storage_options=self.placement.entry_options(loaded),
             managed=managed_entry(loaded),
             entry=owner_entry(loaded),
+            metadata_location=getattr(loaded.answer, "metadata_location", None),
         )
         if writing and resolved.managed:
             self._refuse_unwritable(table, loaded, resolved.storage_options)

@@ -23,6 +23,7 @@ from lance_namespace.errors import (
 
 from lance_iceberg_ns import IcebergLanceNamespace
 from lance_iceberg_ns.errors.pylance import pylance_failures
+from lance_iceberg_ns.jobs import adoption
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location, answer_after_adopting
 from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.storage import files
@@ -194,6 +195,83 @@ def test_a_request_a_writer_by_location_overtakes_is_told_to_retry_once_the_serv
         managed_ns, table_id, lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
     )
     assert _versions(managed_ns, table_id) == [1, 2, 3] and _rows(managed_ns, table_id) == [1, 2, 3]
+
+
+def test_a_refusal_whose_adoption_keeps_losing_to_other_adopters_is_a_retry_and_the_next_look_adopts(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Server workers that meet adopt the same versions: the one whose commit another beats to the
+    catalog looks again, and a writer by location may have committed once more by then. One that
+    lost every time was taken as a refusal: the request's refusal stood (409 code 19, advising an
+    adoption a REST client cannot run) and the version was not looked at again for a minute."""
+    table_id = [*db, "contested"]
+    location = _create(managed_ns, table_id, [1])
+    create = managed_ns._versions.create_table_version
+    adopting = {"on": False}
+    beaten: list[int] = []
+
+    def beaten_to_it(request: Any) -> Any:  # another adopter records it first; a writer goes on meanwhile
+        if adopting["on"] and len(beaten) < adoption.ADOPTION_ATTEMPTS:
+            beaten.append(request.version)
+            create(request)
+            _by_location(store, location, [10 + len(beaten)])
+        return create(request)
+
+    adopt = adoption.adopt_versions_written_by_location
+
+    def adopting_now(*arguments: Any) -> Any:
+        adopting["on"] = True
+        try:
+            return adopt(*arguments)
+        finally:
+            adopting["on"] = False
+
+    monkeypatch.setattr(managed_ns._versions, "create_table_version", beaten_to_it)
+    monkeypatch.setattr(adoption, "adopt_versions_written_by_location", adopting_now)
+
+    def overtaken() -> Any:
+        _by_location(store, location, [2])
+        return managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+
+    with pytest.raises(ConcurrentModificationError, match="retry"):
+        answer_after_adopting(managed_ns, table_id, overtaken)
+    assert beaten == [2, 3, 4]  # every look lost to another adopter
+    answer_after_adopting(
+        managed_ns, table_id, lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [3]})))
+    )
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4, 5, 6]
+    assert _rows(managed_ns, table_id) == [1, 2, 3, 11, 12, 13]
+
+
+def test_versions_an_engine_rolled_back_and_then_expired_are_adopted_at_once(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str], endpoint: str
+) -> None:
+    """An engine rolls main back, so adoption of the later version is refused (the rollback's way
+    out: move main forward again); it then expires the snapshots it rolled back, and the catalog
+    no longer knows the version on disk, which is then adopted before the next request as any
+    version written by location (``restore_table`` brings back the rolled-back-to data). The
+    refusal was kept for a minute whatever the catalog did, and every write in it was refused as
+    written by location, with advice a REST client cannot follow: a refusal is kept only while the
+    catalog's entry is unchanged."""
+    table_id = [*db, "expired"]
+    _create(managed_ns, table_id, [1])
+    for value in (2, 3):
+        managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [value]})))
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "expired"))
+    latest = companion.current_snapshot()
+    assert latest is not None and latest.parent_snapshot_id is not None
+    companion.manage_snapshots().rollback_to_snapshot(latest.parent_snapshot_id).commit()
+
+    def insert() -> Any:
+        return managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [4]})))
+
+    with pytest.raises(InvalidTableStateError, match="moved back"):
+        answer_after_adopting(managed_ns, table_id, insert)
+    companion = iceberg_client(endpoint, db[0], store).load_table((db[1], "expired"))
+    companion.maintenance.expire_snapshots().by_id(latest.snapshot_id).commit()
+    answer_after_adopting(managed_ns, table_id, insert)  # version 3 adopted as written by location first
+    assert _versions(managed_ns, table_id) == [1, 2, 3, 4]
+    assert _rows(managed_ns, table_id) == [1, 2, 3, 4]
 
 
 def test_a_refusal_as_written_by_location_whose_version_adoption_refuses_stands(
