@@ -22,7 +22,12 @@ from lance_iceberg_ns.config.properties import (
     integer,
     parse_properties,
 )
-from lance_iceberg_ns.config.storage_keys import file_io_properties, shown_to_callers, url_user_info
+from lance_iceberg_ns.config.storage_keys import (
+    file_io_properties,
+    refuse_plain_http_unallowed,
+    shown_to_callers,
+    url_user_info,
+)
 
 __all__ = ["ICEBERG_PREFIX", "KNOWN_KEYS", "STORAGE_PREFIX", "Settings", "looks_secret"]
 
@@ -118,6 +123,7 @@ class Settings:
                 catalog_properties[key[len(ICEBERG_PREFIX) :]] = str(value)
             elif key not in KNOWN_KEYS:
                 logger.warning("Ignoring unknown namespace property %r", key)
+        refuse_plain_http_unallowed(storage_options)
         page_size = f"{ICEBERG_PREFIX}rest-page-size"
         if properties.get(page_size) not in (None, ""):
             _PAGE_SIZE(properties[page_size], page_size, parsed)

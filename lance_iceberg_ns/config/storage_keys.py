@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from lance_namespace.errors import InvalidInputError
+
 # Iceberg storage property → Lance (object_store) storage option.
 ICEBERG_TO_LANCE = {
     "s3.access-key-id": "aws_access_key_id",
@@ -112,6 +114,25 @@ def url_user_info(value: str) -> list[str]:
     if password:
         return [parts.netloc.rsplit("@", 1)[0], password]
     return [user] if user else []
+
+
+ENDPOINT_OPTIONS = frozenset(
+    {"endpoint", "aws_endpoint", "endpoint_url", "aws_endpoint_url", "azure_endpoint", "azure_storage_endpoint"}
+)
+_ALLOW_HTTP_OPTIONS = frozenset({"allow_http", "aws_allow_http", "azure_allow_http", "google_allow_http"})
+
+
+def refuse_plain_http_unallowed(storage_options: Mapping[str, str]) -> None:
+    """InvalidInputError for an ``http://`` endpoint without ``allow_http=true``: the object store
+    refuses every request to it, and each would fail as the store being unreachable (a retry
+    never helps), long after the configuration was read."""
+    plain = sorted(key for key in ENDPOINT_OPTIONS if str(storage_options.get(key, "")).lower().startswith("http://"))
+    allowed = any(str(storage_options.get(key, "")).strip().lower() == "true" for key in _ALLOW_HTTP_OPTIONS)
+    if plain and not allowed:
+        raise InvalidInputError(
+            f"storage.{plain[0]} is a plain http:// URL, which the object store refuses unless "
+            "storage.allow_http=true is set too"
+        )
 
 
 def lance_storage_options(iceberg_properties: Mapping[str, str]) -> dict[str, str]:

@@ -118,3 +118,27 @@ def test_a_secret_property_is_never_shown(entry: Property) -> None:
 
 def test_the_secret_properties_are_the_token_and_the_client_credentials() -> None:
     assert {entry.key for entry in PROPERTIES if entry.secret} == {"auth_token", "credential"}
+
+
+@pytest.mark.parametrize(
+    ("options", "refused"),
+    [
+        ({"storage.aws_endpoint": "http://127.0.0.1:8333"}, True),
+        ({"storage.endpoint": "HTTP://minio:9000", "storage.allow_http": "false"}, True),
+        ({"storage.azure_storage_endpoint": "http://127.0.0.1:10000/devstoreaccount1"}, True),
+        ({"storage.aws_endpoint": "http://127.0.0.1:8333", "storage.allow_http": "true"}, False),
+        ({"storage.aws_endpoint_url": "http://minio:9000", "storage.aws_allow_http": "TRUE"}, False),
+        ({"storage.aws_endpoint": "https://s3.example.com"}, False),
+    ],
+)
+def test_a_plain_http_store_endpoint_without_allow_http_is_refused_when_read(
+    options: dict[str, str], refused: bool
+) -> None:
+    """The object store refuses every request to such an endpoint, each answered as the store being
+    unreachable (503, which invites retries that never help): the configuration says so at once."""
+    properties = {"endpoint": "http://127.0.0.1:8181", **options}
+    if not refused:
+        assert Settings.from_properties(properties).storage_options
+        return
+    with pytest.raises(InvalidInputError, match=r"storage\.\w+ is a plain http:// URL.*allow_http=true"):
+        Settings.from_properties(properties)
