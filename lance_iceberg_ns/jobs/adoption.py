@@ -168,8 +168,9 @@ def answer_after_adopting(
             return answer()
         were = f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted}" if adopted else "a version"
         raise ConcurrentModificationError(
-            f"A writer that went by the location of {'.'.join(table_id)} committed {were} while this request was "
-            "answered; the catalog records it now: retry"
+            f"{'.'.join(table_id)} had {were} committed outside the catalog (by a writer that went by its "
+            "location, or while the catalog did not manage its versions) while this request was answered; "
+            "the catalog records it now: retry"
         ) from None
 
 

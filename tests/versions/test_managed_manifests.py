@@ -187,7 +187,8 @@ def test_a_request_a_writer_by_location_overtakes_is_told_to_retry_once_the_serv
 
     answered = "version 2" if refused_by != "the bridge, adopted meanwhile" else "a version"
     with pytest.raises(
-        (ConcurrentModificationError, OSError), match=rf"committed {answered} .*catalog records it now.*retry"
+        (ConcurrentModificationError, OSError),
+        match=rf"had {answered} committed outside the catalog.*catalog records it now.*retry",
     ):
         answer_after_adopting(managed_ns, table_id, overtaken, again)
     assert _versions(managed_ns, table_id) == [1, 2]
