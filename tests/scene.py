@@ -28,6 +28,7 @@ STATIC_STORAGE = {  # secrets by name, by an alias's name, and inside a URL
     "storage.azure_storage_master_key": f"master-{SECRET_MARK}",
     "storage.azure_client_assertion": f"assertion-{SECRET_MARK}",
     "storage.aws_endpoint": f"http://user:{SECRET_MARK}-pw@127.0.0.1:9",
+    "storage.allow_http": "true",
     "storage.region": "eu-1",
 }
 

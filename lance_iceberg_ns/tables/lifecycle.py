@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from lance_namespace import (
     CreateTableRequest,
@@ -33,6 +33,7 @@ from lance_namespace import (
 from lance_namespace.errors import InvalidInputError, TableAlreadyExistsError, TableNotFoundError
 from pyiceberg import exceptions as iceberg
 
+from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.catalog.client_properties import answered_io_properties
 from lance_iceberg_ns.catalog.companions import (
     Companions,
@@ -59,6 +60,7 @@ from lance_iceberg_ns.versions import manifests, snapshots
 from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwritable_manifest_lists
 
 CREATE_MODES = ("create", "existok", "overwrite")
+RESOLVED_KEPT = 256  # tables whose last resolution for a read is kept
 
 # Told of each table a create may declare, before anything is made (no place yet, and the mark its
 # entry will bear), then of the table it declared (``None``) or brought back from the trash (the
@@ -80,6 +82,11 @@ class Tables:
     options: StorageOptions
     trash: Trash
     datasets: OpenDatasets
+    # each table's last load and what it resolved to for a read: a catalog answer unchanged since
+    # (a 304 hands back the very summary) resolves to the same, with nothing worked out again
+    _read_as: RecentlyUsed[tuple[str, ...], tuple[TableSummary, ResolvedTable]] = field(
+        default_factory=lambda: RecentlyUsed(RESOLVED_KEPT), repr=False, compare=False
+    )
 
     # --- the seam to the data half --------------------------------------------------------------
 
@@ -87,7 +94,15 @@ class Tables:
         """A live Lance table through the catalog, for a data operation (see ``resolved``).
         Soft-deleted or missing is TableNotFoundError; a plain Iceberg table InvalidInputError."""
         table = parse_table_id(table_id)
-        return self.resolved(table, self.companions.load(table), writing)
+        loaded = self.companions.load(table)
+        if writing:
+            return self.resolved(table, loaded, writing)
+        kept = self._read_as.get(tuple(table.parts))
+        if kept is not None and kept[0] is loaded:
+            return kept[1]
+        resolved = self.resolved(table, loaded)
+        self._read_as.keep(tuple(table.parts), (loaded, resolved))
+        return resolved
 
     def resolved(self, table: TableId, loaded: TableSummary, writing: bool = False) -> ResolvedTable:
         """A loaded entry as the data half sees it: its confined location, what the bridge reaches

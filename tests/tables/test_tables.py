@@ -218,6 +218,28 @@ def test_resolve_table_answers_where_the_table_is_and_which_entry_it_is(
         ns.resolve_table([*db, "absent"])
 
 
+def test_a_read_resolves_an_unchanged_catalog_answer_once_and_a_changed_one_again(
+    ns: IcebergLanceNamespace, db: list[str], endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read asks the catalog (a 304 when nothing changed): the table it resolves to is kept
+    with that answer, and worked out again only when the answer changes (an engine turned the
+    table managed, here)."""
+    from lance_iceberg_ns.tables.lifecycle import Tables
+
+    ns.create_table(CreateTableRequest(id=[*db, "t"]), ipc(pa.table({"v": [1]})))
+    first = ns._tables.resolve([*db, "t"])
+    worked_out: list[bool] = []
+    resolved = Tables.resolved
+    monkeypatch.setattr(Tables, "resolved", lambda *a, **k: worked_out.append(True) or resolved(*a, **k))
+    assert ns._tables.resolve([*db, "t"]) is first and not worked_out
+    companion = other_client(endpoint, db[0]).load_table((db[1], "t"))
+    with companion.transaction() as changing:
+        changing.set_properties(table_version_management="true")
+    again = ns._tables.resolve([*db, "t"])
+    assert worked_out and again.managed and not first.managed
+    assert ns._tables.resolve([*db, "t"]) is again and len(worked_out) == 1
+
+
 def test_remove_declared_table_takes_back_only_that_entry_and_only_while_nothing_was_written(
     ns: IcebergLanceNamespace, db: list[str], store: Store
 ) -> None:
