@@ -49,6 +49,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -62,6 +63,7 @@ import lance
 import pyarrow as pa
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidTableStateError,
     LanceNamespaceError,
     PermissionDeniedError,
@@ -411,7 +413,25 @@ class OpenDatasets:
         # append on versions it missed, but not on a restore, which conflicts with anything older.
         target = self._latest(table) if self._open.get(table.place) is not None else table.location
         rows = datasets.write_reader(data)
-        dataset = lance.write_dataset(rows, target, mode=mode, storage_options=table.storage_options or None)
+        try:
+            dataset = lance.write_dataset(rows, target, mode=mode, storage_options=table.storage_options or None)
+        except (OSError, ValueError) as exc:
+            if not _MANIFEST_REMOVED.search(str(exc)) or not datasets.dataset_exists(
+                table.location, table.storage_options
+            ):
+                raise
+            self.forget(table.location)
+            raise ConcurrentModificationError(
+                f"A version of {'.'.join(table.id)} that this write read as it committed was removed meanwhile (a "
+                "cleanup by a writer that went by its location); nothing was committed: retry"
+            ) from None
+        if mode == "append" and not isinstance(target, str) and _left_behind(target, dataset):
+            raise ConcurrentModificationError(
+                f"Version {dataset.version} of {'.'.join(table.id)} was committed after a writer that went by its "
+                "location had committed on top of an earlier version of that number and removed it "
+                "(cleanup_old_versions with a retention shorter than this write): the rows are not in the "
+                "table: retry"
+            )
         self._keep_newer(table, dataset)
         self._written.keep(table.place, True)
         return dataset
@@ -427,9 +447,9 @@ class OpenDatasets:
                 if latest == dataset.version:
                     return dataset
                 dataset = dataset.checkout_version(latest)
-            except (OSError, ValueError):  # its files went away under it
+            except (OSError, ValueError):  # its files went away, or the version listed (a cleanup by location)
                 self.forget(table.location)
-                raise _missing(table) from None
+                dataset = _first_open(table, lambda: datasets.lance_dataset(table.location, table.storage_options))
         self._open.keep(table.place, dataset)
         return dataset
 
@@ -520,6 +540,36 @@ def _first_open(table: ResolvedTable, opening: Callable[[], lance.LanceDataset])
     except (ValueError, OSError) as exc:
         why = state_refused(exc) or "its dataset is there but cannot be opened"
         raise InvalidTableStateError(f"Table {'.'.join(table.id)}: {why}") from exc
+
+
+# pylance's words for a manifest it was reading that is no longer there
+_MANIFEST_REMOVED = re.compile(r"Not found: \S*_versions/\S+\.manifest|Dataset at path \S*\.manifest was not found")
+
+
+def _left_behind(base: lance.LanceDataset, appended: lance.LanceDataset) -> bool:
+    """Whether an append committed as ``appended`` on ``base`` is in no later version's history.
+    Lance commits version N when no manifest of that number is there; a cleanup by location that
+    removed an N another writer had already built N+1 on lets a writer still on N-1 commit an N
+    that no later version descends from (lance-format/lance#3718). The latest version then holds,
+    under the ids of the fragments this append added, other data files: those of the N it descends
+    from (Lance never gives a fragment id twice in one history). A later version that rewrote them
+    (a compaction) gives them new ids; one that added columns keeps the files this append wrote."""
+    try:
+        if appended.latest_version <= appended.version:
+            return False
+        added = {f.fragment_id: f.metadata for f in appended.get_fragments()}
+        for fragment in base.get_fragments():
+            added.pop(fragment.fragment_id, None)
+        if not added:
+            return False
+        following = appended.checkout_version(appended.latest_version)  # fragment ids are never used again
+        for fragment in following.get_fragments():
+            ours = added.get(fragment.fragment_id)
+            if ours is not None and not {f.path for f in ours.files} <= {f.path for f in fragment.metadata.files}:
+                return True
+    except (OSError, ValueError):  # the latest is gone already: nothing to compare with
+        return False
+    return False
 
 
 def _latest_version(dataset: lance.LanceDataset) -> int | None:

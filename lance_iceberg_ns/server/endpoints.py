@@ -347,6 +347,9 @@ class _QueryString:
         """InvalidInputError for a value that does not convert (naming the parameter)."""
         arguments: dict[str, Any] = {name: http_request.path_params[name] for name in self._path}
         given = http_request.query_params
+        for field in ("delimiter", *self._fields):  # one value, or a list given as one parameter each
+            if field not in self._lists and len(given.getlist(field)) > 1:
+                raise InvalidInputError(f"The query parameter {field!r} takes one value, and was given more than one")
         arguments["delimiter"] = given.get("delimiter", DEFAULT_DELIMITER)
         for field, adapter in self._fields.items():
             value: Any = given.getlist(field) if field in self._lists else given.get(field)

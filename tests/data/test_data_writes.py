@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import lancedb
 import pyarrow as pa
 import pytest
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
     TableAlreadyExistsError,
@@ -664,3 +666,90 @@ def test_a_read_of_a_branch_of_a_managed_table_is_not_found(managed_ns: IcebergL
     assert managed_ns.count_table_rows({"id": table_id, "branch": "main"}).count == 3
     with pytest.raises(TableBranchNotFoundError):
         managed_ns.count_table_rows({"id": table_id, "branch": "dev"})
+
+
+def test_an_insert_a_cleanup_by_location_leaves_out_of_the_tables_history_is_a_retry(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lance commits version N when no manifest of that number is there (lance-format/lance#3718).
+    A writer by location commits versions 2 and 3 while an insert through the namespace, based on
+    version 1, writes its rows; a cleanup then removes version 2 (3 is the latest), and the insert
+    commits a version 2 that version 3 does not descend from: it was answered 200, and its rows
+    were in no later version. The race is inside pylance's commit; here the insert's commit lands
+    as it does in it (its version 2 made on a copy of version 1, then put in place). It is
+    ConcurrentModification (retry), and the retry lands."""
+    table_id = [*db, "cleaned"]
+    ns.create_table(ln.CreateTableRequest(id=table_id), ipc(pa.table({"v": [1]})))
+    location = ns.describe_table(ln.DescribeTableRequest(id=table_id)).location
+    ns.count_table_rows(ln.CountTableRowsRequest(id=table_id))  # the dataset kept open, at version 1
+    side = f"{location.rstrip('/')}-side"
+    for key in store.keys(location):
+        store.write(f"{side}/{key}", store.read(f"{location}/{key}") or b"")
+    write = lance.write_dataset
+
+    def committed_in_the_race(rows: Any, target: Any, **options: Any) -> Any:
+        if isinstance(target, str):
+            return write(rows, target, **options)
+        ours = write(rows, side, **options)  # the insert's version 2, on version 1
+        for value in (2, 3):  # meanwhile, by location
+            write(pa.table({"v": [value]}), location, mode="append", storage_options=store.storage_options)
+        store.dataset(location).cleanup_old_versions(older_than=timedelta(0))
+        for key in set(store.keys(side)) - set(store.keys(location)):  # its manifest and data file
+            if key.startswith(("_versions/", "data/")) and not key.endswith(".json"):
+                store.write(f"{location}/{key}", store.read(f"{side}/{key}") or b"")
+        return store.dataset(location, version=ours.version)
+
+    monkeypatch.setattr(lance, "write_dataset", committed_in_the_race)
+    with pytest.raises(ConcurrentModificationError, match="not in the table: retry"):
+        ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [4]})))
+    monkeypatch.undo()
+    assert sorted(store.dataset(location).to_table()["v"].to_pylist()) == [1, 2, 3]
+    ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [4]})))
+    assert sorted(store.dataset(location).to_table()["v"].to_pylist()) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("removed_as", ["the write looks for the latest", "pylance commits"])
+def test_an_insert_whose_version_a_cleanup_by_location_removes_meanwhile_is_a_retry(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, monkeypatch: pytest.MonkeyPatch, removed_as: str
+) -> None:
+    """A writer by location appends and removes old versions (``cleanup_old_versions``) while an
+    insert through the namespace reads the version it builds on: the version it listed as the
+    latest, or one pylance reads as it commits, is gone. The table is whole and the next insert
+    lands; the answer was 409 "files of its dataset are missing" or 404 "version not found". The
+    insert goes on from the new latest, or, once pylance is committing, is ConcurrentModification
+    (retry)."""
+    table_id = [*db, "swept"]
+    ns.create_table(ln.CreateTableRequest(id=table_id), ipc(pa.table({"v": [1]})))
+    location = ns.describe_table(ln.DescribeTableRequest(id=table_id)).location
+    ns.count_table_rows(ln.CountTableRowsRequest(id=table_id))  # the dataset kept open, at version 1
+    write, checkout, sweeps = lance.write_dataset, lance.LanceDataset.checkout_version, []
+    write(pa.table({"v": [2]}), location, mode="append", storage_options=store.storage_options)
+
+    def swept() -> None:  # once: version 3 by location, and every version before it removed
+        if not sweeps:
+            sweeps.append(True)
+            write(pa.table({"v": [3]}), location, mode="append", storage_options=store.storage_options)
+            store.dataset(location).cleanup_old_versions(older_than=timedelta(0))
+
+    if removed_as == "the write looks for the latest":
+
+        def listed_then_removed(dataset: Any, version: Any) -> Any:
+            swept()  # between the listing of version 2 and its checkout
+            return checkout(dataset, version)
+
+        monkeypatch.setattr(lance.LanceDataset, "checkout_version", listed_then_removed)
+        ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [4]})))
+    else:
+
+        def read_then_removed(rows: Any, target: Any, **options: Any) -> Any:
+            swept()
+            gone = f"{location}/_versions/{18446744073709551615 - target.version}.manifest"
+            raise OSError(f"LanceError(IO): Not found: {gone.split('://')[-1].lstrip('/')}, lance/src/io.rs:1:1")
+
+        monkeypatch.setattr(lance, "write_dataset", read_then_removed)
+        with pytest.raises(ConcurrentModificationError, match="removed meanwhile.*nothing was committed: retry"):
+            ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [4]})))
+        monkeypatch.setattr(lance, "write_dataset", write)
+        ns.insert_into_table(ln.InsertIntoTableRequest(id=table_id), ipc(pa.table({"v": [4]})))
+    monkeypatch.undo()
+    assert sweeps and sorted(store.dataset(location).to_table()["v"].to_pylist()) == [1, 2, 3, 4]

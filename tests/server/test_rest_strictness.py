@@ -97,6 +97,23 @@ def test_an_identifier_in_the_body_as_strings_is_still_accepted(server: RunningS
     assert answer.status_code == 200, answer.text
 
 
+def test_a_query_parameter_that_takes_one_value_given_twice_is_invalid_input_and_changes_nothing(
+    server: RunningServer, a_table: str
+) -> None:
+    """``mode=append&mode=overwrite`` took the last value: the insert overwrote the table."""
+    insert = f"{server.uri}/v1/table/{a_table}/insert"
+    first = requests.post(insert, data=ipc(pa.table({"v": [1, 2, 3]})), headers=ARROW, timeout=30)
+    assert first.status_code == 200, first.text
+    for query in ("mode=append&mode=overwrite", "delimiter=$&delimiter=.", "mode=append&mode=append"):
+        answer = requests.post(f"{insert}?{query}", data=ipc(pa.table({"v": [9]})), headers=ARROW, timeout=30)
+        assert (answer.status_code, answer.json()["code"]) == (400, 13), (query, answer.text)
+        assert "more than one" in answer.json()["error"]
+    count = requests.post(f"{server.uri}/v1/table/{a_table}/count_rows", json={}, timeout=30)
+    assert count.status_code == 200 and count.json() == 3, count.text
+    listed = requests.post(f"{server.uri}/v1/table/{a_table}/version/list?limit=1", json={}, timeout=30)
+    assert listed.status_code == 200, listed.text  # one value: taken
+
+
 # --- JSON depth is bounded everywhere ------------------------------------------------------------------
 
 
