@@ -425,7 +425,7 @@ class OpenDatasets:
                 f"A version of {'.'.join(table.id)} that this write read as it committed was removed meanwhile (a "
                 "cleanup by a writer that went by its location); nothing was committed: retry"
             ) from None
-        if mode == "append" and not isinstance(target, str) and _left_behind(target, dataset):
+        if mode == "append" and _left_behind(dataset):
             raise ConcurrentModificationError(
                 f"Version {dataset.version} of {'.'.join(table.id)} was committed after a writer that went by its "
                 "location had committed on top of an earlier version of that number and removed it "
@@ -546,28 +546,37 @@ def _first_open(table: ResolvedTable, opening: Callable[[], lance.LanceDataset])
 _MANIFEST_REMOVED = re.compile(r"Not found: \S*_versions/\S+\.manifest|Dataset at path \S*\.manifest was not found")
 
 
-def _left_behind(base: lance.LanceDataset, appended: lance.LanceDataset) -> bool:
-    """Whether an append committed as ``appended`` on ``base`` is in no later version's history.
-    Lance commits version N when no manifest of that number is there; a cleanup by location that
-    removed an N another writer had already built N+1 on lets a writer still on N-1 commit an N
-    that no later version descends from (lance-format/lance#3718). The latest version then holds,
-    under the ids of the fragments this append added, other data files: those of the N it descends
-    from (Lance never gives a fragment id twice in one history). A later version that rewrote them
-    (a compaction) gives them new ids; one that added columns keeps the files this append wrote."""
+def _left_behind(appended: lance.LanceDataset) -> bool:
+    """Whether an append committed as ``appended`` is in no later version's history. Lance commits
+    version N when no manifest of that number is there; a cleanup by location that removed an N
+    another writer had already built N+1 on lets a writer still on N-1 commit an N that no later
+    version descends from (lance-format/lance#3718). The latest version then holds, under the ids
+    of the fragments this append added (those holding the files its transaction wrote), other
+    data files: those of the N it descends from (Lance never gives a fragment id twice in one
+    history). A later version that rewrote them (a compaction) gives them new ids; one that added
+    columns keeps the files this append wrote."""
     try:
-        if appended.latest_version <= appended.version:
+        latest = appended.latest_version
+        if latest <= appended.version:
             return False
-        added = {f.fragment_id: f.metadata for f in appended.get_fragments()}
-        for fragment in base.get_fragments():
-            added.pop(fragment.fragment_id, None)
+        transaction = appended.read_transaction(appended.version)
+        written = {
+            file.path
+            for fragment in getattr(transaction.operation if transaction else None, "fragments", None) or ()
+            for file in fragment.files
+        }
+        added = {
+            fragment.fragment_id: {file.path for file in fragment.metadata.files}
+            for fragment in appended.get_fragments()
+            if written & {file.path for file in fragment.metadata.files}
+        }
         if not added:
             return False
-        following = appended.checkout_version(appended.latest_version)  # fragment ids are never used again
-        for fragment in following.get_fragments():
+        for fragment in appended.checkout_version(latest).get_fragments():
             ours = added.get(fragment.fragment_id)
-            if ours is not None and not {f.path for f in ours.files} <= {f.path for f in fragment.metadata.files}:
+            if ours is not None and not ours <= {file.path for file in fragment.metadata.files}:
                 return True
-    except (OSError, ValueError):  # the latest is gone already: nothing to compare with
+    except (OSError, ValueError):  # the latest, or this version's transaction, is gone already
         return False
     return False
 
