@@ -534,14 +534,18 @@ def test_the_audit_line_names_the_identifier_the_operation_acted_on(
     with serve_in_background(properties=properties) as server:
         for path in (f"/v1/namespace/{warehouse}$db/create", f"/v1/table/{warehouse}$db$victim/declare"):
             requests.post(f"{server.uri}{path}", json={}, timeout=30).raise_for_status()
-        two_delimiters = [("delimiter", "."), ("delimiter", "$")]
-        dropped = requests.post(f"{server.uri}/v1/table/{warehouse}$db$victim/drop", params=two_delimiters, timeout=30)
+        two_delimiters = [("delimiter", "."), ("delimiter", "$")]  # which one the operation used would be a guess
+        refused = requests.post(f"{server.uri}/v1/table/{warehouse}$db$victim/drop", params=two_delimiters, timeout=30)
+        kept = requests.post(f"{server.uri}/v1/table/{warehouse}$db$victim/exists", json={}, timeout=30)
+        drop = f"{server.uri}/v1/table/{warehouse}$db$victim/drop"
+        dropped = requests.post(drop, params=[("delimiter", "$")], timeout=30)
         gone = requests.post(f"{server.uri}/v1/table/{warehouse}$db$victim/exists", json={}, timeout=30)
         commit = {"operations": [{"declare_table": {"id": [warehouse, "db", "u"]}}]}
         requests.post(f"{server.uri}/v1/table/batch-commit", json=commit, timeout=30)
         entries = {"entries": [{"id": [warehouse, "db", "u"], "version": 2, "manifest_path": "m"}]}
         requests.post(f"{server.uri}/v1/table/version/batch-create", json=entries, timeout=30)
-    assert dropped.status_code == 200 and gone.status_code == 404  # FastAPI took the last delimiter
+    assert (refused.status_code, refused.json()["code"], kept.status_code) == (400, 13, 200), refused.text
+    assert dropped.status_code == 200 and gone.status_code == 404
     lines = {
         record.operation: record.getMessage()  # type: ignore[attr-defined]
         for record in caplog.records
