@@ -52,9 +52,11 @@ UNMANAGED_KEPT_SECONDS = 10.0
 _unmanaged: RecentlyUsed[tuple[str, tuple[str, ...]], bool] = RecentlyUsed(4_096, UNMANAGED_KEPT_SECONDS)
 # A next version that adoption refused (planted, rolled back) is not looked at again for this long
 # while the catalog's entry stays as it was: a changed entry (an engine moved main, expired the
-# snapshots of the versions it rolled back) is looked at again at once.
+# snapshots of the versions it rolled back) is looked at again at once. Kept with adoption's refusal,
+# which names the way out.
 REFUSED_KEPT_SECONDS = 60.0
-_refused: RecentlyUsed[tuple[str, tuple[str, ...], int, str | None], bool] = RecentlyUsed(4_096, REFUSED_KEPT_SECONDS)
+_refused: RecentlyUsed[tuple[str, tuple[str, ...], int, str | None], LanceNamespaceError]
+_refused = RecentlyUsed(4_096, REFUSED_KEPT_SECONDS)
 
 # Adopters that meet (two requests on one table, two server workers) each record what they found:
 # one that lost a compare-and-swap looks again, for versions written after the other looked
@@ -135,7 +137,7 @@ def adopt_before_answering(namespace: LanceNamespace, table_id: Sequence[str]) -
             continue
         except LanceNamespaceError as exc:  # planted, not its own location, a rollback in the way
             logger.warning("Versions of %s written by location were not adopted: %s", ".".join(table_id), exc)
-            _refused.keep(refused, True)  # not read again at every request (a manifest may be huge)
+            _refused.keep(refused, exc)  # not read again at every request (a manifest may be huge)
             return []
     return []  # lost to other commits each time: nothing refused, the next request looks again
 
@@ -162,8 +164,9 @@ def answer_after_adopting(
         seen = (namespace.namespace_id(), tuple(table_id))
         was_unmanaged = _unmanaged.forget(seen)
         adopted = adopt_before_answering(namespace, table_id)
-        if not adopted and _adoption_refused(namespace, table_id):  # planted, say: its way out stands
-            raise
+        why = None if adopted else _why_still_ahead(namespace, table_id)
+        if why is not None:  # planted, say: adoption's refusal, which names the way out, stands
+            raise why from None
         if again and was_unmanaged and adopted:
             return answer()
         were = f"version {adopted[0]}" if len(adopted) == 1 else f"versions {adopted}" if adopted else "a version"
@@ -174,17 +177,21 @@ def answer_after_adopting(
         ) from None
 
 
-def _adoption_refused(namespace: IcebergLanceNamespace, table_id: Sequence[str]) -> bool:
-    """Whether the table's dataset is still ahead of the catalog because adoption refused its next
-    version (planted, say), or cannot be looked at: a refusal as written by location then stands.
-    One still ahead only because other commits kept beating adoption to the catalog is a conflict."""
+def _why_still_ahead(namespace: IcebergLanceNamespace, table_id: Sequence[str]) -> LanceNamespaceError | None:
+    """Why the table's dataset is still ahead of the catalog after a look, when that is no conflict:
+    adoption refused its next version (planted, say), and its refusal names the way out; or the
+    look itself failed (the version the catalog names gone, the table dropped, the catalog
+    unreachable), and that failure says what is the matter. None when it is ahead only because other
+    commits kept beating adoption to the catalog: a conflict, retried."""
     try:
         table = namespace.resolve_table(list(table_id))
         found = _written_by_location(namespace, table_id)
-    except LanceNamespaceError:
-        return True
-    key = (namespace.namespace_id(), tuple(table_id), found.latest + 1, table.metadata_location)
-    return bool(found.manifests) and bool(_refused.get(key))
+    except LanceNamespaceError as exc:
+        return exc
+    refusal = _refused.get((namespace.namespace_id(), tuple(table_id), found.latest + 1, table.metadata_location))
+    if not found.manifests or refusal is None:
+        return None
+    return type(refusal)(str(refusal))  # a copy to raise: requests on other threads raise it too
 
 
 def _planted(found: _Found, version: int) -> bool:

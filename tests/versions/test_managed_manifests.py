@@ -6,6 +6,7 @@ refused because a writer by location raced it is a 409."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
 import lance
@@ -27,7 +28,7 @@ from lance_iceberg_ns.jobs import adoption
 from lance_iceberg_ns.jobs.adoption import adopt_versions_written_by_location, answer_after_adopting
 from lance_iceberg_ns.jobs.atomic import write_together
 from lance_iceberg_ns.storage import files
-from lance_iceberg_ns.versions import manifests, operations
+from lance_iceberg_ns.versions import manifests, operations, refusals
 from lance_iceberg_ns.versions.manifests import manifest_name
 
 from ..helpers import ipc
@@ -279,17 +280,39 @@ def test_a_refusal_as_written_by_location_whose_version_adoption_refuses_stands(
     managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
 ) -> None:
     """A file planted as the next version: adoption refuses it, so retrying would not help; the
-    refusal names the way out."""
+    answer is adoption's refusal, which names the way out (not the advice to adopt, which fails)."""
     table_id = [*db, "planted"]
     location = _create(managed_ns, table_id, [1])
-    _plant(store, location, 2, b"planted, not a manifest")
-    with pytest.raises(
-        InvalidTableStateError, match="Version 2 of .* was written by a writer that went by its location"
-    ):
-        answer_after_adopting(
-            managed_ns, table_id, lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))
-        )
+    path = _plant(store, location, 2, b"planted, not a manifest")
+    insert = lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [2]})))  # noqa: E731
+    for _kept_or_not in range(2):  # found on the look, then as adoption's refusal kept
+        with pytest.raises(InvalidTableStateError, match=f"remove {path}") as refused:
+            answer_after_adopting(managed_ns, table_id, insert)
+        assert "adopt_versions_written_by_location" not in str(refused.value)
     assert _versions(managed_ns, table_id) == [1]
+
+
+def test_an_insert_after_a_cleanup_by_location_removed_the_catalogs_version_says_so_from_the_first(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
+) -> None:
+    """A writer by location appends and then removes every older version, the one the catalog names
+    among them: adoption cannot take the versions after it, and the answer to an insert is why (the
+    version gone, and the way out), from the first insert on, never the advice to adopt."""
+    table_id = [*db, "cleaned"]
+    location = _create(managed_ns, table_id, [1])
+    _by_location(store, location, [2])
+    _by_location(store, location, [3])
+    lance.dataset(location, storage_options=store.storage_options).cleanup_old_versions(older_than=timedelta(0))
+    insert = lambda: managed_ns.insert_into_table({"id": table_id}, ipc(pa.table({"v": [4]})))  # noqa: E731
+
+    def raced() -> None:  # an insert that met version 2 as it was written, before the cleanup ran
+        raise refusals.written_by_path_error(".".join(table_id[1:]), 2, 1)
+
+    for answer in (raced, insert, raced):
+        with pytest.raises(InvalidTableStateError, match="Version 1 of .* is gone") as refused:
+            answer_after_adopting(managed_ns, table_id, answer)
+        assert "adopt_versions_written_by_location" not in str(refused.value)
+    assert lance.dataset(location, storage_options=store.storage_options).to_table()["v"].to_pylist() == [1, 2, 3]
 
 
 def test_a_file_that_is_not_a_manifest_of_the_dataset_is_not_adopted(
