@@ -163,6 +163,9 @@ def answer_after_adopting(
             raise
         seen = (namespace.namespace_id(), tuple(table_id))
         was_unmanaged = _unmanaged.forget(seen)
+        # a write refused is looked at afresh: a file kept as refused may since have been removed, and
+        # a real version written in its place, which the refusal kept would tell the client to remove
+        _refused.forget_where(lambda key, _refusal: key[:2] == seen)
         adopted = adopt_before_answering(namespace, table_id)
         why = None if adopted else _why_still_ahead(namespace, table_id)
         if why is not None:  # planted, say: adoption's refusal, which names the way out, stands
