@@ -57,7 +57,12 @@ from lance_iceberg_ns.tables.placement import Placement, catalog_name, owner_ent
 from lance_iceberg_ns.tables.tombstones import TableStatus
 from lance_iceberg_ns.tables.trash import Trash
 from lance_iceberg_ns.versions import manifests, snapshots
-from lance_iceberg_ns.versions.refusals import latest_gone_error, refuse_unwritable_manifest_lists
+from lance_iceberg_ns.versions.refusals import (
+    is_written_by_location,
+    latest_gone_error,
+    refuse_unwritable_manifest_lists,
+    revived_written_by_location_error,
+)
 
 CREATE_MODES = ("create", "existok", "overwrite")
 RESOLVED_KEPT = 256  # tables whose last resolution for a read is kept
@@ -347,9 +352,11 @@ class Tables:
             if tell is not None:
                 tell(table.parts, resolved.place, None if declared else began, None)
             dataset = writes.create(self.datasets, resolved, rows, declared)
-        except BaseException:
+        except BaseException as exc:
             if live is None:
                 self._undo_create(table, declared)
+            if live is None and not declared and is_written_by_location(exc):
+                raise revived_written_by_location_error(str(table), str(exc)) from None
             raise
         entry = self.companions.load(table)
         return CreateTableResponse(location=entry.location, version=dataset.version, properties=shown(entry.properties))

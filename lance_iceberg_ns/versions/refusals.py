@@ -67,6 +67,20 @@ def is_written_by_location(error: BaseException) -> bool:
     )
 
 
+def revived_written_by_location_error(name: str, refusal: str) -> InvalidTableStateError:
+    """The refusal of a create that would bring back the soft-deleted table ``name`` whose dataset
+    a writer by location moved ahead of the catalog (``refusal`` says how): the table stays in the
+    trash, and the ways out are those of a table in the trash, not of a live one."""
+    return InvalidTableStateError(
+        f"The create would bring back the soft-deleted table {name}, and it cannot take a new version: "
+        f"{refusal.split(': a table whose versions', 1)[0]}. It stays soft-deleted. To keep it, undrop_table "
+        "it and record its versions written by location (a server does so before it answers the next "
+        "request on the table; in process, adopt_versions_written_by_location), which names any file "
+        "there that is no version of the table, to be removed. To create a new table under the name "
+        "instead, purge_table it first"
+    )
+
+
 def written_by_path_error(name: str, version: int, latest: int) -> InvalidTableStateError:
     """The refusal of a new version of table ``name`` while the catalog names version ``latest``
     and a writer by location committed ``version``; it names the way out (before any version, one

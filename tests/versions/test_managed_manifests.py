@@ -714,3 +714,25 @@ def test_a_reader_that_cannot_move_the_latest_manifest_into_place_is_refused_not
 def test_pylance_failures_of_a_commit_or_a_manifest_are_conflicts(message: str, error: type[Exception]) -> None:
     with pytest.raises(error), pylance_failures("insert_into_table"):
         raise OSError(message)
+
+
+def test_a_create_that_would_bring_back_a_table_written_by_location_in_the_trash_says_so_and_keeps_it(
+    managed_ns: IcebergLanceNamespace, store: Store, db: list[str]
+) -> None:
+    """A create under the name of a soft-deleted table brings it back; when a writer by location
+    moved its dataset ahead of the catalog, the create is refused with the ways out of a table in the
+    trash (undrop and adopt, or purge), never advice for a live table the client cannot see, and the
+    table stays soft-deleted with its files; after a purge, the create makes a new table."""
+    table_id = [*db, "revived"]
+    location = _create(managed_ns, table_id, [1])
+    _by_location(store, location, [2])
+    managed_ns.drop_table({"id": table_id})
+    create = lambda: managed_ns.create_table({"id": table_id}, ipc(pa.table({"v": [3]})))  # noqa: E731
+    with pytest.raises(InvalidTableStateError, match="bring back the soft-deleted table .*purge_table") as refused:
+        create()
+    assert "Version 2 of" in str(refused.value) and "restore_table" not in str(refused.value)
+    assert managed_ns.table_status(table_id).state == "soft_deleted"
+    assert lance.dataset(location, storage_options=store.storage_options).to_table()["v"].to_pylist() == [1, 2]
+    managed_ns.purge_table(table_id)
+    create()
+    assert _rows(managed_ns, table_id) == [3]
