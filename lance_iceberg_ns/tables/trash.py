@@ -41,6 +41,7 @@ from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 from lance_iceberg_ns.catalog.companions import Companions
 from lance_iceberg_ns.catalog.listing import is_lance_table, walk
 from lance_iceberg_ns.catalog.warehouses import BridgeRestCatalog, TableSummary
+from lance_iceberg_ns.errors.storage import StoreRefused, StoreUnavailable
 from lance_iceberg_ns.identifiers import (
     LEGACY_TRASH_NAMESPACE,
     TRASH_NAMESPACE,
@@ -229,6 +230,8 @@ class Trash:
             raise ForeignTombstone("it is not a Lance table")
         try:
             return Vouched(entry, self._placement.prove(entry))
+        except (StoreRefused, StoreUnavailable):  # a store that cannot be read shows nothing either way
+            raise
         except (PermissionDeniedError, TableNotFoundError, OSError) as refused:
             catalog.load_table_summary(identifier, refs_only=True)  # an undrop just took it: NoSuchTableError
             raise ForeignTombstone(f"its location is not its own ({refused})") from None
@@ -396,6 +399,9 @@ class Trash:
         purgable = PurgableTable([warehouse, *tombstone.origin], tombstone.deleted_at, tombstone.name)
         try:
             self.vouch(warehouse, tombstone, entry)
+        except (StoreRefused, StoreUnavailable) as unread:  # listed, never purged, while it cannot be read
+            why = f"its location cannot be read: {unread}"
+            return Examined(PurgableTable(purgable.id, purgable.deleted_at, purgable.tombstone, why), tombstone)
         except ForeignTombstone as why:
             return Examined(PurgableTable(purgable.id, purgable.deleted_at, purgable.tombstone, str(why)), tombstone)
         return Examined(purgable, tombstone)

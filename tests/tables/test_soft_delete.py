@@ -332,3 +332,26 @@ def test_a_purge_deletes_the_manifests_then_the_marker_last(
         last = removed[removed.index(ownership.MARKER) :]  # the marker, wherever a store keeps it, goes last
         assert set(last) <= {ownership.MARKER, ownership.MARKER_DIRECTORY}, removed
     assert not store.exists(location)
+
+
+def test_a_client_the_store_refuses_is_told_so_never_that_a_soft_deleted_table_is_gone(
+    ns: IcebergLanceNamespace, db: list[str], store: Store, endpoint: str
+) -> None:
+    """Without the store's credentials a client cannot prove a tombstone's location is its own, nor
+    that it is another's: status, undrop and purge say the store refused it (PermissionDenied), not
+    "not found" nor "not made by this bridge"; a listing keeps the table, marked as unreadable."""
+    if store.kind != "s3":
+        pytest.skip("a local disk asks for no credentials")
+    table_id = [*db, "t"]
+    location = _written_then_dropped(ns, table_id)
+    wrong = {**store.properties, "storage.aws_secret_access_key": "not-the-SECRET"}
+    with IcebergLanceNamespace(endpoint=endpoint, root=store.root, **wrong) as refused:
+        for step in (refused.table_status, refused.undrop_table, refused.purge_table):
+            with pytest.raises(PermissionDeniedError) as raised:
+                step(table_id)
+            assert "not made by this bridge" not in str(raised.value) and "SECRET" not in str(raised.value)
+        [listed] = refused.list_purgable_tables(db)
+        assert listed.id == table_id and "cannot be read" in (listed.foreign or "")
+    assert ns.table_status(table_id).state == "soft_deleted" and store.dataset(location).count_rows() == 2
+    ns.undrop_table(table_id)
+    assert ns.table_status(table_id).state == "exists"
