@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,28 @@ class CliError(click.ClickException):
         super().__init__(message)
         self.kind = kind
         self.exit_code = exit_code  # type: ignore[misc]  # click's is per class; this one's per failure
+
+
+def listening_error(host: str, port: int, exc: OSError) -> CliError:
+    """One line for a port that cannot be listened on (busy, or not this machine's address)."""
+    if exc.errno == errno.EADDRINUSE:
+        return CliError(f"Port {port} on {host} is busy: stop what listens there or give --port", "Unavailable",
+                        EXIT_UNAVAILABLE)  # fmt: skip
+    return CliError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}", "Unavailable", EXIT_UNAVAILABLE)
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (IPv6 for an address with a colon), as uvicorn binds
+    one, inheritable by the server's worker processes; a CliError in one line when it cannot be."""
+    bound = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        bound.bind((host, port))
+    except OSError as exc:
+        bound.close()
+        raise listening_error(host, port, exc) from None
+    bound.set_inheritable(True)
+    return bound
 
 
 @dataclass

@@ -10,16 +10,11 @@ import tempfile
 
 import click
 
-from lance_iceberg_ns.cli.base import EXIT_UNAVAILABLE, CliError, cli
+from lance_iceberg_ns.cli.base import cli, listening_error
 
 
 def _terminate(*_: object) -> None:
     raise SystemExit(128 + signal.SIGTERM)  # the server is stopped on the way out, as for Ctrl-C
-
-
-def _busy(host: str, port: int) -> CliError:
-    return CliError(f"Port {port} on {host} is busy: stop what listens there or give --port", "Unavailable",
-                    EXIT_UNAVAILABLE)  # fmt: skip
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -30,9 +25,7 @@ def check_port_free(host: str, port: int) -> None:
         with socket.create_server((host, port)):
             pass
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise _busy(host, port) from None
-        raise CliError(f"Cannot listen on {host}:{port}: {exc.strerror}", "Unavailable", EXIT_UNAVAILABLE) from None
+        raise listening_error(host, port, exc) from None
 
 
 @cli.command("local-catalog")
@@ -55,7 +48,7 @@ def local_catalog_command(
         server = start_local_catalog(data_dir, prefix_style=prefix_style, port=port, host=host, warehouses=warehouses)
     except RuntimeError as exc:
         if "BindException" in str(exc):  # taken between the check and the start
-            raise _busy(host, port) from None
+            raise listening_error(host, port, OSError(errno.EADDRINUSE, "in use")) from None
         raise
     click.echo(f"Iceberg REST catalog at {server.endpoint} (prefix style {prefix_style}, data in {server.data_dir})")
     click.echo("Press Ctrl-C to stop.")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, CliError, CliState
+from lance_iceberg_ns.cli.base import EXIT_UNEXPECTED, CliError, CliState, bound_socket
 
 if TYPE_CHECKING:
     from lance_iceberg_ns.config.settings import Settings
@@ -34,11 +34,28 @@ def settings_from_options(state: CliState, options: Mapping[str, Any], from_file
 
     properties = state.resolved()  # an unknown property key is a usage error, with a hint
     try:
-        return ServeSettings.from_options(
+        settings = ServeSettings.from_options(
             options, properties, {**from_file, **os.environ}, auth_tokens=options["auth_tokens"]
         )
     except ServeSettingsError as exc:
         raise click.UsageError(str(exc)) from None
+    _warn_if_the_root_is_relative(properties.get("root"), settings)
+    return settings
+
+
+def _warn_if_the_root_is_relative(given: object, settings: ServeSettings) -> None:
+    """Say so when the storage root was given as a relative path: it is taken from the working
+    directory, and a server started from another one would look for every table elsewhere (and
+    refuse each as outside its root)."""
+    if not isinstance(given, str) or "://" in given:
+        return
+    path = given.removeprefix("file:")
+    if path and not os.path.isabs(os.path.expanduser(path)):
+        click.echo(
+            f"Warning: the storage root {path!r} is a relative path, taken as {settings.shown_root()} from the "
+            f"working directory; give it as an absolute path, so that a server started elsewhere finds the same tables",
+            err=True,
+        )
 
 
 MAX_LANCE_WORKERS = 1024
@@ -231,50 +248,53 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
     _warn_if_workers_may_outgrow_the_memory(settings)
     wait_for_catalog(settings)
     workers = settings.workers
-    config = uvicorn.Config(
-        AppFactory(settings) if workers > 1 else AppFactory(settings).build(),  # one process: errors surface here
-        factory=workers > 1,
-        host=settings.host,
-        port=settings.port,
-        workers=workers,
-        access_log=settings.access_log,
-        http=DeadlineProtocolFactory(settings.request_read_timeout, connections=Connections(settings.max_connections)),  # type: ignore[arg-type]
-        log_config=log_config(settings.log_format, debug=state.debug),
-        timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]
-        timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
-    )
-    listening = config.bind_socket()  # bound here, so that --port 0 prints the port it got
-
-    def announce() -> None:  # once the address printed takes connections
-        click.echo(
-            f"Lance REST Namespace on {_uri(settings.host, listening)} over the Iceberg catalog at "
-            f"{settings.shown_endpoint()}, tables under {settings.shown_root()}"
+    # bound before anything starts (data workers): a busy port is one line; --port 0 prints the port it got
+    listening = bound_socket(settings.host, settings.port)
+    protocol = DeadlineProtocolFactory(settings.request_read_timeout, connections=Connections(settings.max_connections))
+    with listening:  # closed however serving ends (a command may run in a process that goes on)
+        config = uvicorn.Config(
+            AppFactory(settings) if workers > 1 else AppFactory(settings).build(),  # one process: errors surface here
+            factory=workers > 1,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            access_log=settings.access_log,
+            http=protocol,  # type: ignore[arg-type]
+            log_config=log_config(settings.log_format, debug=state.debug),
+            timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]
+            timeout_worker_healthcheck=WORKER_ANSWER_SECONDS,
         )
-        sys.stdout.flush()
 
-    # With workers, the first to have built its app opens the port: until then a client is refused
-    # (and retries) instead of waiting on a port that no process answers yet.
-    supervisor = Supervisor(config, sockets=[listening], opened=announce) if workers > 1 else None
-    if supervisor is None:
-        listening.listen(config.backlog)  # the app is built already
-        announce()
-    metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
-    try:
-        if supervisor is not None:
-            supervisor.run()
-        else:
-            try:
-                uvicorn.Server(config).run(sockets=[listening])
-            finally:  # stopped (after Ctrl-C, uvicorn raises it again): requests it cut off may still run
-                state.abandoned_threads = True
-    finally:
-        if metrics_directory:
-            shutil.rmtree(metrics_directory, ignore_errors=True)
-    if supervisor is not None:
+        def announce() -> None:  # once the address printed takes connections
+            click.echo(
+                f"Lance REST Namespace on {_uri(settings.host, listening)} over the Iceberg catalog at "
+                f"{settings.shown_endpoint()}, tables under {settings.shown_root()}"
+            )
+            sys.stdout.flush()
+
+        # With workers, the first to have built its app opens the port: until then a client is refused
+        # (and retries) instead of waiting on a port that no process answers yet.
+        supervisor = Supervisor(config, sockets=[listening], opened=announce) if workers > 1 else None
+        if supervisor is None:
+            listening.listen(config.backlog)  # the app is built already
+            announce()
+        metrics_directory = _metrics_directory(workers)  # once bound: a port taken leaves none behind
         try:
-            supervisor.end_as_stopped()
-        except WorkerFailedToStart as failed:  # one line, as one process that cannot start fails
-            raise CliError(str(failed), "WorkerFailedToStart", EXIT_UNEXPECTED) from None
+            if supervisor is not None:
+                supervisor.run()
+            else:
+                try:
+                    uvicorn.Server(config).run(sockets=[listening])
+                finally:  # stopped (after Ctrl-C, uvicorn raises it again): requests it cut off may still run
+                    state.abandoned_threads = True
+        finally:
+            if metrics_directory:
+                shutil.rmtree(metrics_directory, ignore_errors=True)
+        if supervisor is not None:
+            try:
+                supervisor.end_as_stopped()
+            except WorkerFailedToStart as failed:  # one line, as one process that cannot start fails
+                raise CliError(str(failed), "WorkerFailedToStart", EXIT_UNEXPECTED) from None
 
 
 def _uri(host: str, listening: socket.socket) -> str:

@@ -247,7 +247,8 @@ PROPERTIES: tuple[Property, ...] = (
         None,
         "the location of tables declared without one, with `location_mode=root`: "
         "`{root}/{warehouse}/{namespace...}/{table}-{suffix}.lance`",
-        "storage root; a relative path becomes absolute; object store URIs (`s3://…`) are kept as given. Tables, "
+        "storage root; a relative path becomes absolute, from the working directory (`serve` warns of it); "
+        "object store URIs (`s3://…`) are kept as given. Tables, "
         "wherever the catalog places them, must then lie under it or `allowed_locations`",
         shown_default="none",
     ),

@@ -455,7 +455,8 @@ class DataWorkers:
         except (OSError, EOFError, ValueError) as exc:
             why = worker.ended(self.memory_mb) if worker is not None else (str(exc) or type(exc).__name__)
             failure = ServiceUnavailableError(f"A data worker did not start: {why}")
-            logger.warning("%s", failure)
+            if not _exiting.is_set():  # at exit, workers starting meet the template stopped: nothing to say
+                logger.warning("%s", failure)
             worker = None
         finally:
             with self._changed:
@@ -584,8 +585,12 @@ def allocation_failed(asked: int, memory_mb: int, writing: bool) -> LanceNamespa
     )
 
 
+_exiting = threading.Event()
+
+
 @atexit.register
 def _stop_workers() -> None:
+    _exiting.set()
     for workers in list(DataWorkers._by_ceiling.values()):
         workers.close()
     stop_template()

@@ -51,8 +51,13 @@ def error_body(message: str, code: int, instance: str) -> dict[str, Any]:
     return {"error": public_message(message), "code": int(code), "detail": detail, "instance": instance}
 
 
+RETRY_AFTER_SECONDS = 1  # told with every 503: the server (or its catalog) is busy or away for now
+
+
 def error_response(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:
-    return JSONResponse(error_body(message, code, instance), status_code=status or http_status_for(code))
+    status = status or http_status_for(code)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return JSONResponse(error_body(message, code, instance), status_code=status, headers=headers)
 
 
 async def answer_error(message: str, code: int, instance: str, status: int | None = None) -> JSONResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import signal
 import socket
@@ -130,6 +131,21 @@ def test_local_catalog_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> Non
     assert (as_json.returncode, error["type"], error["exit_code"]) == (5, "Unavailable", 5)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_a_busy_port_says_so_in_one_line_before_starting_anything(tmp_path: Path, workers: str) -> None:
+    """The port is bound before the app and its data workers start: one line, exit 5, nothing
+    else said (no worker that ended with the process, no uvicorn log line)."""
+    environ = {**os.environ, "LANCE_ICEBERG_ENDPOINT": "http://127.0.0.1:9", "LANCE_ICEBERG_ROOT": str(tmp_path)}
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        shown = _run(
+            "-m", "lance_iceberg_ns.cli", "serve", "--catalog-wait", "0", "--port", str(port), "--workers", workers,
+            env=environ,
+        )  # fmt: skip
+    assert (shown.returncode, shown.stdout) == (5, "")
+    assert shown.stderr == f"error: Port {port} on 127.0.0.1 is busy: stop what listens there or give --port\n"
+
+
 # An unreachable catalog, waited for briefly: a serve that got past its flags exits 5, not serving
 UNREACHABLE = {"LANCE_ICEBERG_ENDPOINT": "http://127.0.0.1:9", "LANCE_ICEBERG_ROOT": "/nonexistent/lance"}
 
@@ -150,6 +166,19 @@ def test_serve_refuses_a_port_or_data_threads_out_of_range_as_a_usage_error(flag
     refused = run_cli(["serve", "--catalog-wait", "0.1", *flags], {**UNREACHABLE, "PATH": "/usr/bin:/bin"})
     assert refused.returncode == 2, refused.stderr
     assert why in refused.stderr and "OverflowError" not in refused.stderr
+
+
+@pytest.mark.parametrize("given", ["relative/lance", "file:relative/lance"])
+def test_serve_warns_that_a_relative_root_is_taken_from_the_working_directory(tmp_path: Path, given: str) -> None:
+    """A server restarted from another directory would look for every table elsewhere."""
+    environ = {**UNREACHABLE, "PATH": "/usr/bin:/bin", "LANCE_ICEBERG_ROOT": given}
+    stopped = run_cli(["serve", "--catalog-wait", "0.1"], environ)
+    assert stopped.returncode == 5, stopped.stderr  # the catalog never answered: not serving
+    taken = os.path.abspath("relative/lance")
+    assert f"the storage root 'relative/lance' is a relative path, taken as {taken} from the working" in stopped.stderr
+    for absolute in (str(tmp_path), "s3://bucket/lance"):
+        quiet = run_cli(["serve", "--catalog-wait", "0.1"], {**environ, "LANCE_ICEBERG_ROOT": absolute})
+        assert quiet.returncode == 5 and "relative" not in quiet.stderr, quiet.stderr
 
 
 def test_serve_refuses_data_threads_out_of_range_from_its_variable() -> None:

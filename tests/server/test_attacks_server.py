@@ -436,6 +436,7 @@ def test_slow_data_requests_wait_for_their_own_threads_while_catalog_requests_ar
     refused = [answer for answer in answers if answer.status_code == 503]
     assert all(answer.json()["code"] == 17 for answer in refused)
     assert all(answer.json()["detail"] == "ServiceUnavailableError" for answer in refused)
+    assert all(answer.headers["Retry-After"] == "1" for answer in refused)  # when to come back
     assert max(answer.elapsed.total_seconds() for answer in refused) < 1  # refused at once, not queued
     assert after.status_code == 200  # and served again once the queue is drained
 
