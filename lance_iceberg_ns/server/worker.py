@@ -98,22 +98,27 @@ def main(memory_bytes: int, template: int) -> None:
     load()  # already loaded in the template it was forked from
     runner = _Runner(tell=lambda note: write_message(answers, note))
     write_message(answers, {"kind": READY})  # ready means ready: the first request pays no import
-    data_when_ready = _data_bytes()  # mostly the template's pages, shared
+    statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)  # this worker's own, not the template's
+    data_when_ready = _data_bytes(statm)  # mostly the template's pages, shared
     while (message := read_message(requests)) is not None:
         header, payload = message
         answer_header, content = runner.answer(header, payload)
         del header, payload, message
-        grown = _data_bytes() - data_when_ready - len(content)
+        grown = _data_bytes(statm) - data_when_ready - len(content)
         if answer_header.pop("memory_failed", False) or grown > memory_bytes * RETIRE_AT:
             answer_header["retire"] = True  # the next request gets a fresh fork's memory, not what this one left
         write_message(answers, answer_header, content)
 
 
-def _data_bytes() -> int:
+def _data_bytes(statm: int) -> int:
     """The memory the ceiling counts: everything private and writable, touched or only reserved
-    (an allocator's arena counts in full from the moment it is mapped)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[5]) * os.sysconf("SC_PAGE_SIZE")
+    (an allocator's arena counts in full from the moment it is mapped). Read after every request,
+    before its answer goes, from this process's ``/proc/self/statm`` kept open (``statm``: opening
+    it costs more than reading it)."""
+    return int(os.pread(statm, 256, 0).split()[5]) * _PAGE_BYTES
+
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def _caused_by_memory(error: BaseException) -> bool:

@@ -330,3 +330,25 @@ def test_a_worker_ended_by_a_failed_allocation_blames_the_request_unless_a_write
     grown = isolation.allocation_failed(ceiling // 4 - 1, 1024, writing=True)
     assert grown.code == SERVICE_UNAVAILABLE and "reached its memory ceiling (1024 MiB" in str(grown)
     assert "retry" in str(grown)
+
+
+def test_a_workers_memory_is_read_afresh_through_the_file_it_keeps_open() -> None:
+    """A worker reads its memory after every request through one open ``/proc/self/statm`` (to
+    retire one grown past half its ceiling): each read sees the memory as it is then."""
+    import mmap
+
+    from lance_iceberg_ns.server.worker import _data_bytes
+
+    statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        before = _data_bytes(statm)
+        fields = Path("/proc/self/statm").read_text().split()
+        assert abs(before - int(fields[5]) * os.sysconf("SC_PAGE_SIZE")) < 64 << 20  # what a fresh open reads
+        grown = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # reserved: counted
+        try:
+            assert _data_bytes(statm) - before >= 256 << 20
+        finally:
+            grown.close()
+        assert _data_bytes(statm) - before < 128 << 20
+    finally:
+        os.close(statm)
