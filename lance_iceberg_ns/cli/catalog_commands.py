@@ -411,11 +411,22 @@ def tables_purgable(namespace_id: str, older_than: str | None) -> None:
     """The soft-deleted tables of a namespace."""
     state = current_state()
     found = state.namespace().list_purgable_tables(state.identifier(namespace_id), deleted_before=_cutoff(older_than))
-    rows = [(state.name(t.id), _when(t.deleted_at), t.foreign or "") for t in found]
+    rows = [(state.name(t.id), _when(t.deleted_at), _left_alone(t)) for t in found]
     emit(
-        [{"id": t.id, "deleted_at": _when(t.deleted_at) or None, "foreign": t.foreign} for t in found],
-        lambda: show_table(("table", "deleted at", "foreign: never purged nor restored, because"), rows),
+        [
+            {"id": t.id, "deleted_at": _when(t.deleted_at) or None, "foreign": t.foreign, "unreadable": t.unreadable}
+            for t in found
+        ],
+        lambda: show_table(("table", "deleted at", "not purged, because"), rows),
     )
+
+
+def _left_alone(table: Any) -> str:
+    """Why a purge leaves a soft-deleted table alone, if it does: foreign (never purged nor brought
+    back), or its location unreadable for this client now."""
+    if table.foreign:
+        return f"foreign, never purged nor restored: {table.foreign}"
+    return f"location unreadable now: {table.unreadable}" if table.unreadable else ""
 
 
 def _when(moment: datetime | None) -> str:

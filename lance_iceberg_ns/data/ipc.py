@@ -90,7 +90,8 @@ def read_arrow_stream(data: bytes | None, operation: str) -> pa.Table:
         # time a view points to them: 100,000 views of one shared megabyte took 5 s.
         check_materialised_size(table, operation)
         table.validate(full=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError, UnicodeError) as exc:
+        # UnicodeError: a column's name that is not UTF-8, which pyarrow only finds as it reads the name
         raise InvalidInputError(f"{operation}: the request body is not valid Arrow IPC data ({exc})") from None
     return table
 

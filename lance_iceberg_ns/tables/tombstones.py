@@ -190,12 +190,16 @@ class TableStatus:
 class PurgableTable:
     """A soft-deleted table that ``purge_table`` can reclaim; or, with ``foreign`` saying why, an
     entry in a trash namespace that this bridge did not make, which it never purges nor brings
-    back (``deleted_at`` is None when its name is not even a tombstone's)."""
+    back (``deleted_at`` is None when its name is not even a tombstone's); or, with ``unreadable``
+    saying why, one whose location this client cannot read now (the store refused it, or could not
+    be reached): not purged while it cannot be shown to be the table's own, and brought back by a
+    client the store lets in."""
 
     id: list[str]
     deleted_at: datetime | None
     tombstone: str
     foreign: str | None = None
+    unreadable: str | None = None
 
     @property
     def deleted_at_ms(self) -> int:

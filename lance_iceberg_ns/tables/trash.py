@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 from lance_namespace.errors import (
@@ -401,7 +401,7 @@ class Trash:
             self.vouch(warehouse, tombstone, entry)
         except (StoreRefused, StoreUnavailable) as unread:  # listed, never purged, while it cannot be read
             why = f"its location cannot be read: {unread}"
-            return Examined(PurgableTable(purgable.id, purgable.deleted_at, purgable.tombstone, why), tombstone)
+            return Examined(replace(purgable, unreadable=why), tombstone)
         except ForeignTombstone as why:
             return Examined(PurgableTable(purgable.id, purgable.deleted_at, purgable.tombstone, str(why)), tombstone)
         return Examined(purgable, tombstone)
@@ -445,6 +445,9 @@ class Trash:
         if purgable.foreign is not None or tombstone is None:
             logger.warning("Not purging %s: it is foreign (%s)", purgable.tombstone, purgable.foreign)
             return f"foreign tombstone: {purgable.foreign}"
+        if purgable.unreadable is not None:
+            logger.warning("Not purging %s: %s", purgable.tombstone, purgable.unreadable)
+            return f"location unreadable: {purgable.unreadable}"
         if purgable.deleted_at_ms >= cutoff_ms:
             when, cutoff = (_second(moment) for moment in (purgable.deleted_at, deleted_before))
             return f"{NOT_DUE}: soft-deleted at {when}, purging only those deleted before {cutoff}"

@@ -89,7 +89,9 @@ def test_table_commands_and_versions(
     assert other.exists()
     assert cli("tables", "drop", table).returncode == 0
     assert cli.json("tables", "status", table)["state"] == "soft_deleted"
-    assert cli.json("tables", "purgable", ".".join(db))[0]["id"] == [*db, "events"]
+    [purgable] = cli.json("tables", "purgable", ".".join(db))
+    assert (purgable["id"], purgable["foreign"], purgable["unreadable"]) == ([*db, "events"], None, None)
+    assert "not purged, because" in cli("tables", "purgable", ".".join(db)).stdout
     assert cli("tables", "undrop", table).stdout == f"restored {table}\n"
     assert cli.json("tables", "remove-orphans", table, "--older-than", "0s", "--dry-run")["files"] == []
 

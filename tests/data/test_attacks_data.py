@@ -114,6 +114,13 @@ class Attack:
         return requests.post(url, json=self.body, params=self.params, timeout=120)
 
 
+def name_not_utf8() -> bytes:
+    """An Arrow IPC stream whose second column's name starts with a byte that is not UTF-8."""
+    body = ipc_stream(pa.table({"id": pa.array([1], pa.int64()), "zq_name": ["a"]}))
+    assert body.count(b"zq_name") == 1
+    return body.replace(b"zq_name", b"\xa9q_name")
+
+
 def empty_batches(count: int) -> bytes:
     """A stream of ``count`` record batches of no rows (and its schema message)."""
     schema = pa.schema([("v", pa.int64())])
@@ -248,6 +255,15 @@ ATTACKS = [
         },
     ),
     Attack("non_monotonic_offsets", "insert", data=ipc_stream(with_text(non_monotonic_offsets()))),
+    # a column's name that is not UTF-8: pyarrow raises UnicodeDecodeError as it reads the name
+    Attack("column_name_not_utf8_insert", "insert", data=name_not_utf8()),
+    Attack(
+        "column_name_not_utf8_merge",
+        "merge_insert",
+        data=name_not_utf8(),
+        params={"on": "id", "when_not_matched_insert_all": "true"},
+    ),
+    Attack("column_name_not_utf8_create", "create", data=name_not_utf8(), table="new"),
     Attack(
         "dictionary_index_out_of_range",
         "create",
@@ -304,6 +320,9 @@ REFERENCE: dict[str, tuple[int, int | None] | str] = {
     "operator_chain": "aborted",  # its stack overflowed
     "cast_to_huge_fixed_size_list": (500, 18),
     "non_monotonic_offsets": (500, 18),
+    "column_name_not_utf8_insert": (400, 13),
+    "column_name_not_utf8_merge": (400, 13),
+    "column_name_not_utf8_create": (500, 18),
     "dictionary_index_out_of_range": (500, 18),
     "decimal32_column": (500, 18),
     "string_view_column": (200, None),

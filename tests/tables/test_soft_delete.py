@@ -351,7 +351,9 @@ def test_a_client_the_store_refuses_is_told_so_never_that_a_soft_deleted_table_i
                 step(table_id)
             assert "not made by this bridge" not in str(raised.value) and "SECRET" not in str(raised.value)
         [listed] = refused.list_purgable_tables(db)
-        assert listed.id == table_id and "cannot be read" in (listed.foreign or "")
+        assert listed.id == table_id and listed.foreign is None and "cannot be read" in (listed.unreadable or "")
+        report = refused.purge_tables(namespace_id=db, deleted_before=datetime.now(timezone.utc))  # due: left whole
+        assert report == [] and [skipped.reason.split(":")[0] for skipped in report.skipped] == ["location unreadable"]
     assert ns.table_status(table_id).state == "soft_deleted" and store.dataset(location).count_rows() == 2
     ns.undrop_table(table_id)
     assert ns.table_status(table_id).state == "exists"
