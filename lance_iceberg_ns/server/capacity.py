@@ -1,14 +1,15 @@
 """Worker threads: the data routes get their own, so that slow queries never hold up the catalog.
 
-Every request's work runs in a worker thread. A data operation (a query, a write, an index build)
-may hold its thread for seconds, a catalog operation for milliseconds; sharing anyio's one pool of
-40 threads, 40 slow queries would leave a cheap ``namespace exists`` waiting behind them. The data
-routes therefore take their threads from a limiter of their own, ``data_threads`` at a time; a data
-request beyond it waits its turn, and once ``WAITING_PER_THREAD`` times as many are waiting, the
-next is refused at once with ServiceUnavailable (503), so that neither the wait nor the bodies held
-by waiting requests grow without bound. The threads and the queue are shared fairly between clients
-(``WorkerThreads``). Catalog routes keep anyio's default limiter, from which no
-data request takes a thread.
+Every request's work runs in a worker thread (but a read that a worker process answers is awaited
+on the event loop, holding a data thread's place and no thread: ``run_on_loop``). A data operation
+(a query, a write, an index build) may hold its thread for seconds, a catalog operation for
+milliseconds; sharing anyio's one pool of 40 threads, 40 slow queries would leave a cheap
+``namespace exists`` waiting behind them. The data routes therefore take their threads from a
+limiter of their own, ``data_threads`` at a time; a data request beyond it waits its turn, and once
+``WAITING_PER_THREAD`` times as many are waiting, the next is refused at once with
+ServiceUnavailable (503), so that neither the wait nor the bodies held by waiting requests grow
+without bound. The threads and the queue are shared fairly between clients (``WorkerThreads``).
+Catalog routes keep anyio's default limiter, from which no data request takes a thread.
 
 The data requests under way are counted here, on the event loop, rather than read from a second
 limiter's statistics: one limiter per call instead of two, and each costs task-group checkpoints
@@ -22,7 +23,7 @@ import collections
 import contextlib
 import itertools
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -125,12 +126,31 @@ class WorkerThreads:
         data = route.reads_or_writes_data if data is None else data
         if not data:
             return await run_in_threadpool(function, *args)
-        self.check_room(route, data, client)  # no await between the check and joining the queue: the cap is exact
+        async with self._turn(route, client, gone):
+            return await _unless_gone(anyio.to_thread.run_sync(function, *args, limiter=self._threads), gone, abandon)
+
+    async def run_on_loop(
+        self,
+        route: Route,
+        function: Callable[..., Awaitable[T]],
+        *args: object,
+        client: str = "",
+        gone: Gone | None = None,
+        abandon: Callable[[], None] | None = None,
+    ) -> T:
+        """``run`` for a data request whose work is awaited on the event loop (a read that a worker
+        process answers, ``isolation``): it takes its turn and holds a place among the data threads
+        as ``run``'s does, with no thread of its own."""
+        async with self._turn(route, client, gone):
+            return await _unless_gone(function(*args), gone, abandon)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, route: Route, client: str, gone: Gone | None) -> AsyncIterator[None]:
+        """A data request's place among the data threads, once it is its turn."""
+        self.check_room(route, True, client)  # no await between the check and joining the queue: the cap is exact
         await self._take_a_thread(client, gone)
         try:
-            if gone is None or abandon is None:
-                return await anyio.to_thread.run_sync(function, *args, limiter=self._threads)
-            return await _run_unless_gone(function, args, self._threads, gone, abandon)
+            yield
         finally:
             self._give_back(client)
 
@@ -249,17 +269,12 @@ async def _given_unless_gone(turn: _Turn, gone: Gone | None) -> None:
         waiting.cancel_scope.cancel()
 
 
-async def _run_unless_gone(
-    function: Callable[..., T],
-    args: tuple[object, ...],
-    threads: anyio.CapacityLimiter,
-    gone: Gone,
-    abandon: Callable[[], None],
-) -> T:
-    """``function(*args)`` on one of ``threads``, calling ``abandon`` if ``gone`` returns first
-    (the call is still waited for: it answers sooner once abandoned). The watch is a bare task of
-    the event loop, cancelled once the call returns: a task group's scopes cost more than the
-    watch does on every query."""
+async def _unless_gone(call: Awaitable[T], gone: Gone | None, abandon: Callable[[], None] | None) -> T:
+    """``call`` awaited, calling ``abandon`` if ``gone`` returns first (the call is still waited
+    for: it answers sooner once abandoned). The watch is a bare task of the event loop, cancelled
+    once the call returns: a task group's scopes cost more than the watch does on every query."""
+    if gone is None or abandon is None:
+        return await call
 
     async def watch() -> None:
         with contextlib.suppress(Exception):  # a watch that fails is no going away, and is never awaited
@@ -268,7 +283,7 @@ async def _run_unless_gone(
 
     watching = asyncio.ensure_future(watch())
     try:
-        return await anyio.to_thread.run_sync(function, *args, limiter=threads)
+        return await call
     finally:
         watching.cancel()
 

@@ -40,6 +40,9 @@ from lance_iceberg_ns.server.responses import ARROW_STREAM, render_result, valid
 from lance_iceberg_ns.server.routes import Route
 
 DEFAULT_DELIMITER = "$"
+# a read's JSON body of at most this size is parsed on the event loop (a query's vector of a few
+# thousand floats, its filter: well under a millisecond), and its worker's answer awaited there
+READ_ON_LOOP_BYTES = 64 << 10
 _BODY_IDENTIFIER = TypeAdapter(list[StrictStr] | None)  # an identifier a JSON body names: strings only
 
 Resolve = Callable[[Request], LanceNamespace]  # the namespace that answers a request's caller
@@ -233,7 +236,9 @@ def serving_endpoint(
     validates everything once, ``_build_request``). The body is read here; everything else
     (reading the path and the query string, parsing and validating the body, the operation, the
     answer) runs in a worker thread, so that no request's work holds up the event loop and every
-    other client. A data request finding its queue full is refused before its body is read.
+    other client; but a read with a small JSON body (``READ_ON_LOOP_BYTES``) that a worker process
+    answers is parsed, handed over and awaited on the event loop, holding a data thread's place
+    and no thread. A data request finding its queue full is refused before its body is read.
     With ``isolated``, every request that opens a dataset runs in a worker process (``isolation``):
     a data route's, and a catalog route's that asks for what only the dataset knows (parsed on a
     catalog thread, then answered from a data thread). A read's worker is ended if its client goes
@@ -241,7 +246,9 @@ def serving_endpoint(
     model: type[BaseModel] = getattr(lance_namespace, route.model)
     query = _QueryString(route, model)
 
-    def answer(http_request: Request, body: bytes, abandonment: Abandonment | None) -> Response | _DataOfACatalogRoute:
+    def parsed(http_request: Request, body: bytes) -> tuple[BaseModel, LanceNamespace, Any]:
+        """The request model, the namespace that answers it, and the request as operated (a bare
+        name placed): both recorded for the audit line."""
         arguments = query.arguments(http_request)
         if "id" in arguments:  # kept as sent too: the body may name it that way (see _identifier)
             arguments["id_as_sent"] = arguments["id"]
@@ -255,6 +262,10 @@ def serving_endpoint(
         namespace = resolve(http_request)
         operated = as_operated(namespace, route.operation, request)
         record_audited_ids(http_request.scope, operated)  # a bare name placed
+        return request, namespace, operated
+
+    def answer(http_request: Request, body: bytes, abandonment: Abandonment | None) -> Response | _DataOfACatalogRoute:
+        request, namespace, operated = parsed(http_request, body)
         if isolated is not None and route.opens_data(request):
             if not route.reads_or_writes_data:  # on a catalog thread: to a data thread first
                 return _DataOfACatalogRoute(request)
@@ -287,6 +298,17 @@ def serving_endpoint(
         token = bearer_token(http_request.headers.getlist("authorization"))
         return isolated.answer(route, request, body, token, abandonment)
 
+    async def read_on_loop(http_request: Request, body: bytes, abandonment: Abandonment | None) -> Response:
+        """A read (``routes.ONLY_READING``) with a small JSON body, parsed and handed to its worker
+        process on the event loop, its answer awaited there: no thread taken, none to wake (the
+        request's parse is bounded by the body's size, ``READ_ON_LOOP_BYTES``)."""
+        assert isolated is not None
+        request, _, _ = parsed(http_request, body)
+        token = bearer_token(http_request.headers.getlist("authorization"))
+        return await isolated.answer_on_loop(route, request, token, abandonment)
+
+    on_loop = isolated is not None and route.only_reads and route.reads_or_writes_data and not route.arrow_body
+
     async def endpoint(http_request: Request) -> Response:
         client = http_request.client.host if http_request.client else ""
         threads.check_room(route, client=client)
@@ -295,6 +317,17 @@ def serving_endpoint(
             body = await http_request.body() if route.json_body or route.arrow_body else b""
             gone = functools.partial(_disconnected, http_request)
             abandonment = Abandonment() if isolated is not None and route.only_reads else None
+            if on_loop and len(body) <= READ_ON_LOOP_BYTES:
+                return await threads.run_on_loop(
+                    route,
+                    read_on_loop,
+                    http_request,
+                    body,
+                    abandonment,
+                    client=client,
+                    gone=gone,
+                    abandon=abandonment.abandon if abandonment is not None else None,
+                )
             answered = await threads.run(
                 route,
                 answer,

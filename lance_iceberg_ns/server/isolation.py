@@ -25,7 +25,9 @@ worker ended (``Abandonment``): nobody will read its answer, and a query sent an
 hold a data thread for as long as it would have run. Writes always run to their end.
 
 The server process keeps the catalog routes, health, metrics and the event loop: none of them waits
-behind data work, and none shares its memory.
+behind data work, and none shares its memory. A read (``routes.ONLY_READING``) is sent to an idle
+worker and its answer awaited on the event loop (``DataWorkers.run_on_loop``), with no thread to
+wake either way; the others, and a read that finds no worker idle, wait for theirs on a thread.
 
 Workers belong to the process, not to one app: apps with the same ceiling share them (each app
 sends its recipe, the bridge's properties, with each request; a worker keeps the bridges it built).
@@ -40,23 +42,18 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import fcntl
 import logging
-import re
 import secrets
-import select
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
 import pydantic_core
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import (
-    InvalidInputError,
     LanceNamespaceError,
     ServiceUnavailableError,
     from_error_code,
@@ -68,29 +65,24 @@ from lance_iceberg_ns import limits
 from lance_iceberg_ns.cache import RecentlyUsed
 from lance_iceberg_ns.identifiers import parse_table_id
 from lance_iceberg_ns.server.capacity import ClientGone
-from lance_iceberg_ns.server.forking import start_worker, stop_template
-from lance_iceberg_ns.server.logs import audit_by_the_server, redact
+from lance_iceberg_ns.server.data_worker import DataWorker, WorkerCrashed
+from lance_iceberg_ns.server.forking import stop_template
+from lance_iceberg_ns.server.logs import audit_by_the_server
 from lance_iceberg_ns.server.routes import Route
 from lance_iceberg_ns.server.settings import DEFAULT_DATA_REQUEST_SECONDS
 from lance_iceberg_ns.server.turns import TableTurns
-from lance_iceberg_ns.server.worker import DECLARED, READY, TAKE_BACK, read_message, write_message
+from lance_iceberg_ns.server.worker import (
+    TAKE_BACK,
+)
 
 logger = logging.getLogger(__name__)
 
 START_SECONDS = 120.0  # how long a request may wait for a worker to be free (the template's imports included)
-READY_SECONDS = 30.0  # how long a fork may take to say it is ready (milliseconds on an idle host)
-STOP_SECONDS = 5.0
 TAKE_BACK_SECONDS = 60.0  # at least, whatever the requests' own time: a take-back cut off leaves files
 STARTED_WITH_THE_APP = 2  # workers started before any request: a fork of the template, about 35 MB of its own idle
 IDLE_SECONDS = 300.0  # a worker idle this long ends, beyond those started with the app
-PIPE_BYTES = 1 << 20  # Linux's default most for a pipe
-_TAIL_LINES = 40  # of a worker's stderr, kept to say why it ended
 CRASHES_TO_REFUSE = 2  # ends of workers by a signal on one table ...
 CRASH_SECONDS = 60.0  # ... within this long refuse its data requests for this long
-_ALLOCATION_FAILED = re.compile(rb"memory allocation of (\d+) bytes failed")
-# a write's failed allocation of at least this share of the ceiling is the request's own need (a bomb
-# asks for gigabytes at once); a smaller one failed because pylance's own memory had grown to it
-ASKED_BY_THE_REQUEST = 0.25
 
 
 class Abandonment:
@@ -99,7 +91,7 @@ class Abandonment:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._worker: _Worker | None = None
+        self._worker: DataWorker | None = None
         self.abandoned = False
 
     def abandon(self) -> None:
@@ -108,7 +100,7 @@ class Abandonment:
             if self._worker is not None:
                 self._worker.process.kill()
 
-    def running_on(self, worker: _Worker) -> None:
+    def running_on(self, worker: DataWorker) -> None:
         """The read runs on ``worker`` now; ended at once if abandoned already."""
         with self._lock:
             self._worker = worker
@@ -121,11 +113,6 @@ class Abandonment:
         with self._lock:
             self._worker = None
             return self.abandoned
-
-
-class WorkerCrashed(ServiceUnavailableError):
-    """The worker running a request ended by a signal it did not ask for: not its memory ceiling,
-    not its time running out (a stack overflowed reading a planted manifest, say)."""
 
 
 class CrashingTables:
@@ -205,6 +192,36 @@ class Isolated:
         """``route``'s operation on ``request`` (and its Arrow IPC ``body``) in a worker, as the HTTP
         answer; raises the Lance error the operation raised, or the one its worker's end means
         (ClientGone when it was ended by ``abandonment``)."""
+        header, encoded, table = self._message(route, request, token)
+        with self._crashes_noted(table):
+            answer = self.workers.run(
+                self.request_seconds,
+                header,
+                encoded,
+                body if route.arrow_body else b"",
+                abandonment=abandonment,
+                table=_table_key(request) if route.names_a_table and not route.only_reads else (),
+                writing=not route.only_reads,
+            )
+        return _response(answer)
+
+    async def answer_on_loop(
+        self, route: Route, request: BaseModel, token: str | None, abandonment: Abandonment | None = None
+    ) -> Response:
+        """``answer`` for a read (``routes.ONLY_READING``: no Arrow IPC body, no turn on its table),
+        awaited on the event loop: on a thread (``answer``) only when no worker is idle."""
+        header, encoded, table = self._message(route, request, token)
+        with self._crashes_noted(table):
+            answer = await self.workers.run_on_loop(self.request_seconds, header, encoded, abandonment=abandonment)
+        if answer is None:
+            return await anyio.to_thread.run_sync(self.answer, route, request, b"", token, abandonment)
+        return _response(answer)
+
+    def _message(
+        self, route: Route, request: BaseModel, token: str | None
+    ) -> tuple[dict[str, Any], bytes, tuple[str, ...]]:
+        """The header and the request's JSON a worker is sent for ``request``, and the table it
+        names (its data requests refused while they keep crashing workers: ``CrashingTables``)."""
         fields = request.model_dump(by_alias=True, exclude_unset=True)
         encoded = pydantic_core.to_json(fields, inf_nan_mode="constants")  # a NaN the parser took stays one
         header = {
@@ -219,26 +236,27 @@ class Isolated:
         table = tuple(getattr(request, "id", None) or ()) if route.names_one_table else ()
         if table:
             self.crashing.refuse_if_crashing(table)
+        return header, encoded, table
+
+    @contextlib.contextmanager
+    def _crashes_noted(self, table: tuple[str, ...]) -> Iterator[None]:
         try:
-            answer, content = self.workers.run(
-                self.request_seconds,
-                header,
-                encoded,
-                body if route.arrow_body else b"",
-                abandonment=abandonment,
-                table=_table_key(request) if route.names_a_table and not route.only_reads else (),
-                writing=not route.only_reads,
-            )
+            yield
         except WorkerCrashed:
             if table:
                 self.crashing.crashed(table)
             raise
-        if answer["kind"] == "error":
-            error = from_error_code(int(answer["code"]), str(answer["message"]))
-            if answer.get("status"):
-                error.http_status = int(answer["status"])  # type: ignore[attr-defined]  # 413 beyond a size limit
-            raise error
-        return Response(memoryview(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
+
+
+def _response(message: tuple[dict[str, Any], bytearray]) -> Response:
+    """A worker's answer as the HTTP answer, or the Lance error it raised."""
+    answer, content = message
+    if answer["kind"] == "error":
+        error = from_error_code(int(answer["code"]), str(answer["message"]))
+        if answer.get("status"):
+            error.http_status = int(answer["status"])  # type: ignore[attr-defined]  # 413 beyond a size limit
+        raise error
+    return Response(memoryview(content), status_code=int(answer["status"]), media_type=answer.get("media_type"))
 
 
 def _table_key(request: BaseModel) -> tuple[str, ...]:
@@ -270,8 +288,8 @@ class DataWorkers:
         if memory_mb < 1:
             raise ValueError("memory_mb must be at least 1")
         self.memory_mb = memory_mb
-        self._idle: collections.deque[_Worker] = collections.deque()
-        self._busy: set[_Worker] = set()
+        self._idle: collections.deque[DataWorker] = collections.deque()
+        self._busy: set[DataWorker] = set()
         self._starting = 0  # started in the background, not yet ready
         self._alive = 0  # idle, busy or starting
         self._keep = 0
@@ -314,28 +332,63 @@ class DataWorkers:
             try:
                 answer = worker.call(seconds, header, *payload)
             except (OSError, EOFError, ValueError):
-                abandoned = abandonment is not None and abandonment.finished()
-                error = worker.ended(self.memory_mb, writing)
-                self._let_go(worker)
-                self._start_in_background()  # in its place
-                if abandoned:
-                    raise ClientGone("The client went away while its read ran: the read was stopped") from None
+                error = self._ended(worker, abandonment, writing)
                 if not worker.declared:
                     raise error from None
             else:
-                abandoned = abandonment is not None and abandonment.finished()  # killed as it answered, maybe
-                if abandoned or answer[0].get(
-                    "retire"
-                ):  # or it holds what a failed allocation, or a large request, left
-                    self._let_go(worker)
-                    self._start_in_background()
-                    worker.stop()
-                else:
-                    self._give_back(worker)
+                retired = self._answered(worker, answer, abandonment)
+                if retired is not None:
+                    retired.stop()
                 return answer
         for declared in worker.declared:
             error = self._take_back(seconds, header, declared, error)
         raise error
+
+    async def run_on_loop(
+        self, seconds: float, header: dict[str, Any], *payload: bytes, abandonment: Abandonment | None = None
+    ) -> tuple[dict[str, Any], bytearray] | None:
+        """``run`` for a read (which takes no turn on its table and declares nothing), awaited on
+        the event loop instead of holding a thread for the worker's answer: two thread hops fewer on
+        every query. None when no worker is idle: the caller runs it on a thread, where it may wait."""
+        worker = self._take_idle()
+        if worker is None:
+            return None
+        if abandonment is not None:
+            abandonment.running_on(worker)
+        try:
+            answer = await worker.call_on_loop(seconds, header, *payload)
+        except (OSError, EOFError, ValueError):
+            # waits for the worker's end and its last words (its stderr's relay): on a thread
+            raise await anyio.to_thread.run_sync(self._ended, worker, abandonment, False) from None
+        retired = self._answered(worker, answer, abandonment)
+        if retired is not None:
+            await anyio.to_thread.run_sync(retired.stop)
+        return answer
+
+    def _ended(self, worker: DataWorker, abandonment: Abandonment | None, writing: bool) -> LanceNamespaceError:
+        """The error for a request whose worker ended under it (ClientGone when its client went
+        away and it was ended for that); another worker is started in its place."""
+        abandoned = abandonment is not None and abandonment.finished()
+        error = worker.ended(self.memory_mb, writing)
+        self._let_go(worker)
+        self._start_in_background()  # in its place
+        if abandoned:
+            return ClientGone("The client went away while its read ran: the read was stopped")
+        return error
+
+    def _answered(
+        self, worker: DataWorker, answer: tuple[dict[str, Any], bytearray], abandonment: Abandonment | None
+    ) -> DataWorker | None:
+        """A worker that answered goes back to the idle ones; or it is retired (returned, for the
+        caller to stop): when it holds what a failed allocation, or a large request, left, or it
+        was killed as it answered, its client gone."""
+        abandoned = abandonment is not None and abandonment.finished()
+        if abandoned or answer[0].get("retire"):
+            self._let_go(worker)
+            self._start_in_background()
+            return worker
+        self._give_back(worker)
+        return None
 
     def _take_back(
         self, seconds: float, header: dict[str, Any], declared: dict[str, Any], error: LanceNamespaceError
@@ -381,7 +434,7 @@ class DataWorkers:
             worker.stop()
             self._let_go(worker)
 
-    def _take(self) -> _Worker:
+    def _take(self) -> DataWorker:
         """The idle worker used last, or the first to become idle: a busy one done, or one started
         for this request in the background (a request never waits for a worker of its own to
         import pylance when another finishes first). ServiceUnavailableError when workers fail to
@@ -400,17 +453,27 @@ class DataWorkers:
                         if left <= 0:
                             raise ServiceUnavailableError(f"No data worker was free within {START_SECONDS:g} s: retry")
                         self._changed.wait(left)
-                    worker = self._idle.pop()  # the one used last: its caches are warm
-                    if not worker.process.ended:
-                        self._busy.add(worker)
+                    worker = self._take_idle()
+                    if worker is not None:
                         return worker
-                    worker.stop()  # ended while idle (with the template, say): another in its place
-                    self._alive -= 1
-                    self._start_in_background()
             finally:
                 self._waiting -= 1
 
-    def _give_back(self, worker: _Worker) -> None:
+    def _take_idle(self) -> DataWorker | None:
+        """The idle worker used last (its caches are warm), now busy; None when none is idle. One
+        that ended while idle (with the template, say) is replaced."""
+        with self._changed:
+            while self._idle:
+                worker = self._idle.pop()
+                if not worker.process.ended:
+                    self._busy.add(worker)
+                    return worker
+                worker.stop()
+                self._alive -= 1
+                self._start_in_background()
+            return None
+
+    def _give_back(self, worker: DataWorker) -> None:
         with self._changed:
             self._busy.discard(worker)
             kept = len(self._idle) < self._keep
@@ -422,10 +485,10 @@ class DataWorkers:
             stopped.stop()
             self._let_go(stopped)
 
-    def _resting(self) -> list[_Worker]:
+    def _resting(self) -> list[DataWorker]:
         """The workers idle for ``IDLE_SECONDS``, taken off the idle ones (those used longest ago
         first), beyond the ``STARTED_WITH_THE_APP`` kept in any case. Holds the lock."""
-        resting: list[_Worker] = []
+        resting: list[DataWorker] = []
         now = time.monotonic()
         while (
             len(self._idle) > STARTED_WITH_THE_APP
@@ -435,7 +498,7 @@ class DataWorkers:
             resting.append(self._idle.popleft())
         return resting
 
-    def _let_go(self, worker: _Worker) -> None:
+    def _let_go(self, worker: DataWorker) -> None:
         with self._changed:
             self._busy.discard(worker)
             self._alive -= 1
@@ -447,10 +510,10 @@ class DataWorkers:
         threading.Thread(target=self._start, name="data-worker-start", daemon=True).start()
 
     def _start(self) -> None:
-        worker: _Worker | None = None
+        worker: DataWorker | None = None
         failure = None
         try:
-            worker = _Worker(self.memory_mb)
+            worker = DataWorker(self.memory_mb)
             worker.wait_ready()
         except (OSError, EOFError, ValueError) as exc:
             why = worker.ended(self.memory_mb) if worker is not None else (str(exc) or type(exc).__name__)
@@ -470,119 +533,6 @@ class DataWorkers:
                 self._changed.notify_all()
         if worker is not None:
             worker.stop()
-
-
-class _Worker:
-    """One worker process: requests down its stdin, answers up its stdout, its stderr relayed to
-    this process's log (the last lines kept, to say why it ended)."""
-
-    def __init__(self, memory_mb: int) -> None:
-        self.process = start_worker(memory_mb << 20)  # a fork of the template: no imports to wait for
-        for pipe in (self.process.stdin, self.process.stdout):  # a body or an answer in fewer wake-ups
-            with contextlib.suppress(OSError, AttributeError):
-                fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
-        self._tail: collections.deque[bytes] = collections.deque(maxlen=_TAIL_LINES)
-        self.timed_out: float | None = None
-        self.declared: list[dict[str, Any]] = []  # by the request running, before its answer
-        self.idle_since = time.monotonic()
-        self._relay = threading.Thread(target=self._relay_stderr, name="data-worker-log", daemon=True)
-        self._relay.start()
-
-    def wait_ready(self) -> None:
-        """Returns once the worker can answer; EOFError if it ended first, or is ended for saying
-        nothing within ``READY_SECONDS``."""
-        assert self.process.stdout is not None
-        said, _, _ = select.select([self.process.stdout], [], [], READY_SECONDS)
-        if not said:
-            self.process.kill()
-        message = read_message(self.process.stdout)
-        if message is None or message[0].get("kind") != READY:
-            raise EOFError("the worker ended before it was ready")
-
-    def call(self, seconds: float, header: dict[str, Any], *payload: bytes) -> tuple[dict[str, Any], bytearray]:
-        """The answer to one request; the worker is ended if it takes more than ``seconds``. Notes
-        that come before the answer (tables declared) are kept in ``declared``."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self._tail.clear()  # what it wrote before this request says nothing of why it ends now
-        self.declared = []
-        write_message(self.process.stdin, header, *payload)
-        deadline = time.monotonic() + seconds
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            answered, _, _ = select.select([self.process.stdout], [], [], left)  # a message comes all at once
-            if not answered:
-                self.timed_out = seconds
-                self.process.kill()
-            answer = read_message(self.process.stdout)
-            if answer is None:
-                raise EOFError("the worker ended")
-            if answer[0].get("kind") != DECLARED:
-                break
-            told = answer[0]  # what a create declared: a later note of the same table says more
-            self.declared = [note for note in self.declared if note["table"] != told["table"]] + [told]
-        self.idle_since = time.monotonic()
-        return answer
-
-    def ended(self, memory_mb: int, writing: bool = False) -> LanceNamespaceError:
-        """The error that answers the request this worker was running when it ended (``writing``:
-        a request that may commit)."""
-        self.stop()
-        self._relay.join(STOP_SECONDS)
-        tail = b"".join(self._tail)
-        allocation = _ALLOCATION_FAILED.search(tail)
-        if allocation:
-            return allocation_failed(int(allocation[1]), memory_mb, writing)
-        if self.timed_out is not None:
-            return ServiceUnavailableError(
-                f"The request took more than {self.timed_out:g} s in its data worker, which was ended; whether a "
-                f"write took effect is unknown"
-            )
-        code = self.process.returncode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
-        ended_by = (
-            WorkerCrashed if code is not None and code < 0 and -code != signal.SIGKILL else ServiceUnavailableError
-        )
-        return ended_by(
-            f"The data worker running the request ended ({how}); whether a write took effect is unknown: retry"
-        )
-
-    def stop(self) -> None:
-        """Close its pipe (an idle worker ends at once), and end it if it does not."""
-        if self.process.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.process.stdin.close()
-        try:
-            self.process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def _relay_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in iter(self.process.stderr.readline, b""):
-            self._tail.append(line)
-            text = line.decode("utf-8", "replace").rstrip()
-            if text:
-                logger.warning("data worker %d: %s", self.process.pid, redact(text))
-
-
-def allocation_failed(asked: int, memory_mb: int, writing: bool) -> LanceNamespaceError:
-    """The answer to a request whose worker ended when an allocation of ``asked`` bytes failed
-    under a ceiling of ``memory_mb``: the request's own need (InvalidInputError: the same request
-    fails again) for a read, which holds no more than what it asks for, and for a write that asked
-    for a large share of the ceiling at once; for a write that failed on a small allocation, the
-    worker's memory, grown by pylance's own for the table (its versions, the commits it retried:
-    a write's rows are bounded well under the ceiling), and a fresh worker answers a retry
-    (ServiceUnavailableError)."""
-    if not writing or asked >= memory_mb * (1 << 20) * ASKED_BY_THE_REQUEST:
-        return InvalidInputError(
-            f"The request needs more memory than a data worker may use ({memory_mb} MiB): an allocation "
-            f"of {asked} bytes failed"
-        )
-    return ServiceUnavailableError(
-        f"The data worker running the request reached its memory ceiling ({memory_mb} MiB; an allocation of "
-        f"{asked} bytes failed) and was replaced; whether a write took effect is unknown: retry"
-    )
 
 
 _exiting = threading.Event()

@@ -36,11 +36,18 @@ RETIRE_AT = 0.5  # of its ceiling: a worker whose data grew by more since it was
 # --- the wire: one message is a JSON header and a payload of bytes ------------------------------------
 
 
+WHOLE_MESSAGE_BYTES = 1 << 20  # at most: written at once, so that a reader woken by it finds it whole in the pipe
+
+
 def write_message(stream: IO[bytes], header: dict[str, Any], *payload: bytes | bytearray | memoryview) -> None:
-    """One message: the lengths, the header as JSON, then the payload's parts back to back."""
+    """One message: the lengths, the header as JSON, then the payload's parts back to back; in one
+    write when it takes at most ``WHOLE_MESSAGE_BYTES`` (a pipe that size, empty, takes it whole)."""
     encoded = json.dumps(header, separators=(",", ":")).encode()
     size = sum(len(part) for part in payload)
-    for part in (_LENGTHS.pack(len(encoded), size) + encoded, *payload):
+    parts: tuple[bytes | bytearray | memoryview, ...] = (_LENGTHS.pack(len(encoded), size) + encoded, *payload)
+    if size + len(parts[0]) <= WHOLE_MESSAGE_BYTES:
+        parts = (b"".join(parts),)
+    for part in parts:
         view = memoryview(part)
         while view:  # a pipe may take part of a large write
             view = view[stream.write(view) or 0 :]
@@ -49,12 +56,26 @@ def write_message(stream: IO[bytes], header: dict[str, Any], *payload: bytes | b
 def read_message(stream: IO[bytes]) -> tuple[dict[str, Any], bytearray] | None:
     """The next message (header, payload), or None when the stream ended between messages.
     EOFError when it ends inside one. The payload is read into one buffer, never copied."""
+    head = read_head(stream)
+    if head is None:
+        return None
+    header, payload_size = head
+    return header, read_payload(stream, payload_size)
+
+
+def read_head(stream: IO[bytes]) -> tuple[dict[str, Any], int] | None:
+    """The next message's header and the size of its payload (``read_payload`` reads it), or None
+    when the stream ended between messages."""
     lengths = _read_exactly(stream, _LENGTHS.size, at_start=True)
     if lengths is None:
         return None
     header_size, payload_size = _LENGTHS.unpack(lengths)
-    header = json.loads(_read_exactly(stream, header_size) or b"")
-    return header, _read_exactly(stream, payload_size) or bytearray()
+    return json.loads(_read_exactly(stream, header_size) or b""), payload_size
+
+
+def read_payload(stream: IO[bytes], size: int) -> bytearray:
+    """A message's payload of ``size`` bytes, after its head."""
+    return _read_exactly(stream, size) or bytearray()
 
 
 def _read_exactly(stream: IO[bytes], size: int, at_start: bool = False) -> bytearray | None:

@@ -580,3 +580,26 @@ def test_a_read_whose_client_hangs_up_while_it_runs_is_stopped(catalog_server: A
             assert answer.status_code == 200 and answer.json() == 20_000, answer.text
             assert waited < 5, f"attempt {attempt}: another client's count waited {waited:.1f} s"
         assert served.process.alive()
+
+
+def test_a_read_over_its_time_is_answered_503_and_the_next_read_finds_a_worker(
+    catalog_server: Any, tmp_path: Path
+) -> None:
+    """A query's answer is awaited on the event loop (no thread waits for its worker): past
+    ``--data-request-timeout`` its worker is ended and it is answered 503 all the same, other
+    clients answered meanwhile; the next reads and writes of the table, on a new worker and on
+    threads again, are answered."""
+    with serving_a_victim(catalog_server.endpoint, tmp_path, "--data-request-timeout", "2") as served:
+        path = f"/v1/table/{served.namespace}$words"
+        rows = pa.table({"text": ["lorem ipsum dolor sit amet " * 10 + str(i) for i in range(20_000)]})
+        assert post(served.uri, f"{path}/create", data=ipc(rows)).status_code == 200
+        slow = {"k": 10, "vector": {}, "filter": "levenshtein(text, repeat('x', 8000)) < 0"}  # some 20 s of CPU
+        started = time.monotonic()
+        answer = answered_while(served.process, lambda: post(served.uri, f"{path}/query", slow))
+        took = time.monotonic() - started
+        assert answer.status_code == 503, answer.text[:300]
+        assert "took more than 2 s" in answer.json()["error"] and 2 <= took < 15, (took, answer.text[:300])
+        for written in range(3):  # reads on the loop, a write on a thread, on the workers left and the new one
+            assert post(served.uri, f"{path}/count_rows", {}).json() == 20_000 + written
+            assert post(served.uri, f"{path}/insert", data=ipc(rows.slice(written, 1))).status_code == 200
+        assert post(served.uri, f"{path}/count_rows", {}).json() == 20_003

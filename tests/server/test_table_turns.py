@@ -111,7 +111,7 @@ class _Cutting(_FakeWorker):
 def test_a_cut_off_create_is_taken_back_only_after_another_clients_write_on_its_table_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(isolation, "_Worker", _Cutting)
+    monkeypatch.setattr(isolation, "DataWorker", _Cutting)
     workers = DataWorkers(2)
     outcome: dict[str, Any] = {}
     inserting = threading.Thread(
@@ -176,7 +176,7 @@ class _Answering(_FakeWorker):
 def test_a_read_abandoned_after_it_answered_never_ends_the_worker_another_request_took(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(isolation, "_Worker", _Answering)
+    monkeypatch.setattr(isolation, "DataWorker", _Answering)
     workers = DataWorkers(3)
     workers.keep_at_least(1, start=0)  # a worker done is kept idle
     try:
@@ -205,7 +205,7 @@ class _CutBeforeMaking(_FakeWorker):
 def test_a_create_cut_off_before_it_made_its_table_says_nothing_was_taken_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(isolation, "_Worker", _CutBeforeMaking)
+    monkeypatch.setattr(isolation, "DataWorker", _CutBeforeMaking)
     workers = DataWorkers(4)
     try:
         with pytest.raises(ServiceUnavailableError) as raised:

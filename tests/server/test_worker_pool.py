@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_iceberg_ns.server import forking, isolation
+from lance_iceberg_ns.server import data_worker, forking, isolation
 from lance_iceberg_ns.server.isolation import CrashingTables, DataWorkers
 
 from ..helpers import ipc
@@ -26,7 +26,7 @@ from .test_isolation import INVALID_INPUT, SERVICE_UNAVAILABLE, killed_by, serve
 
 
 def test_a_worker_is_ready_only_once_pylance_is_loaded() -> None:
-    worker = isolation._Worker(1024)
+    worker = data_worker.DataWorker(1024)
     try:
         worker.wait_ready()
         maps = Path(f"/proc/{worker.process.pid}/maps").read_text()
@@ -59,7 +59,7 @@ class _FakeWorker:
 def test_a_request_takes_the_first_worker_free_rather_than_wait_for_a_new_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(isolation, "_Worker", _FakeWorker)
+    monkeypatch.setattr(isolation, "DataWorker", _FakeWorker)
     _FakeWorker.may_start.set()
     workers = DataWorkers(1)
     workers.keep_at_least(4, start=1)
@@ -87,7 +87,7 @@ def test_a_start_that_fails_is_said_to_the_waiting_request(monkeypatch: pytest.M
         def ended(self, memory_mb: int, writing: bool = False) -> Exception:
             return RuntimeError("exit status 1")
 
-    monkeypatch.setattr(isolation, "_Worker", Failing)
+    monkeypatch.setattr(isolation, "DataWorker", Failing)
     workers = DataWorkers(1)
     started = time.monotonic()
     with pytest.raises(isolation.ServiceUnavailableError, match="did not start: exit status 1"):
@@ -102,7 +102,7 @@ def test_a_worker_that_cannot_even_be_started_says_why(monkeypatch: pytest.Monke
     def never(memory_mb: int) -> None:
         raise EOFError("the data workers' template ended before it was ready")
 
-    monkeypatch.setattr(isolation, "_Worker", never)
+    monkeypatch.setattr(isolation, "DataWorker", never)
     with pytest.raises(isolation.ServiceUnavailableError, match="did not start: the data workers' template ended"):
         DataWorkers(1).run(5, {})
 
@@ -198,7 +198,7 @@ def _data_ceiling(pid: int) -> int:
 
 
 def test_workers_are_forks_of_one_template_each_with_its_own_ceiling_and_its_end_reported() -> None:
-    workers = [isolation._Worker(memory_mb) for memory_mb in (300, 1024)]
+    workers = [data_worker.DataWorker(memory_mb) for memory_mb in (300, 1024)]
     try:
         for worker in workers:
             worker.wait_ready()
@@ -207,7 +207,7 @@ def test_workers_are_forks_of_one_template_each_with_its_own_ceiling_and_its_end
         assert [_data_ceiling(worker.process.pid) for worker in workers] == [300 << 20, 1024 << 20]
         os.kill(workers[0].process.pid, signal.SIGSEGV)
         assert workers[0].process.wait(10) == -signal.SIGSEGV  # as subprocess says a signal, for CrashingTables
-        again = isolation._Worker(300)
+        again = data_worker.DataWorker(300)
         again.wait_ready()
         assert _parent(again.process.pid) == template  # the template lives on: no import paid again
         again.stop()
@@ -218,14 +218,14 @@ def test_workers_are_forks_of_one_template_each_with_its_own_ceiling_and_its_end
 
 
 def test_a_template_that_ends_takes_its_workers_with_it_and_is_started_again() -> None:
-    worker = isolation._Worker(300)
+    worker = data_worker.DataWorker(300)
     worker.wait_ready()
     template = forking.Template.running()
     template.process.kill()
     assert worker.process.wait(10) is None  # ended with it; its status was the template's to reap
     with pytest.raises((EOFError, OSError)):
         worker.call(5, {"operation": "count_table_rows"})
-    replacement = isolation._Worker(300)
+    replacement = data_worker.DataWorker(300)
     try:
         replacement.wait_ready()
         assert forking.Template.running() is not template
@@ -237,8 +237,8 @@ def test_a_template_that_ends_takes_its_workers_with_it_and_is_started_again() -
 
 _A_SERVER = """
 import sys, time
-from lance_iceberg_ns.server import isolation
-worker = isolation._Worker(300)
+from lance_iceberg_ns.server import data_worker
+worker = data_worker.DataWorker(300)
 worker.wait_ready()
 print(worker.process.pid, flush=True)
 time.sleep(600)
@@ -323,11 +323,11 @@ def test_a_worker_ended_by_a_failed_allocation_blames_the_request_unless_a_write
     the table grew to the ceiling (a seven-row insert into a table of thousands of versions): 503,
     and a fresh worker answers the retry."""
     ceiling = 1024 << 20
-    refused = isolation.allocation_failed(100_000_000_000, 1024, writing=True)
+    refused = data_worker.allocation_failed(100_000_000_000, 1024, writing=True)
     assert refused.code == INVALID_INPUT and "needs more memory than a data worker may use (1024 MiB)" in str(refused)
-    assert isolation.allocation_failed(ceiling // 4, 1024, writing=True).code == INVALID_INPUT
-    assert isolation.allocation_failed(24_576_000, 1024, writing=False).code == INVALID_INPUT  # a literal's batch
-    grown = isolation.allocation_failed(ceiling // 4 - 1, 1024, writing=True)
+    assert data_worker.allocation_failed(ceiling // 4, 1024, writing=True).code == INVALID_INPUT
+    assert data_worker.allocation_failed(24_576_000, 1024, writing=False).code == INVALID_INPUT  # a literal's batch
+    grown = data_worker.allocation_failed(ceiling // 4 - 1, 1024, writing=True)
     assert grown.code == SERVICE_UNAVAILABLE and "reached its memory ceiling (1024 MiB" in str(grown)
     assert "retry" in str(grown)
 
