@@ -317,26 +317,13 @@ def serving_endpoint(
             body = await http_request.body() if route.json_body or route.arrow_body else b""
             gone = functools.partial(_disconnected, http_request)
             abandonment = Abandonment() if isolated is not None and route.only_reads else None
+            abandon = abandonment.abandon if abandonment is not None else None
             if on_loop and len(body) <= READ_ON_LOOP_BYTES:
-                return await threads.run_on_loop(
-                    route,
-                    read_on_loop,
-                    http_request,
-                    body,
-                    abandonment,
-                    client=client,
-                    gone=gone,
-                    abandon=abandonment.abandon if abandonment is not None else None,
-                )
+                read = threads.run_on_loop(route, read_on_loop, http_request, body, abandonment, client=client,
+                                           gone=gone, abandon=abandon)  # fmt: skip
+                return await read
             answered = await threads.run(
-                route,
-                answer,
-                http_request,
-                body,
-                abandonment,
-                client=client,
-                gone=gone,
-                abandon=abandonment.abandon if abandonment is not None else None,
+                route, answer, http_request, body, abandonment, client=client, gone=gone, abandon=abandon
             )
             if isinstance(answered, _DataOfACatalogRoute):  # with isolated, set
                 return await threads.run(
