@@ -7,15 +7,16 @@ size from a few characters (``repeat(s, 50000000)``, ``lpad(s, 10^9)``, ``range(
 planner's stack; either ends the process.
 
 Why a lexer and not a parser: no SQL parser is among the dependencies (pylance does not expose
-DataFusion's, and sqlglot or DuckDB would be a large dependency for one check), and none would
-read exactly as pylance's does anyway. The check needs only what a lexer sees: names followed by
-``(`` (calls), their arguments, literals, operators and brackets. It is conservative where the
-lexer and pylance's tokenizer could differ: comments are refused (nested or not, they could hide
-a call from one reading and not the other), so is ``$`` outside quotes (pylance reads ``$$...$$``
-and ``$tag$...$tag$`` as strings, which would hide a call from this lexer), a string is read both
-with and without backslash escapes and both readings must pass, a double-quoted word before ``(``
-counts as a call and elsewhere as a column, and a size must be a plain whole-number literal (no
-arithmetic, no column) within its bound.
+DataFusion's, and sqlglot or DuckDB would be a large dependency for one check), and none would read
+exactly as pylance's does anyway. The check needs only what a lexer sees: names followed by ``(``
+(calls), their arguments, literals, operators and brackets; and ``;`` outside quotes, after which
+pylance silently drops the rest (a delete of ``id < 3; anything`` deleted ``id < 3``). It is
+conservative where the lexer and pylance's tokenizer could differ: comments are refused (nested or
+not, they could hide a call from one reading and not the other), so is ``$`` outside quotes
+(pylance reads ``$$...$$`` and ``$tag$...$tag$`` as strings, which would hide a call from this
+lexer), a string is read both with and without backslash escapes and both readings must pass, a
+double-quoted word before ``(`` counts as a call and elsewhere as a column, and a size must be a
+plain whole-number literal (no arithmetic, no column) within its bound.
 
 Sizes multiply along a nesting (``repeat(repeat(s, 16), 16)``, ``replace`` within ``replace``) and
 pylance folds such calls while planning, so a function that grows (``GROWING``) may not take the
@@ -204,6 +205,8 @@ def _quoted(expression: str, start: int, quote: str, backslash_escapes: bool) ->
 
 
 def _check_tokens(tokens: list[Token], what: str) -> None:
+    if any(token.kind == "other" and token.text == ";" for token in tokens):  # pylance drops what follows
+        raise InvalidInputError(f"{what}: an expression is one expression: ';' is accepted only within quotes")
     if any(len(token.text.encode("utf-8", "replace")) > limits.MAX_LITERAL_BYTES for token in tokens):
         raise InvalidInputError(  # never the literal itself: it may be anything
             f"{what}: a literal or name may be at most {limits.MAX_LITERAL_BYTES} bytes long"

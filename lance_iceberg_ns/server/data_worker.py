@@ -161,7 +161,13 @@ class DataWorker:
                 f"write took effect is unknown"
             )
         code = self.process.returncode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        how = (
+            "with the data workers' template"
+            if code is None  # a grandchild of this process, reaped by the template that ended
+            else f"signal {signal.Signals(-code).name}"
+            if code < 0
+            else f"exit status {code}"
+        )
         ended_by = (
             WorkerCrashed if code is not None and code < 0 and -code != signal.SIGKILL else ServiceUnavailableError
         )

@@ -237,6 +237,9 @@ ATTACKS = [
         memory=True,
         on_reference=False,
     ),
+    # pylance drops what follows a ';': a delete of "id < 3; ..." deleted id < 3
+    Attack("semicolon_in_filter", "query", {"k": 10, "vector": {}, "filter": "id > 5; id < 3"}),
+    Attack("semicolon_in_delete_predicate", "delete", {"predicate": "id < 3; this is not sql"}),
     Attack("operator_chain", "query", {"k": 10, "vector": {}, "filter": "id > " + " + ".join(["id"] * 2000)}),
     Attack(
         "cast_to_huge_fixed_size_list",
@@ -317,6 +320,8 @@ REFERENCE: dict[str, tuple[int, int | None] | str] = {
     "zstd_bomb_insert": (500, 18),
     # "repeat_in_column_aliases": aborted after 4 s and 3.4 GB, "range_in_column_aliases": aborted
     # after 78 s (measured by hand; not run here, on_reference=False)
+    "semicolon_in_filter": (200, None),  # the rows of id > 5
+    "semicolon_in_delete_predicate": (200, None),  # the rows of id < 3 deleted
     "operator_chain": "aborted",  # its stack overflowed
     "cast_to_huge_fixed_size_list": (500, 18),
     "non_monotonic_offsets": (500, 18),
@@ -730,6 +735,7 @@ def test_bounds_on_sums_and_products_do_not_wrap_around_for_numpy_integers(dtype
 
 ACCEPTED_EXPRESSIONS = [
     "id > 3 AND text LIKE 'hello%'",
+    "text = 'a;b' OR text = \"c;d\"",
     "text = 'repeat(after me'",
     "lpad(cast(id AS string), 8, '0')",
     "repeat('-', 20)",
@@ -754,6 +760,9 @@ ACCEPTED_EXPRESSIONS = [
     "text = '$$ not a dollar quote $$'",
 ]
 REFUSED_EXPRESSIONS = [
+    "id > 5; id < 3",  # pylance drops what follows ';'
+    "id < 3; this is not sql",
+    "id < 3 ;",
     "repeat(text, 50000000)",
     "REPEAT(text, 1e9)",
     "`repeat`(text, 100)",

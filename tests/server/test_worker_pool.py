@@ -297,6 +297,21 @@ def test_idle_workers_gone_with_their_template_are_passed_over_not_handed_out() 
         workers.close()
 
 
+def test_a_worker_gone_with_its_template_says_so() -> None:
+    """A worker is the template's child, not the server's: when the template ends, the worker's
+    end has no status to read, and its request is told the template ended, not "exit status None"."""
+    worker = data_worker.DataWorker(300)
+    try:
+        worker.wait_ready()
+        forking.Template.running().process.kill()
+        worker.process.wait(10)
+        error = worker.ended(300)
+    finally:
+        worker.stop()
+    assert isinstance(error, isolation.ServiceUnavailableError)
+    assert "ended (with the data workers' template)" in str(error) and "None" not in str(error), str(error)
+
+
 def test_a_worker_reaped_before_its_start_is_answered_is_still_seen_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
     """The template may report a worker's end before the thread that asked for it has the pid: the
     end is kept for it, and the worker is seen to have ended (a wait for it never hangs)."""
