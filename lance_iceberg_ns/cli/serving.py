@@ -246,12 +246,13 @@ def run_server(settings: ServeSettings, state: CliState) -> None:
 
     _leave_a_core_to_python()
     _warn_if_workers_may_outgrow_the_memory(settings)
-    wait_for_catalog(settings)
     workers = settings.workers
-    # bound before anything starts (data workers): a busy port is one line; --port 0 prints the port it got
+    # bound before anything starts (the wait for the catalog, data workers): a busy port is one line at
+    # once; --port 0 prints the port it got. Nothing listens on it before the app can answer.
     listening = bound_socket(settings.host, settings.port)
     protocol = DeadlineProtocolFactory(settings.request_read_timeout, connections=Connections(settings.max_connections))
     with listening:  # closed however serving ends (a command may run in a process that goes on)
+        wait_for_catalog(settings)
         config = uvicorn.Config(
             AppFactory(settings) if workers > 1 else AppFactory(settings).build(),  # one process: errors surface here
             factory=workers > 1,

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -138,11 +139,12 @@ def test_serve_on_a_busy_port_says_so_in_one_line_before_starting_anything(tmp_p
     environ = {**os.environ, "LANCE_ICEBERG_ENDPOINT": "http://127.0.0.1:9", "LANCE_ICEBERG_ROOT": str(tmp_path)}
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        shown = _run(
-            "-m", "lance_iceberg_ns.cli", "serve", "--catalog-wait", "0", "--port", str(port), "--workers", workers,
+        started = time.monotonic()
+        shown = _run(  # a catalog that never answers is not waited for: the port is bound first
+            "-m", "lance_iceberg_ns.cli", "serve", "--catalog-wait", "60", "--port", str(port), "--workers", workers,
             env=environ,
         )  # fmt: skip
-    assert (shown.returncode, shown.stdout) == (5, "")
+    assert (shown.returncode, shown.stdout) == (5, "") and time.monotonic() - started < 30
     assert shown.stderr == f"error: Port {port} on 127.0.0.1 is busy: stop what listens there or give --port\n"
 
 
